@@ -1,0 +1,58 @@
+//! `kin-infer`: the command-line face of the engine. Thin: parses arguments, reads inputs,
+//! calls the library, prints. Exit codes follow docs/cli-conventions.md (0 ok, 1 parity
+//! failed, 2 bad usage/input/model).
+
+mod commands;
+mod input;
+mod output;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "kin-infer", version, about = "Bit-reproducible transformer inference", arg_required_else_help = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Embed texts (one per line, or JSON Lines with --jsonl) into JSON Lines vectors.
+    Embed(commands::EmbedArgs),
+    /// Describe a model: family, sizes, dtype, pooling, tokenizer, kernel tier, threads.
+    Describe(commands::DescribeArgs),
+    /// Replay a golden file against the model and report parity.
+    Check(commands::CheckArgs),
+    /// Measure embedding throughput on a file of texts.
+    Bench(commands::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = match e.kind() {
+                clap::error::ErrorKind::DisplayHelp
+                | clap::error::ErrorKind::DisplayVersion
+                | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => 0,
+                _ => 2,
+            };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let result = match cli.command {
+        Command::Embed(a) => commands::embed(a),
+        Command::Describe(a) => commands::describe(a),
+        Command::Check(a) => commands::check(a),
+        Command::Bench(a) => commands::bench(a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! GEMM throughput per available SIMD tier: f32 1024³ and the BERT-like shapes the engine runs
+//! (m × k × n with B packed once, as the model does), plus small attention products.
+//!
+//! Threads: `KIN_INFER_THREADS` or rayon's default; best of N runs (`KIN_BENCH_REPS`, default
+//! 7) so the number reflects the kernel, not a noisy neighbour. `KIN_BENCH_TIERS=avx512,...`
+//! limits the tiers; the generic tier is skipped for the big shapes unless listed there (on
+//! baseline x86-64 its `mul_add` is a software FMA, minutes per 1024³).
+//! Prints one line per (tier, shape): `tier shape GFLOP/s`.
+
+use kin_infer::kernels::{for_tier, Tier};
+use std::time::Instant;
+
+fn main() {
+    let threads: usize = std::env::var("KIN_INFER_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let reps: usize = std::env::var("KIN_BENCH_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7);
+    let wanted: Option<Vec<Tier>> = std::env::var("KIN_BENCH_TIERS")
+        .ok()
+        .map(|v| v.split(',').filter_map(Tier::parse).collect());
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("thread pool");
+    println!("threads {}", pool.current_num_threads());
+    // (m, k, n, label)
+    let shapes: &[(usize, usize, usize, &str)] = &[
+        (1024, 1024, 1024, "1024^3"),
+        (512, 384, 384, "bert 512x384x384"),
+        (512, 384, 1536, "bert 512x384x1536"),
+        (512, 1536, 384, "bert 512x1536x384"),
+        (2048, 384, 1536, "bert 2048x384x1536"),
+        (2048, 1536, 384, "bert 2048x1536x384"),
+        (128, 64, 128, "attn 128x64x128"),
+        (256, 32, 256, "attn 256x32x256"),
+        (64, 64, 64, "attn 64x64x64"),
+    ];
+    for tier in Tier::available() {
+        let listed = wanted.as_ref().map(|w| w.contains(&tier));
+        if listed == Some(false) || (tier == Tier::Generic && listed.is_none()) {
+            continue;
+        }
+        let kern = for_tier(tier).expect("available tier");
+        for &(m, k, n, label) in shapes {
+            let a: Vec<f32> = (0..m * k).map(|i| ((i * 7919) % 1000) as f32 * 1e-3).collect();
+            let w: Vec<f32> = (0..n * k).map(|i| ((i * 104729) % 997) as f32 * 1e-3).collect();
+            let bias: Vec<f32> = (0..n).map(|j| j as f32).collect();
+            let packed = kern.pack_rows(&w, n, k, k);
+            let mut c = vec![0.0f32; m * n];
+            // Small products are timed in batches so the clock resolution does not matter.
+            let inner = (1usize << 28).div_ceil(m * n * k).max(1);
+            let mut best = f64::INFINITY;
+            pool.install(|| {
+                kern.matmul(&a, k, m, &packed, Some(&bias), &mut c, n); // warm-up
+                for _ in 0..reps {
+                    let t = Instant::now();
+                    for _ in 0..inner {
+                        kern.matmul(&a, k, m, &packed, Some(&bias), &mut c, n);
+                    }
+                    best = best.min(t.elapsed().as_secs_f64() / inner as f64);
+                }
+            });
+            let gflops = 2.0 * (m * n * k) as f64 / best / 1e9;
+            println!("{:8} {:22} {:8.1} GFLOP/s", tier.name(), label, gflops);
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The sentence-embedding pipeline: tokenizer → encoder → pooling → optional L2 normalization,
+//! configured from the sentence-transformers layout of the model directory, with options
+//! overriding it.
+
+use crate::error::{InferError, Result};
+use crate::gpu::{self, GpuCompute};
+use crate::io::config::BertConfig;
+use crate::io::safetensors::{StorageDtype, WeightStore};
+use crate::io::st_config::SentenceConfig;
+use crate::kernels::{self, Tier};
+use crate::models::BertModel;
+use crate::nn::pooling::{l2_normalize, Pooling};
+use crate::threads;
+use crate::tokenize::{Encoded, TextTokenizer};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Overrides of what the model directory says; `None` keeps the directory's choice.
+#[derive(Clone, Debug, Default)]
+pub struct EmbedderOptions {
+    pub pooling: Option<Pooling>,
+    pub normalize: Option<bool>,
+    /// Tokens per text, special tokens included; must not exceed the model's position limit.
+    pub max_length: Option<usize>,
+    /// Worker threads (else `KIN_INFER_THREADS`, else all logical CPUs).
+    pub threads: Option<usize>,
+}
+
+/// Facts about a loaded model, for `describe`.
+#[derive(Clone, Debug)]
+pub struct ModelInfo {
+    pub dir: PathBuf,
+    pub tensors: usize,
+    pub parameters: usize,
+    pub dtype_counts: BTreeMap<String, usize>,
+    pub storage_dtype: Option<StorageDtype>,
+    pub shards: usize,
+    pub weight_prefix: String,
+    pub load_ms: f64,
+}
+
+pub struct Embedder {
+    model: BertModel,
+    info: ModelInfo,
+    tokenizer: Option<TextTokenizer>,
+    pooling: Pooling,
+    normalize: bool,
+    max_length: usize,
+    backend: Box<dyn GpuCompute>,
+    pool: rayon::ThreadPool,
+    threads: usize,
+}
+
+impl Embedder {
+    /// Loads a model directory (config.json + safetensors, optional tokenizer.json and
+    /// sentence-transformers configs).
+    pub fn load(dir: &Path, opts: &EmbedderOptions) -> Result<Self> {
+        let t0 = Instant::now();
+        if !dir.is_dir() {
+            return Err(InferError::ModelNotFound(dir.display().to_string()));
+        }
+        let cfg = BertConfig::from_file(&dir.join("config.json"))?;
+        let st = SentenceConfig::read(dir)?;
+        let threads = threads::resolve_threads(opts.threads)?;
+        let pool = threads::build_pool(threads)?;
+        let backend = gpu::create_compute()?;
+        let store = WeightStore::open_dir(dir)?;
+        let model = pool.install(|| BertModel::load(cfg, &store, backend.as_ref()))?;
+        let limit = model.config().max_sequence_length();
+        let max_length = match opts.max_length {
+            Some(0) => return Err(InferError::Input("max length must be at least 1".into())),
+            Some(n) if n > limit => {
+                return Err(InferError::Input(format!(
+                    "max length {n} exceeds the model's position limit of {limit}"
+                )))
+            }
+            Some(n) => n,
+            None => st.max_seq_length.unwrap_or(limit).min(limit),
+        };
+        let tokenizer = if dir.join("tokenizer.json").is_file() {
+            Some(TextTokenizer::load(dir, max_length)?)
+        } else {
+            None
+        };
+        let info = ModelInfo {
+            dir: dir.to_path_buf(),
+            tensors: store.len(),
+            parameters: store.parameter_count(),
+            dtype_counts: store.dtype_counts(),
+            storage_dtype: store.storage_dtype(),
+            shards: store.shard_paths().len(),
+            weight_prefix: model.weight_prefix().to_string(),
+            load_ms: t0.elapsed().as_secs_f64() * 1e3,
+        };
+        Ok(Embedder {
+            model,
+            info,
+            tokenizer,
+            pooling: opts.pooling.clone().unwrap_or(st.pooling),
+            normalize: opts.normalize.unwrap_or(st.normalize),
+            max_length,
+            backend,
+            pool,
+            threads,
+        })
+    }
+
+    pub fn config(&self) -> &BertConfig {
+        self.model.config()
+    }
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+    pub fn pooling(&self) -> &Pooling {
+        &self.pooling
+    }
+    pub fn normalize(&self) -> bool {
+        self.normalize
+    }
+    pub fn max_length(&self) -> usize {
+        self.max_length
+    }
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+    pub fn tier(&self) -> Tier {
+        self.backend.tier()
+    }
+    pub fn backend_name(&self) -> &'static str {
+        self.backend.name()
+    }
+    pub fn tokenizer(&self) -> Option<&TextTokenizer> {
+        self.tokenizer.as_ref()
+    }
+    /// Length of each embedding.
+    pub fn dim(&self) -> usize {
+        self.pooling.output_dim(self.model.config().hidden_size)
+    }
+
+    /// Tokenizes texts (truncated to the model's limit).
+    pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<Encoded>> {
+        match &self.tokenizer {
+            Some(t) => t.encode_batch(texts),
+            None => Err(InferError::Tokenizer {
+                reason: format!(
+                    "{} has no tokenizer.json; text input needs one (token ids need none)",
+                    self.info.dir.display()
+                ),
+            }),
+        }
+    }
+
+    /// Embeds texts as one batch.
+    pub fn embed_texts(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let enc = self.tokenize(texts)?;
+        let ids: Vec<&[u32]> = enc.iter().map(|e| e.ids.as_slice()).collect();
+        let types: Vec<&[u32]> = enc.iter().map(|e| e.type_ids.as_slice()).collect();
+        self.embed_tokens(&ids, Some(&types))
+    }
+
+    /// Embeds token-id sequences as one batch (no tokenizer needed).
+    pub fn embed_tokens(&self, ids: &[&[u32]], type_ids: Option<&[&[u32]]>) -> Result<Vec<Vec<f32>>> {
+        let hidden = self.hidden_states(ids, type_ids)?;
+        let h = self.model.config().hidden_size;
+        let k = kernels::kernels()?;
+        Ok(hidden
+            .iter()
+            .map(|states| {
+                let mut v = self.pooling.pool(states, h);
+                if self.normalize {
+                    l2_normalize(k, &mut v);
+                }
+                v
+            })
+            .collect())
+    }
+
+    /// The encoder's last hidden state per sequence (`len` rows of `hidden_size`).
+    pub fn hidden_states(&self, ids: &[&[u32]], type_ids: Option<&[&[u32]]>) -> Result<Vec<Vec<f32>>> {
+        if let Some(t) = type_ids {
+            if t.len() != ids.len() {
+                return Err(InferError::Input(format!(
+                    "{} token_type_ids rows for {} sequences",
+                    t.len(),
+                    ids.len()
+                )));
+            }
+        }
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let flat = self
+            .pool
+            .install(|| self.model.forward(self.backend.as_ref(), ids, type_ids))?;
+        let h = self.model.config().hidden_size;
+        let mut out = Vec::with_capacity(ids.len());
+        let mut start = 0;
+        for s in ids {
+            out.push(flat[start * h..(start + s.len()) * h].to_vec());
+            start += s.len();
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,171 @@
+//! The compute backend trait. Model code calls only these operations, so a GPU backend can be
+//! added behind a cargo feature without touching any model file. The CPU backend implements
+//! them over the [`kernels`](crate::kernels) dispatch table and the current rayon pool.
+//!
+//! (The seed name `GpuCompute` is kept because callers already use it; the CPU is simply the
+//! first implementation.)
+
+use crate::error::Result;
+use crate::io::config::Activation;
+use crate::kernels::{self, Kernels, PackedMatrix, Tier};
+use rayon::prelude::*;
+
+/// A weight matrix prepared by a backend for `x · wᵀ` (packed panels on the CPU).
+pub struct DeviceMatrix {
+    n: usize,
+    k: usize,
+    inner: Inner,
+}
+
+enum Inner {
+    Cpu(PackedMatrix),
+}
+
+impl DeviceMatrix {
+    /// Output features.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Input features.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+}
+
+/// One sequence of a packed (unpadded) batch: rows `start..start + len`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeqSpan {
+    pub start: usize,
+    pub len: usize,
+}
+
+/// Operations a transformer forward pass needs. Activations are host `f32` slices laid out
+/// row-major, one row per token of a packed batch (no padding rows).
+pub trait GpuCompute: Send + Sync {
+    /// "cpu", or the GPU backend's name.
+    fn name(&self) -> &'static str;
+    /// The CPU kernel tier in use (host-side work runs on it even with a GPU backend).
+    fn tier(&self) -> Tier;
+    /// Prepares `w` (`n` rows of `k`, a torch `Linear` weight) for [`GpuCompute::linear`].
+    fn prepare_matrix(&self, w: &[f32], n: usize, k: usize) -> DeviceMatrix;
+    /// `out[r] = x[r] · wᵀ + bias` for `rows` rows.
+    fn linear(&self, x: &[f32], rows: usize, w: &DeviceMatrix, bias: Option<&[f32]>, out: &mut [f32]);
+    /// LayerNorm of every row of width `w.len()`, in place.
+    fn layer_norm(&self, x: &mut [f32], w: &[f32], b: &[f32], eps: f32);
+    /// Elementwise activation in place.
+    fn activation(&self, x: &mut [f32], act: Activation);
+    /// `x += y`.
+    fn add(&self, x: &mut [f32], y: &[f32]);
+    /// Multi-head self-attention without masking inside each sequence: `qkv` holds per token
+    /// `[q | k | v]`, each `heads * head_dim` wide; `out` gets `heads * head_dim` per token.
+    /// Scores are `(q · k) * scale`, softmax over the sequence's own keys only.
+    fn attention(&self, qkv: &[f32], seqs: &[SeqSpan], heads: usize, head_dim: usize, scale: f32, out: &mut [f32]);
+}
+
+/// The CPU backend.
+pub struct CpuCompute {
+    k: &'static Kernels,
+}
+
+impl CpuCompute {
+    pub fn new() -> Result<Self> {
+        Ok(CpuCompute {
+            k: kernels::kernels()?,
+        })
+    }
+
+    pub fn kernels(&self) -> &'static Kernels {
+        self.k
+    }
+}
+
+/// Rows per parallel task for row-wise work: enough to amortise scheduling.
+const ROW_CHUNK: usize = 16;
+
+impl GpuCompute for CpuCompute {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn tier(&self) -> Tier {
+        self.k.tier()
+    }
+
+    fn prepare_matrix(&self, w: &[f32], n: usize, k: usize) -> DeviceMatrix {
+        DeviceMatrix {
+            n,
+            k,
+            inner: Inner::Cpu(self.k.pack_rows(w, n, k, k)),
+        }
+    }
+
+    fn linear(&self, x: &[f32], rows: usize, w: &DeviceMatrix, bias: Option<&[f32]>, out: &mut [f32]) {
+        let Inner::Cpu(p) = &w.inner;
+        self.k.matmul(x, w.k, rows, p, bias, out, w.n);
+    }
+
+    fn layer_norm(&self, x: &mut [f32], w: &[f32], b: &[f32], eps: f32) {
+        let width = w.len();
+        x.par_chunks_mut(width * ROW_CHUNK).for_each(|chunk| {
+            for row in chunk.chunks_exact_mut(width) {
+                self.k.layer_norm(row, w, b, eps);
+            }
+        });
+    }
+
+    fn activation(&self, x: &mut [f32], act: Activation) {
+        x.par_chunks_mut(4096).for_each(|c| match act {
+            Activation::GeluErf => self.k.gelu_erf(c),
+            Activation::GeluTanh => self.k.gelu_tanh(c),
+            Activation::Relu => c.iter_mut().for_each(|v| *v = v.max(0.0)),
+        });
+    }
+
+    fn add(&self, x: &mut [f32], y: &[f32]) {
+        x.par_chunks_mut(4096)
+            .zip(y.par_chunks(4096))
+            .for_each(|(a, b)| self.k.add(a, b));
+    }
+
+    fn attention(&self, qkv: &[f32], seqs: &[SeqSpan], heads: usize, head_dim: usize, scale: f32, out: &mut [f32]) {
+        let hidden = heads * head_dim;
+        let stride = 3 * hidden;
+        let k = self.k;
+        let tasks: Vec<(usize, usize)> = (0..seqs.len())
+            .flat_map(|s| (0..heads).map(move |h| (s, h)))
+            .collect();
+        let results: Vec<Vec<f32>> = tasks
+            .par_iter()
+            .map(|&(s, h)| {
+                let SeqSpan { start, len } = seqs[s];
+                let base = start * stride + h * head_dim;
+                let q = &qkv[base..];
+                let keys = k.pack_rows(&qkv[base + hidden..], len, head_dim, stride);
+                let mut scores = vec![0.0f32; len * len];
+                k.matmul(q, stride, len, &keys, None, &mut scores, len);
+                for row in scores.chunks_exact_mut(len) {
+                    k.scale(row, scale);
+                    k.softmax(row);
+                }
+                let values = k.pack_cols(&qkv[base + 2 * hidden..], len, head_dim, stride);
+                let mut ctx = vec![0.0f32; len * head_dim];
+                k.matmul(&scores, len, len, &values, None, &mut ctx, head_dim);
+                ctx
+            })
+            .collect();
+        for (&(s, h), ctx) in tasks.iter().zip(&results) {
+            let SeqSpan { start, len } = seqs[s];
+            for i in 0..len {
+                let dst = (start + i) * hidden + h * head_dim;
+                out[dst..dst + head_dim].copy_from_slice(&ctx[i * head_dim..(i + 1) * head_dim]);
+            }
+        }
+    }
+}
+
+/// The backend to run on: the CPU today (`KIN_INFER_FORCE_CPU=1` pins it once GPU backends
+/// exist behind features).
+pub fn create_compute() -> Result<Box<dyn GpuCompute>> {
+    let _force_cpu = std::env::var("KIN_INFER_FORCE_CPU").is_ok_and(|v| v == "1");
+    Ok(Box::new(CpuCompute::new()?))
+}

@@ -1,0 +1,337 @@
+//! Golden files (`kin-infer-golden/1`, see docs/golden-format.md): parsing, validation and
+//! replay against an [`Embedder`]. A malformed file is an error, never a silent pass.
+
+use crate::embed::Embedder;
+use crate::error::{InferError, Result};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+pub const FORMAT: &str = "kin-infer-golden/1";
+
+/// Input of an `embedding` case.
+#[derive(Clone, Debug)]
+pub enum EmbeddingInput {
+    Text(String),
+    Ids(Vec<u32>),
+}
+
+#[derive(Clone, Debug)]
+pub enum CaseKind {
+    Hidden {
+        input_ids: Vec<Vec<u32>>,
+        token_type_ids: Option<Vec<Vec<u32>>>,
+        /// Per sequence, `len` rows of `hidden_size`.
+        expected: Vec<Vec<Vec<f64>>>,
+    },
+    Embedding {
+        input: EmbeddingInput,
+        expected: Vec<f64>,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct Case {
+    pub name: String,
+    pub kind: CaseKind,
+}
+
+#[derive(Clone, Debug)]
+pub struct GoldenFile {
+    pub path: PathBuf,
+    pub tol: f64,
+    pub cases: Vec<Case>,
+}
+
+/// The first comparison beyond tolerance in a case.
+#[derive(Clone, Debug)]
+pub struct Mismatch {
+    pub case: String,
+    /// Where in the case: e.g. `sequence 2, token 5, dim 17`.
+    pub position: String,
+    pub expected: f64,
+    pub actual: f64,
+}
+
+#[derive(Clone, Debug)]
+pub struct CheckReport {
+    pub cases: usize,
+    pub compared: usize,
+    pub max_diff: f64,
+    pub tol: f64,
+    pub mismatches: Vec<Mismatch>,
+}
+
+impl CheckReport {
+    pub fn passed(&self) -> bool {
+        self.mismatches.is_empty()
+    }
+}
+
+impl GoldenFile {
+    pub fn load(path: &Path) -> Result<Self> {
+        let v: Value = crate::io::read_json(path)?;
+        Self::from_value(&v, path)
+    }
+
+    pub fn from_value(v: &Value, path: &Path) -> Result<Self> {
+        let err = |reason: String| InferError::Golden {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let obj = v.as_object().ok_or_else(|| err("not a JSON object".into()))?;
+        match obj.get("format").and_then(Value::as_str) {
+            Some(FORMAT) => {}
+            Some(other) => return Err(err(format!("unknown format `{other}` (expected `{FORMAT}`)"))),
+            None => return Err(err(format!("missing `format` (expected `{FORMAT}`)"))),
+        }
+        let tol = obj
+            .get("tol")
+            .and_then(Value::as_f64)
+            .ok_or_else(|| err("missing or non-numeric `tol`".into()))?;
+        if !(tol.is_finite() && tol >= 0.0) {
+            return Err(err(format!("`tol` {tol} must be finite and >= 0")));
+        }
+        let cases_v = obj
+            .get("cases")
+            .and_then(Value::as_array)
+            .ok_or_else(|| err("missing `cases` array".into()))?;
+        if cases_v.is_empty() {
+            return Err(err("`cases` is empty".into()));
+        }
+        let cases = cases_v
+            .iter()
+            .enumerate()
+            .map(|(i, c)| parse_case(i, c).map_err(|r| err(format!("case {i}: {r}"))))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(GoldenFile {
+            path: path.to_path_buf(),
+            tol,
+            cases,
+        })
+    }
+}
+
+fn parse_case(i: usize, c: &Value) -> Result<Case, String> {
+    let name = c
+        .get("name")
+        .and_then(Value::as_str)
+        .map_or_else(|| format!("#{i}"), String::from);
+    let kind = c
+        .get("kind")
+        .and_then(Value::as_str)
+        .ok_or("missing `kind`")?;
+    let kind = match kind {
+        "hidden" => {
+            let input_ids = id_rows(c.get("input_ids"), "input_ids")?;
+            let token_type_ids = match c.get("token_type_ids") {
+                None | Some(Value::Null) => None,
+                v => Some(id_rows(v, "token_type_ids")?),
+            };
+            if let Some(t) = &token_type_ids {
+                if t.len() != input_ids.len() || t.iter().zip(&input_ids).any(|(a, b)| a.len() != b.len()) {
+                    return Err("`token_type_ids` does not have the shape of `input_ids`".into());
+                }
+            }
+            if let Some(p) = c.get("pad_token_id") {
+                if !p.is_u64() {
+                    return Err("`pad_token_id` is not a non-negative integer".into());
+                }
+            }
+            let exp = c
+                .get("expected")
+                .and_then(Value::as_array)
+                .ok_or("missing `expected` array")?;
+            if exp.len() != input_ids.len() {
+                return Err(format!(
+                    "`expected` has {} sequences, `input_ids` {}",
+                    exp.len(),
+                    input_ids.len()
+                ));
+            }
+            let expected = exp
+                .iter()
+                .enumerate()
+                .map(|(s, rows)| {
+                    let rows = rows.as_array().ok_or(format!("expected[{s}] is not an array"))?;
+                    if rows.len() != input_ids[s].len() {
+                        return Err(format!(
+                            "expected[{s}] has {} rows for {} tokens",
+                            rows.len(),
+                            input_ids[s].len()
+                        ));
+                    }
+                    rows.iter()
+                        .map(|r| floats(Some(r), &format!("expected[{s}]")))
+                        .collect::<Result<Vec<_>, String>>()
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            CaseKind::Hidden {
+                input_ids,
+                token_type_ids,
+                expected,
+            }
+        }
+        "embedding" => {
+            let input = match (c.get("text"), c.get("input_ids")) {
+                (Some(Value::String(t)), None) => EmbeddingInput::Text(t.clone()),
+                (None, Some(v)) => {
+                    // Accept `[id, ...]` and a single-row `[[id, ...]]`.
+                    let rows = match v.as_array() {
+                        Some(a) if a.first().is_some_and(Value::is_array) => id_rows(Some(v), "input_ids")?,
+                        _ => vec![ids(Some(v), "input_ids")?],
+                    };
+                    if rows.len() != 1 {
+                        return Err("an `embedding` case holds one sequence".into());
+                    }
+                    EmbeddingInput::Ids(rows.into_iter().next().unwrap_or_default())
+                }
+                (Some(_), Some(_)) => return Err("give either `text` or `input_ids`, not both".into()),
+                (Some(_), None) => return Err("`text` is not a string".into()),
+                (None, None) => return Err("needs `text` or `input_ids`".into()),
+            };
+            let e = c.get("expected");
+            // Accept `[floats]` and a single-row `[[floats]]`.
+            let expected = match e.and_then(Value::as_array) {
+                Some(a) if a.len() == 1 && a[0].is_array() => floats(Some(&a[0]), "expected")?,
+                _ => floats(e, "expected")?,
+            };
+            CaseKind::Embedding { input, expected }
+        }
+        "logits" | "generate" | "classify" => {
+            return Err(format!(
+                "case kind `{kind}` does not apply to an encoder model (this command checks `hidden` and `embedding`)"
+            ))
+        }
+        other => return Err(format!("unknown kind `{other}`")),
+    };
+    Ok(Case { name, kind })
+}
+
+fn ids(v: Option<&Value>, what: &str) -> Result<Vec<u32>, String> {
+    let a = v.and_then(Value::as_array).ok_or(format!("`{what}` is not an array"))?;
+    a.iter()
+        .map(|x| {
+            x.as_u64()
+                .filter(|&n| n <= u32::MAX as u64)
+                .map(|n| n as u32)
+                .ok_or(format!("`{what}` holds a non-integer or out-of-range id: {x}"))
+        })
+        .collect()
+}
+
+fn id_rows(v: Option<&Value>, what: &str) -> Result<Vec<Vec<u32>>, String> {
+    let a = v.and_then(Value::as_array).ok_or(format!("missing `{what}` array"))?;
+    if a.is_empty() {
+        return Err(format!("`{what}` is empty"));
+    }
+    a.iter().map(|r| ids(Some(r), what)).collect()
+}
+
+fn floats(v: Option<&Value>, what: &str) -> Result<Vec<f64>, String> {
+    let a = v.and_then(Value::as_array).ok_or(format!("`{what}` is not an array"))?;
+    a.iter()
+        .map(|x| x.as_f64().ok_or(format!("`{what}` holds a non-number: {x}")))
+        .collect()
+}
+
+/// Tracks the largest difference and the first mismatch of a case.
+struct Comparer<'a> {
+    report: &'a mut CheckReport,
+    case: &'a str,
+    failed: bool,
+}
+
+impl Comparer<'_> {
+    fn compare(&mut self, expected: &[f64], actual: &[f32], position: impl Fn(usize) -> String) {
+        for (j, (&e, &a)) in expected.iter().zip(actual).enumerate() {
+            let a = a as f64;
+            let d = (a - e).abs();
+            self.report.compared += 1;
+            let bad = !(d <= self.report.tol); // NaN on either side fails
+            if d.is_finite() && d > self.report.max_diff {
+                self.report.max_diff = d;
+            }
+            if bad {
+                if !d.is_finite() {
+                    self.report.max_diff = f64::INFINITY;
+                }
+                if !self.failed {
+                    self.failed = true;
+                    self.report.mismatches.push(Mismatch {
+                        case: self.case.to_string(),
+                        position: position(j),
+                        expected: e,
+                        actual: a,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Replays every case; errors (exit 2) for inputs the model rejects or shape disagreements.
+pub fn check(embedder: &Embedder, golden: &GoldenFile) -> Result<CheckReport> {
+    let mut report = CheckReport {
+        cases: golden.cases.len(),
+        compared: 0,
+        max_diff: 0.0,
+        tol: golden.tol,
+        mismatches: Vec::new(),
+    };
+    let gerr = |case: &str, reason: String| InferError::Golden {
+        path: golden.path.clone(),
+        reason: format!("case {case}: {reason}"),
+    };
+    let hidden_size = embedder.config().hidden_size;
+    for case in &golden.cases {
+        match &case.kind {
+            CaseKind::Hidden {
+                input_ids,
+                token_type_ids,
+                expected,
+            } => {
+                let ids: Vec<&[u32]> = input_ids.iter().map(Vec::as_slice).collect();
+                let types: Option<Vec<&[u32]>> =
+                    token_type_ids.as_ref().map(|t| t.iter().map(Vec::as_slice).collect());
+                let out = embedder.hidden_states(&ids, types.as_deref())?;
+                let mut cmp = Comparer {
+                    report: &mut report,
+                    case: &case.name,
+                    failed: false,
+                };
+                for (s, (rows, act)) in expected.iter().zip(&out).enumerate() {
+                    for (t, row) in rows.iter().enumerate() {
+                        if row.len() != hidden_size {
+                            return Err(gerr(
+                                &case.name,
+                                format!("expected[{s}][{t}] has {} values, the model's hidden_size is {hidden_size}", row.len()),
+                            ));
+                        }
+                        let a = &act[t * hidden_size..(t + 1) * hidden_size];
+                        cmp.compare(row, a, |d| format!("sequence {s}, token {t}, dim {d}"));
+                    }
+                }
+            }
+            CaseKind::Embedding { input, expected } => {
+                let out = match input {
+                    EmbeddingInput::Text(t) => embedder.embed_texts(&[t.as_str()])?,
+                    EmbeddingInput::Ids(ids) => embedder.embed_tokens(&[ids.as_slice()], None)?,
+                };
+                let v = &out[0];
+                if v.len() != expected.len() {
+                    return Err(gerr(
+                        &case.name,
+                        format!("expected {} values, the model's embedding has {}", expected.len(), v.len()),
+                    ));
+                }
+                let mut cmp = Comparer {
+                    report: &mut report,
+                    case: &case.name,
+                    failed: false,
+                };
+                cmp.compare(expected, v, |d| format!("dim {d}"));
+            }
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,311 @@
+//! Memory-mapped safetensors weights, single file or sharded (`model.safetensors.index.json`).
+//!
+//! Headers are validated once at open (offsets contiguous, in bounds, sizes consistent with
+//! dtype and shape) by the `safetensors` crate; tensors are then read straight out of the map
+//! and widened to f32. Names are resolved against a list of prefixes (`bert.`, `roberta.`, ...)
+//! because checkpoints saved from task heads nest the encoder under one.
+
+use crate::error::{InferError, Result};
+use memmap2::Mmap;
+use safetensors::{Dtype, SafeTensors};
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// Storage type of a tensor on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StorageDtype {
+    F32,
+    F16,
+    BF16,
+}
+
+impl StorageDtype {
+    pub fn name(self) -> &'static str {
+        match self {
+            StorageDtype::F32 => "F32",
+            StorageDtype::F16 => "F16",
+            StorageDtype::BF16 => "BF16",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct TensorEntry {
+    shard: usize,
+    dtype: Dtype,
+    shape: Vec<usize>,
+    /// Absolute byte range in the shard's map.
+    start: usize,
+    end: usize,
+}
+
+struct Shard {
+    path: PathBuf,
+    map: Mmap,
+}
+
+/// All the tensors of a checkpoint, across its shards.
+pub struct WeightStore {
+    shards: Vec<Shard>,
+    tensors: HashMap<String, TensorEntry>,
+    /// The file named in errors: the single file or the index.
+    origin: PathBuf,
+}
+
+impl WeightStore {
+    /// Opens `dir/model.safetensors` or, failing that, `dir/model.safetensors.index.json`.
+    pub fn open_dir(dir: &Path) -> Result<Self> {
+        let single = dir.join("model.safetensors");
+        let index = dir.join("model.safetensors.index.json");
+        if single.is_file() {
+            Self::open_files(&[single.clone()], single)
+        } else if index.is_file() {
+            #[derive(serde::Deserialize)]
+            struct Index {
+                weight_map: BTreeMap<String, String>,
+            }
+            let idx: Index = super::read_json(&index)?;
+            let mut files: Vec<String> = idx.weight_map.values().cloned().collect();
+            files.sort();
+            files.dedup();
+            for f in &files {
+                if f.contains("..") || Path::new(f).is_absolute() {
+                    return Err(InferError::Config {
+                        path: index.clone(),
+                        field: "weight_map".into(),
+                        reason: format!("shard name `{f}` escapes the model directory"),
+                    });
+                }
+            }
+            let paths: Vec<PathBuf> = files.iter().map(|f| dir.join(f)).collect();
+            let store = Self::open_files(&paths, index.clone())?;
+            // Every tensor the index names must be in the shard it names.
+            for (name, file) in &idx.weight_map {
+                let shard = files.iter().position(|f| f == file).unwrap_or(usize::MAX);
+                match store.tensors.get(name) {
+                    Some(e) if e.shard == shard => {}
+                    _ => {
+                        return Err(InferError::Safetensors {
+                            path: dir.join(file),
+                            reason: format!("index {} lists tensor `{name}` here, but the shard does not hold it", index.display()),
+                        })
+                    }
+                }
+            }
+            Ok(store)
+        } else {
+            Err(InferError::io(
+                &single,
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no model.safetensors or model.safetensors.index.json in the model directory",
+                ),
+            ))
+        }
+    }
+
+    /// Opens explicit shard files; `origin` is the path named in errors about missing tensors.
+    pub fn open_files(paths: &[PathBuf], origin: PathBuf) -> Result<Self> {
+        let mut shards = Vec::with_capacity(paths.len());
+        let mut tensors = HashMap::new();
+        for (si, path) in paths.iter().enumerate() {
+            let file = File::open(path).map_err(|e| InferError::io(path, e))?;
+            // SAFETY: the map is read-only and private; like every mmap-based loader we
+            // assume the file is not truncated by another process while we hold it.
+            let map = unsafe { Mmap::map(&file) }.map_err(|e| InferError::io(path, e))?;
+            let (header_len, meta) =
+                SafeTensors::read_metadata(&map).map_err(|e| InferError::Safetensors {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?;
+            let base = 8 + header_len;
+            for (name, info) in meta.tensors() {
+                let (s, e) = info.data_offsets;
+                let entry = TensorEntry {
+                    shard: si,
+                    dtype: info.dtype,
+                    shape: info.shape.clone(),
+                    start: base + s,
+                    end: base + e,
+                };
+                if tensors.insert(name.clone(), entry).is_some() {
+                    return Err(InferError::Safetensors {
+                        path: path.clone(),
+                        reason: format!("tensor `{name}` appears in more than one shard"),
+                    });
+                }
+            }
+            shards.push(Shard {
+                path: path.clone(),
+                map,
+            });
+        }
+        Ok(WeightStore {
+            shards,
+            tensors,
+            origin,
+        })
+    }
+
+    pub fn origin(&self) -> &Path {
+        &self.origin
+    }
+
+    pub fn len(&self) -> usize {
+        self.tensors.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tensors.is_empty()
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    /// Sorted tensor names.
+    pub fn names(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.tensors.keys().map(String::as_str).collect();
+        v.sort_unstable();
+        v
+    }
+
+    pub fn shape(&self, name: &str) -> Option<&[usize]> {
+        self.tensors.get(name).map(|e| e.shape.as_slice())
+    }
+
+    /// Counts of tensors per storage dtype name (e.g. "F32" → 101), for `describe`.
+    pub fn dtype_counts(&self) -> BTreeMap<String, usize> {
+        let mut m = BTreeMap::new();
+        for e in self.tensors.values() {
+            *m.entry(format!("{:?}", e.dtype)).or_insert(0) += 1;
+        }
+        m
+    }
+
+    /// Total number of scalar parameters.
+    pub fn parameter_count(&self) -> usize {
+        self.tensors
+            .values()
+            .map(|e| e.shape.iter().product::<usize>())
+            .sum()
+    }
+
+    pub fn shard_paths(&self) -> Vec<&Path> {
+        self.shards.iter().map(|s| s.path.as_path()).collect()
+    }
+
+    /// Reads tensor `name`, checking its shape, widened to f32.
+    pub fn read_f32(&self, name: &str, expected: &[usize]) -> Result<Vec<f32>> {
+        let e = self
+            .tensors
+            .get(name)
+            .ok_or_else(|| InferError::MissingTensor {
+                name: name.into(),
+                tried: vec![String::new()],
+                file: self.origin.clone(),
+            })?;
+        let shard = &self.shards[e.shard];
+        if e.shape != expected {
+            return Err(InferError::ShapeMismatch {
+                name: name.into(),
+                file: shard.path.clone(),
+                expected: expected.to_vec(),
+                actual: e.shape.clone(),
+            });
+        }
+        let bytes = &shard.map[e.start..e.end];
+        let out = match e.dtype {
+            Dtype::F32 => bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+            Dtype::F16 => bytes
+                .chunks_exact(2)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+            Dtype::BF16 => bytes
+                .chunks_exact(2)
+                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+            other => {
+                return Err(InferError::UnsupportedDtype {
+                    name: name.into(),
+                    file: shard.path.clone(),
+                    dtype: format!("{other:?}"),
+                })
+            }
+        };
+        Ok(out)
+    }
+
+    /// The storage dtype of the first floating tensor, for `describe`.
+    pub fn storage_dtype(&self) -> Option<StorageDtype> {
+        let mut names = self.names();
+        names.retain(|n| {
+            matches!(
+                self.tensors[*n].dtype,
+                Dtype::F32 | Dtype::F16 | Dtype::BF16
+            )
+        });
+        names.first().map(|n| match self.tensors[*n].dtype {
+            Dtype::F16 => StorageDtype::F16,
+            Dtype::BF16 => StorageDtype::BF16,
+            _ => StorageDtype::F32,
+        })
+    }
+}
+
+/// A view of a [`WeightStore`] that resolves names against a list of prefixes.
+pub struct Weights<'a> {
+    store: &'a WeightStore,
+    prefixes: Vec<String>,
+}
+
+impl<'a> Weights<'a> {
+    /// `probe` is a tensor every checkpoint of the family has (e.g.
+    /// `embeddings.word_embeddings.weight`); the first prefix under which it exists is used
+    /// for every name, so a checkpoint holding two copies cannot mix them.
+    pub fn with_prefixes(store: &'a WeightStore, prefixes: &[&str], probe: &str) -> Result<Self> {
+        let found = prefixes
+            .iter()
+            .find(|p| store.contains(&format!("{p}{probe}")));
+        match found {
+            Some(p) => Ok(Weights {
+                store,
+                prefixes: vec![p.to_string()],
+            }),
+            None => Err(InferError::MissingTensor {
+                name: probe.into(),
+                tried: prefixes.iter().map(|p| p.to_string()).collect(),
+                file: store.origin.clone(),
+            }),
+        }
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefixes[0]
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.prefixes
+            .iter()
+            .any(|p| self.store.contains(&format!("{p}{name}")))
+    }
+
+    /// Reads `name` (under the resolved prefix) with the expected shape.
+    pub fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+        for p in &self.prefixes {
+            let full = format!("{p}{name}");
+            if self.store.contains(&full) {
+                return self.store.read_f32(&full, shape);
+            }
+        }
+        Err(InferError::MissingTensor {
+            name: name.into(),
+            tried: self.prefixes.clone(),
+            file: self.store.origin.clone(),
+        })
+    }
+}

@@ -1,0 +1,314 @@
+//! The blocked GEMM driver shared by all tiers (BLIS-style): B is packed once into NR-wide
+//! k-major panels; per task, A is packed per KC slice into MR-row panels (thread-local scratch,
+//! no per-call allocation); a tier's micro-kernel computes one MR×NR register tile.
+//!
+//! Why results never depend on tiling, threads or m: every output element is produced by the
+//! micro-kernel accumulating p = 0, 1, …, k-1 in order with FMA, starting from 0.0; a KC block
+//! boundary stores the partial sums to C and reloads them (exact); the bias is added once,
+//! after the last block. Edge tiles run the same kernel on a zero-padded copy. Tasks are
+//! (row block × column block) tiles of C; k is never split across threads, and the blocking
+//! (KC) depends on k only.
+
+use super::{Ops, PackedMatrix};
+use rayon::prelude::*;
+use std::cell::RefCell;
+
+/// One MR×NR micro-kernel call.
+///
+/// `a`: kc·MR floats (for each p, MR row values); `b`: kc·NR floats (for each p, NR column
+/// values); `c`: an MR×NR tile with row stride `ldc`. If `load`, the accumulators start from
+/// `c` (a previous KC block's partial sums), else from 0.0. Then for p in 0..kc every
+/// accumulator does `acc = fma(a[p][r], b[p][j], acc)`. Finally, if `bias` is non-null,
+/// `acc += bias[j]` (NR floats there), and the tile is stored to `c`.
+///
+/// # Safety
+/// The pointers must be valid for those extents, and the CPU must support the kernel's tier.
+pub(crate) type MicroKernel = unsafe fn(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    bias: *const f32,
+);
+
+/// Largest MR·NR over the tiers (AVX-512 14×32 = 448): edge tiles are staged in a stack buffer.
+const MAX_TILE: usize = 512;
+/// KC: a B micro-panel (KC·NR floats, 32 KiB for AVX-512) should stay in L1 (48 KiB on Zen5)
+/// while all the A panels of a row block stream past it; 384 (48 KiB) measured slower on
+/// 1024³ and the 2048-row BERT shapes. Blocks are made equal (k split in ceil(k / KC_MAX)).
+const KC_MAX: usize = 256;
+/// Row block ≈ MC rows (A block MC·KC floats in L2) and column block ≈ NC columns.
+const MC_MAX: usize = 192;
+const NC_MAX: usize = 512;
+/// Below this many multiply-adds a product runs on the calling thread: a rayon fork costs
+/// microseconds, as much as the whole product (attention products are already parallel per
+/// head in the caller).
+const SERIAL_MACS: usize = 1 << 18;
+
+/// A zeroed f32 buffer whose data starts on a 64-byte boundary, so B panel loads never split
+/// cache lines (glibc malloc only guarantees 16 bytes).
+pub(crate) struct AlignedBuf {
+    v: Vec<f32>,
+    off: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    pub(crate) fn zeroed(len: usize) -> Self {
+        let v = vec![0.0f32; len + 16];
+        let off = v.as_ptr().align_offset(64).min(16);
+        AlignedBuf { v, off, len }
+    }
+    pub(crate) fn as_slice(&self) -> &[f32] {
+        &self.v[self.off..self.off + self.len]
+    }
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
+        &mut self.v[self.off..self.off + self.len]
+    }
+}
+
+impl Clone for AlignedBuf {
+    fn clone(&self) -> Self {
+        // Vec::clone would lose the alignment; copy into a freshly aligned buffer.
+        let mut out = AlignedBuf::zeroed(self.len);
+        out.as_mut_slice().copy_from_slice(self.as_slice());
+        out
+    }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedBuf({} floats)", self.len)
+    }
+}
+
+/// Packs B (k × n, element (p, j) from `get`) into `nr`-wide zero-padded k-major panels.
+pub(crate) fn pack(nr: usize, k: usize, n: usize, get: impl Fn(usize, usize) -> f32) -> PackedMatrix {
+    let panels = n.div_ceil(nr);
+    let mut buf = AlignedBuf::zeroed(panels * k * nr);
+    let data = buf.as_mut_slice();
+    for jp in 0..panels {
+        let cols = nr.min(n - jp * nr);
+        let panel = &mut data[jp * k * nr..(jp + 1) * k * nr];
+        // j outer, p inner: for a torch weight (`pack_rows`) this reads memory sequentially.
+        for jj in 0..cols {
+            for p in 0..k {
+                panel[p * nr + jj] = get(p, jp * nr + jj);
+            }
+        }
+    }
+    PackedMatrix { k, n, nr, buf }
+}
+
+/// Stores an accumulator tile (adding the bias if non-null): the generic/NEON epilogue.
+///
+/// # Safety
+/// `c` must hold an MR×NR tile with row stride `ldc`; `bias`, if non-null, NR floats.
+#[inline(always)]
+pub(crate) unsafe fn store_tile<const MR: usize, const NR: usize>(
+    acc: &[[f32; NR]; MR],
+    c: *mut f32,
+    ldc: usize,
+    bias: *const f32,
+) {
+    unsafe {
+        for (r, row) in acc.iter().enumerate() {
+            for (j, v) in row.iter().enumerate() {
+                let v = if bias.is_null() { *v } else { *v + *bias.add(j) };
+                *c.add(r * ldc + j) = v;
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// Packed A panels of the current task (MC·KC floats), reused across calls.
+    static APACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+#[derive(Clone, Copy)]
+struct SendPtr(*mut f32);
+// SAFETY: tasks write disjoint tiles of C through this pointer (see `matmul`).
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+/// Splits `count` panels into `blocks` nearly equal ranges; returns block `i`.
+fn split(count: usize, blocks: usize, i: usize) -> (usize, usize) {
+    (i * count / blocks, (i + 1) * count / blocks)
+}
+
+/// The driver behind [`super::Kernels::matmul`] (B already packed with `ops.nr`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul(
+    ops: &Ops,
+    a: &[f32],
+    lda: usize,
+    m: usize,
+    b: &PackedMatrix,
+    bias: Option<&[f32]>,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    let (k, n, mr, nr) = (b.k, b.n, ops.mr, ops.nr);
+    debug_assert_eq!(b.nr, nr);
+    if m == 0 || n == 0 {
+        return;
+    }
+    // These checks make the unsafe kernel calls below sound.
+    assert!(ldc >= n && c.len() >= (m - 1) * ldc + n, "matmul: c too short");
+    if k > 0 {
+        assert!(lda >= k && a.len() >= (m - 1) * lda + k, "matmul: a too short");
+    }
+    if let Some(bias) = bias {
+        assert!(bias.len() >= n, "matmul: bias shorter than n");
+    }
+    assert!(mr * nr <= MAX_TILE);
+
+    let kc_blocks = k.div_ceil(KC_MAX).max(1);
+    let kcb = k.div_ceil(kc_blocks);
+    let (mp, np) = (m.div_ceil(mr), n.div_ceil(nr));
+    let mut rb = mp.div_ceil((MC_MAX / mr).max(1));
+    let mut cb = np.div_ceil((NC_MAX / nr).max(1));
+    let threads = rayon::current_num_threads();
+    let parallel = threads > 1 && m * n * k >= SERIAL_MACS;
+    if parallel {
+        // Enough equal tasks that every thread gets the same share (work stealing evens out
+        // the rest): a multiple of the thread count, at least two per thread.
+        while (rb * cb) % threads != 0 || rb * cb < 2 * threads {
+            if rb < mp && (rb <= cb * 2 || cb >= np) {
+                rb += 1;
+            } else if cb < np {
+                cb += 1;
+            } else {
+                break;
+            }
+        }
+    }
+    let cp = SendPtr(c.as_mut_ptr());
+    let task = |t: usize| {
+        let (ip0, ip1) = split(mp, rb, t / cb);
+        let (jp0, jp1) = split(np, cb, t % cb);
+        if ip0 == ip1 || jp0 == jp1 {
+            return;
+        }
+        let cp = cp;
+        APACK.with(|cell| {
+            let mut fresh = Vec::new();
+            let mut guard = cell.try_borrow_mut();
+            let scratch = match guard.as_mut() {
+                Ok(v) => &mut **v,
+                Err(_) => &mut fresh,
+            };
+            // SAFETY: the tile ranges of different tasks are disjoint, and the asserts above
+            // bound every access.
+            unsafe {
+                block(
+                    ops, a, lda, m, b, bias, cp.0, ldc, (ip0, ip1), (jp0, jp1), kcb, scratch,
+                )
+            };
+        });
+    };
+    if parallel {
+        (0..rb * cb).into_par_iter().for_each(task);
+    } else {
+        (0..rb * cb).for_each(task);
+    }
+}
+
+/// Computes the C tiles of row panels `ip0..ip1` × column panels `jp0..jp1`, all of k.
+#[allow(clippy::too_many_arguments)]
+unsafe fn block(
+    ops: &Ops,
+    a: &[f32],
+    lda: usize,
+    m: usize,
+    b: &PackedMatrix,
+    bias: Option<&[f32]>,
+    c: *mut f32,
+    ldc: usize,
+    (ip0, ip1): (usize, usize),
+    (jp0, jp1): (usize, usize),
+    kcb: usize,
+    scratch: &mut Vec<f32>,
+) {
+    let (k, n, mr, nr) = (b.k, b.n, ops.mr, ops.nr);
+    let need = (ip1 - ip0) * mr * kcb;
+    if scratch.len() < need {
+        scratch.resize(need, 0.0);
+    }
+    let bdata = b.buf.as_slice();
+    let mut p0 = 0;
+    loop {
+        let kc = kcb.min(k - p0);
+        let load = p0 > 0;
+        let last = p0 + kc >= k;
+        // Pack A rows of this row block, columns p0..p0+kc, into MR-row panels (rows past m
+        // are zero: their results are computed and discarded).
+        for ip in ip0..ip1 {
+            let panel = &mut scratch[(ip - ip0) * mr * kc..(ip - ip0 + 1) * mr * kc];
+            for r in 0..mr {
+                let row = ip * mr + r;
+                if row < m {
+                    let src = &a[row * lda + p0..row * lda + p0 + kc];
+                    for (p, v) in src.iter().enumerate() {
+                        panel[p * mr + r] = *v;
+                    }
+                } else {
+                    for p in 0..kc {
+                        panel[p * mr + r] = 0.0;
+                    }
+                }
+            }
+        }
+        for jp in jp0..jp1 {
+            let j0 = jp * nr;
+            let cols = nr.min(n - j0);
+            let bpanel = bdata[jp * k * nr + p0 * nr..].as_ptr();
+            let mut bias_pad = [0.0f32; 64];
+            let bias_ptr = match bias {
+                Some(bias) if last => {
+                    if cols == nr {
+                        bias[j0..].as_ptr()
+                    } else {
+                        bias_pad[..cols].copy_from_slice(&bias[j0..j0 + cols]);
+                        bias_pad.as_ptr()
+                    }
+                }
+                _ => std::ptr::null(),
+            };
+            for ip in ip0..ip1 {
+                let i0 = ip * mr;
+                let rows = mr.min(m - i0);
+                let apanel = scratch[(ip - ip0) * mr * kc..].as_ptr();
+                unsafe {
+                    let ct = c.add(i0 * ldc + j0);
+                    if rows == mr && cols == nr {
+                        (ops.kernel)(kc, apanel, bpanel, ct, ldc, load, bias_ptr);
+                    } else {
+                        // Edge tile: same kernel on a staged copy, so the same op sequence.
+                        let mut tmp = [0.0f32; MAX_TILE];
+                        if load {
+                            for r in 0..rows {
+                                for j in 0..cols {
+                                    tmp[r * nr + j] = *ct.add(r * ldc + j);
+                                }
+                            }
+                        }
+                        (ops.kernel)(kc, apanel, bpanel, tmp.as_mut_ptr(), nr, load, bias_ptr);
+                        for r in 0..rows {
+                            for j in 0..cols {
+                                *ct.add(r * ldc + j) = tmp[r * nr + j];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        p0 += kc;
+        if last {
+            break;
+        }
+    }
+}

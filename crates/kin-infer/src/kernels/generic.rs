@@ -1,0 +1,144 @@
+//! The generic tier: portable Rust that defines the bits every other tier must reproduce.
+//!
+//! The `*_lanes` helpers and [`map`] are `#[inline(always)]` so the SIMD tiers reuse them for
+//! their tails: inlined into a `#[target_feature]` function, `f32::mul_add` becomes one FMA
+//! instruction instead of a libm call, with the same result.
+
+use super::math::{self, Lanes};
+use super::{gemm, tree16, tree16_max, Ops};
+
+pub(crate) static OPS: Ops = Ops {
+    mr: MR,
+    nr: NR,
+    kernel: kernel_generic,
+    sum,
+    dot,
+    max,
+    exp_sub,
+    exp: |x| map(x, math::exp_v),
+    gelu_erf: |x| map(x, math::gelu_erf_v),
+    gelu_tanh: |x| map(x, math::gelu_tanh_v),
+    silu: |x| map(x, math::silu_v),
+    tanh: |x| map(x, math::tanh_v),
+    sub_scalar,
+    scale,
+    add,
+    affine,
+};
+
+/// Adds `x[i]` into lane `i % 16`; callers pass a tail that starts at a multiple of 16.
+#[inline(always)]
+pub(crate) fn sum_lanes(l: &mut [f32; 16], x: &[f32]) {
+    for (i, v) in x.iter().enumerate() {
+        l[i % 16] += v;
+    }
+}
+
+#[inline(always)]
+pub(crate) fn dot_lanes(l: &mut [f32; 16], x: &[f32], y: &[f32]) {
+    for (i, (a, b)) in x.iter().zip(y).enumerate() {
+        l[i % 16] = a.mul_add(*b, l[i % 16]);
+    }
+}
+
+#[inline(always)]
+pub(crate) fn max_lanes(l: &mut [f32; 16], x: &[f32]) {
+    for (i, v) in x.iter().enumerate() {
+        l[i % 16] = v.max_(l[i % 16]);
+    }
+}
+
+/// Applies `f` to every element (scalar reference of the elementwise kernels).
+#[inline(always)]
+pub(crate) fn map(x: &mut [f32], f: impl Fn(f32) -> f32) {
+    for v in x.iter_mut() {
+        *v = f(*v);
+    }
+}
+
+fn sum(x: &[f32]) -> f32 {
+    let mut l = [0.0f32; 16];
+    sum_lanes(&mut l, x);
+    tree16(l)
+}
+
+fn dot(x: &[f32], y: &[f32]) -> f32 {
+    let mut l = [0.0f32; 16];
+    dot_lanes(&mut l, x, y);
+    tree16(l)
+}
+
+fn max(x: &[f32]) -> f32 {
+    let mut l = [f32::NEG_INFINITY; 16];
+    max_lanes(&mut l, x);
+    tree16_max(l)
+}
+
+#[inline(always)]
+pub(crate) fn exp_sub(x: &mut [f32], s: f32) {
+    map(x, |v| math::exp_v(v - s))
+}
+
+#[inline(always)]
+pub(crate) fn sub_scalar(x: &mut [f32], s: f32) {
+    map(x, |v| v - s)
+}
+
+#[inline(always)]
+pub(crate) fn scale(x: &mut [f32], s: f32) {
+    map(x, |v| v * s)
+}
+
+#[inline(always)]
+pub(crate) fn add(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+#[inline(always)]
+pub(crate) fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
+    for ((v, w), b) in x.iter_mut().zip(w).zip(b) {
+        *v = (*v * s).mul_add(*w, *b);
+    }
+}
+
+/// Generic register tile: small enough that the accumulator array stays in registers and the
+/// column loop autovectorizes where FMA is baseline (aarch64); on baseline x86-64 `mul_add` is
+/// a software FMA call, which is the price of exact bits there.
+const MR: usize = 4;
+const NR: usize = 16;
+
+/// Generic micro-kernel; contract in [`gemm::MicroKernel`].
+unsafe fn kernel_generic(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    bias: *const f32,
+) {
+    // SAFETY: the driver guarantees kc·MR floats at `a`, kc·NR at `b`, an MR×NR tile at `c`
+    // (row stride ldc) and NR floats at `bias` when non-null.
+    unsafe {
+        let mut acc = [[0.0f32; NR]; MR];
+        if load {
+            for (r, row) in acc.iter_mut().enumerate() {
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = *c.add(r * ldc + j);
+                }
+            }
+        }
+        for p in 0..kc {
+            let bp = std::slice::from_raw_parts(b.add(p * NR), NR);
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = *a.add(p * MR + r);
+                for (v, bv) in row.iter_mut().zip(bp) {
+                    *v = av.mul_add(*bv, *v);
+                }
+            }
+        }
+        gemm::store_tile(&acc, c, ldc, bias);
+    }
+}

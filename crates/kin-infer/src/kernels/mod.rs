@@ -1,0 +1,354 @@
+//! CPU kernels behind one dispatch table, chosen once at start-up by runtime CPU detection.
+//!
+//! Tiers: `generic` (portable Rust, the reference), x86-64 `avx2` (AVX2+FMA), x86-64 `avx512`
+//! (F+BW+DQ+VL), aarch64 `neon`. The binary is built for the baseline target, so SIMD bodies are
+//! `#[target_feature]` functions reached only through a table built after detection.
+//! `KIN_INFER_SIMD=generic|avx2|avx512|neon` forces a tier.
+//!
+//! Determinism contract (ARCHITECTURE.md): every tier returns the generic tier's bits.
+//! - GEMM: each output element accumulates p = 0, 1, …, k-1 in order with FMA from 0.0, then adds
+//!   the bias; tiles, KC blocks, threads and m never change that sequence (see `gemm.rs`).
+//! - Reductions: 16 canonical lanes (lane l takes elements l, l+16, …), then the fixed tree
+//!   [`tree16`]; wider/narrower registers emulate exactly those 16 lanes.
+//! - Transcendentals: one implementation over [`math::Lanes`], never libm.
+//!
+//! Composite kernels (layer_norm, softmax) are written once here from per-tier primitives, so
+//! their formula sequence cannot drift between tiers.
+
+mod gemm;
+mod generic;
+pub mod math;
+#[cfg(target_arch = "aarch64")]
+mod neon;
+#[cfg(target_arch = "x86_64")]
+mod x86_avx2;
+#[cfg(target_arch = "x86_64")]
+mod x86_avx512;
+
+use crate::error::{InferError, Result};
+use std::sync::OnceLock;
+
+/// A SIMD tier. Every tier computes bit-identical results (see ARCHITECTURE.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tier {
+    Generic,
+    Avx2,
+    Avx512,
+    Neon,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 4] = [Tier::Generic, Tier::Avx2, Tier::Avx512, Tier::Neon];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Generic => "generic",
+            Tier::Avx2 => "avx2",
+            Tier::Avx512 => "avx512",
+            Tier::Neon => "neon",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Tier> {
+        Tier::ALL
+            .into_iter()
+            .find(|t| t.name() == s.trim().to_ascii_lowercase())
+    }
+
+    /// Whether this CPU can run the tier.
+    pub fn supported(self) -> bool {
+        match self {
+            Tier::Generic => true,
+            #[cfg(target_arch = "x86_64")]
+            Tier::Avx2 => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Tier::Avx512 => {
+                std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("avx512dq")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+                    && std::arch::is_x86_feature_detected!("fma")
+            }
+            #[cfg(target_arch = "aarch64")]
+            Tier::Neon => std::arch::is_aarch64_feature_detected!("neon"),
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
+    /// The tiers this CPU can run, best last.
+    pub fn available() -> Vec<Tier> {
+        Tier::ALL.into_iter().filter(|t| t.supported()).collect()
+    }
+
+    /// The table for a tier. Only called after `supported()` returned true: the SIMD entries
+    /// are safe wrappers around `#[target_feature]` code, sound only on such a CPU.
+    fn ops(self) -> &'static Ops {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Tier::Avx2 => &x86_avx2::OPS,
+            #[cfg(target_arch = "x86_64")]
+            Tier::Avx512 => &x86_avx512::OPS,
+            #[cfg(target_arch = "aarch64")]
+            Tier::Neon => &neon::OPS,
+            _ => &generic::OPS,
+        }
+    }
+}
+
+/// One tier's primitives. Plain function pointers: one indirect call per row-level kernel.
+pub(crate) struct Ops {
+    /// Micro-kernel register tile (rows × columns); `nr` is also the packed-B panel width.
+    pub mr: usize,
+    pub nr: usize,
+    pub kernel: gemm::MicroKernel,
+    pub sum: fn(&[f32]) -> f32,
+    pub dot: fn(&[f32], &[f32]) -> f32,
+    /// Canonical max (16 lanes, `a > b ? a : b`, tree16 order), -inf for an empty slice.
+    pub max: fn(&[f32]) -> f32,
+    /// `x[i] = exp(x[i] - s)`.
+    pub exp_sub: fn(&mut [f32], f32),
+    pub exp: fn(&mut [f32]),
+    pub gelu_erf: fn(&mut [f32]),
+    pub gelu_tanh: fn(&mut [f32]),
+    pub silu: fn(&mut [f32]),
+    pub tanh: fn(&mut [f32]),
+    /// `x[i] -= s`.
+    pub sub_scalar: fn(&mut [f32], f32),
+    /// `x[i] *= s`.
+    pub scale: fn(&mut [f32], f32),
+    /// `x[i] += y[i]`.
+    pub add: fn(&mut [f32], &[f32]),
+    /// `x[i] = fma(x[i] * s, w[i], b[i])`.
+    pub affine: fn(&mut [f32], f32, &[f32], &[f32]),
+}
+
+/// A right-hand matrix B (k × n) packed once for [`Kernels::matmul`]: panels of `nr` columns
+/// (zero-padded), each k-major (`nr` values per p), 64-byte aligned. `nr` is the packing tier's
+/// micro-kernel width; a matrix packed by another tier is repacked on use (same bits, slower).
+#[derive(Clone, Debug)]
+pub struct PackedMatrix {
+    k: usize,
+    n: usize,
+    nr: usize,
+    buf: gemm::AlignedBuf,
+}
+
+impl PackedMatrix {
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Panel width of the packing (the packing tier's micro-kernel width).
+    pub fn panel_width(&self) -> usize {
+        self.nr
+    }
+    /// Element B[p][j].
+    pub fn get(&self, p: usize, j: usize) -> f32 {
+        assert!(p < self.k && j < self.n, "PackedMatrix::get out of range");
+        self.buf.as_slice()[(j / self.nr) * self.k * self.nr + p * self.nr + j % self.nr]
+    }
+}
+
+/// The dispatch table.
+pub struct Kernels {
+    tier: Tier,
+    ops: &'static Ops,
+}
+
+type Selected = std::result::Result<Kernels, (String, Vec<&'static str>)>;
+static SELECTED: OnceLock<Selected> = OnceLock::new();
+
+/// The process-wide kernels: the best tier present, or the one `KIN_INFER_SIMD` forces.
+pub fn kernels() -> Result<&'static Kernels> {
+    let sel = SELECTED.get_or_init(|| {
+        let tier = match std::env::var("KIN_INFER_SIMD") {
+            Ok(v) if !v.trim().is_empty() => match Tier::parse(&v) {
+                Some(t) if t.supported() => t,
+                _ => return Err((v, Tier::available().into_iter().map(Tier::name).collect())),
+            },
+            _ => *Tier::available().last().unwrap_or(&Tier::Generic),
+        };
+        Ok(Kernels {
+            tier,
+            ops: tier.ops(),
+        })
+    });
+    sel.as_ref()
+        .map_err(|(requested, available)| InferError::UnsupportedSimd {
+            requested: requested.clone(),
+            available: available.clone(),
+        })
+}
+
+/// Kernels for one tier (tests compare tiers against each other).
+pub fn for_tier(tier: Tier) -> Result<Kernels> {
+    if !tier.supported() {
+        return Err(InferError::UnsupportedSimd {
+            requested: tier.name().into(),
+            available: Tier::available().into_iter().map(Tier::name).collect(),
+        });
+    }
+    Ok(Kernels {
+        tier,
+        ops: tier.ops(),
+    })
+}
+
+impl Kernels {
+    pub fn tier(&self) -> Tier {
+        self.tier
+    }
+
+    /// Register tile of this tier's GEMM micro-kernel, `(mr, nr)`.
+    pub fn gemm_tile(&self) -> (usize, usize) {
+        (self.ops.mr, self.ops.nr)
+    }
+
+    /// Packs `w` (n rows of k, row stride `ldw`, i.e. a torch `Linear` weight) so that
+    /// `matmul` computes `a · wᵀ`.
+    pub fn pack_rows(&self, w: &[f32], n: usize, k: usize, ldw: usize) -> PackedMatrix {
+        if n > 0 && k > 0 {
+            assert!(ldw >= k && w.len() >= (n - 1) * ldw + k, "pack_rows: w too short");
+        }
+        gemm::pack(self.ops.nr, k, n, |p, j| w[j * ldw + p])
+    }
+
+    /// Packs `b` (k rows of n, row stride `ldb`) so that `matmul` computes `a · b`.
+    pub fn pack_cols(&self, b: &[f32], k: usize, n: usize, ldb: usize) -> PackedMatrix {
+        if n > 0 && k > 0 {
+            assert!(ldb >= n && b.len() >= (k - 1) * ldb + n, "pack_cols: b too short");
+        }
+        gemm::pack(self.ops.nr, k, n, |p, j| b[p * ldb + j])
+    }
+
+    /// `c[i][j] = bias[j] + Σ_p a[i][p]·b[p][j]` for m rows; `a` has row stride `lda`, `c` row
+    /// stride `ldc`. Each element accumulates p = 0, 1, 2, … with FMA from 0.0, then adds the
+    /// bias, whatever the tier, tile or thread. Parallel over output tiles on the current rayon
+    /// pool (call inside `pool.install`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul(
+        &self,
+        a: &[f32],
+        lda: usize,
+        m: usize,
+        b: &PackedMatrix,
+        bias: Option<&[f32]>,
+        c: &mut [f32],
+        ldc: usize,
+    ) {
+        if b.nr != self.ops.nr {
+            // Packed by another tier: same values, other panel width. Correct, not fast.
+            let re = gemm::pack(self.ops.nr, b.k, b.n, |p, j| b.get(p, j));
+            return gemm::matmul(self.ops, a, lda, m, &re, bias, c, ldc);
+        }
+        gemm::matmul(self.ops, a, lda, m, b, bias, c, ldc)
+    }
+
+    /// Canonical sum: 16 lanes (lane l takes x[l], x[l+16], …), then a fixed pairwise tree.
+    pub fn sum(&self, x: &[f32]) -> f32 {
+        (self.ops.sum)(x)
+    }
+
+    /// Canonical dot product (FMA per lane, then the same tree as `sum`).
+    pub fn dot(&self, x: &[f32], y: &[f32]) -> f32 {
+        let n = x.len().min(y.len());
+        (self.ops.dot)(&x[..n], &y[..n])
+    }
+
+    /// Canonical maximum (16 lanes, then the tree, each step `a > b ? a : b`): NaNs are
+    /// ignored; `-inf` for an empty or all-NaN slice.
+    pub fn max(&self, x: &[f32]) -> f32 {
+        (self.ops.max)(x)
+    }
+
+    /// LayerNorm of one row in place (biased variance, as torch).
+    pub fn layer_norm(&self, x: &mut [f32], w: &[f32], b: &[f32], eps: f32) {
+        let len = x.len();
+        assert!(w.len() >= len && b.len() >= len, "layer_norm: w/b too short");
+        let n = len as f32;
+        let mean = self.sum(x) / n;
+        (self.ops.sub_scalar)(x, mean);
+        let var = self.dot(x, x) / n;
+        let inv = 1.0 / (var + eps).sqrt();
+        (self.ops.affine)(x, inv, &w[..len], &b[..len]);
+    }
+
+    /// Softmax of one row in place: exp(x - max) with our exp, canonical sum, times 1/sum.
+    pub fn softmax(&self, x: &mut [f32]) {
+        if x.is_empty() {
+            return;
+        }
+        let max = self.max(x);
+        (self.ops.exp_sub)(x, max);
+        let inv = 1.0 / self.sum(x);
+        self.scale(x, inv);
+    }
+
+    /// GELU with the exact erf form, in place.
+    pub fn gelu_erf(&self, x: &mut [f32]) {
+        (self.ops.gelu_erf)(x)
+    }
+
+    /// GELU with the tanh approximation (`gelu_new`/`gelu_pytorch_tanh`), in place.
+    pub fn gelu_tanh(&self, x: &mut [f32]) {
+        (self.ops.gelu_tanh)(x)
+    }
+
+    /// SiLU (`x·sigmoid(x)`), in place.
+    pub fn silu(&self, x: &mut [f32]) {
+        (self.ops.silu)(x)
+    }
+
+    /// `x = exp(x)` with our exp ([`math::exp`]), in place.
+    pub fn exp_inplace(&self, x: &mut [f32]) {
+        (self.ops.exp)(x)
+    }
+
+    /// `x = tanh(x)` with our tanh ([`math::tanh`]), in place.
+    pub fn tanh_inplace(&self, x: &mut [f32]) {
+        (self.ops.tanh)(x)
+    }
+
+    /// `x *= s`
+    pub fn scale(&self, x: &mut [f32], s: f32) {
+        (self.ops.scale)(x, s)
+    }
+
+    /// `x += y`
+    pub fn add(&self, x: &mut [f32], y: &[f32]) {
+        let n = x.len().min(y.len());
+        (self.ops.add)(&mut x[..n], &y[..n])
+    }
+}
+
+/// The canonical reduction tree over 16 lanes: l[i] += l[i+8], then +4, +2, +1.
+#[inline(always)]
+pub(crate) fn tree16(mut l: [f32; 16]) -> f32 {
+    let mut w = 8;
+    while w > 0 {
+        for i in 0..w {
+            l[i] += l[i + w];
+        }
+        w /= 2;
+    }
+    l[0]
+}
+
+/// The same tree with the canonical max (`a > b ? a : b`, a = lane i, b = lane i + w).
+#[inline(always)]
+pub(crate) fn tree16_max(mut l: [f32; 16]) -> f32 {
+    let mut w = 8;
+    while w > 0 {
+        for i in 0..w {
+            l[i] = if l[i] > l[i + w] { l[i] } else { l[i + w] };
+        }
+        w /= 2;
+    }
+    l[0]
+}

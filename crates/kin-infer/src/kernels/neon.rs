@@ -1,0 +1,300 @@
+//! aarch64 NEON tier: a 6×16 GEMM micro-kernel and 4-wide elementwise/reduction kernels, each
+//! bit-identical to the generic tier.
+//!
+//! The 16 canonical reduction lanes are four q registers fed from each 16-element chunk.
+//! `vmaxq_f32` is not used for the canonical max: it returns NaN for a NaN operand and +0 for
+//! (±0, ∓0), unlike the `a > b ? a : b` rule every tier follows; compare + select is.
+
+use super::generic;
+use super::math::{self, Lanes};
+use super::{tree16, tree16_max, Ops};
+use std::arch::aarch64::*;
+
+pub(crate) static OPS: Ops = Ops {
+    mr: MR,
+    nr: NR,
+    kernel: kernel_6x16,
+    sum: |x| unsafe { sum(x) },
+    dot: |x, y| unsafe { dot(x, y) },
+    max: |x| unsafe { max(x) },
+    exp_sub: |x, s| unsafe { exp_sub(x, s) },
+    exp: |x| unsafe { exp(x) },
+    gelu_erf: |x| unsafe { gelu_erf(x) },
+    gelu_tanh: |x| unsafe { gelu_tanh(x) },
+    silu: |x| unsafe { silu(x) },
+    tanh: |x| unsafe { tanh(x) },
+    sub_scalar: |x, s| unsafe { sub_scalar(x, s) },
+    scale: |x, s| unsafe { scale(x, s) },
+    add: |x, y| unsafe { add(x, y) },
+    affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
+};
+// SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
+// after `Tier::Neon.supported()` confirmed NEON at run time.
+
+/// 4 lanes of f32. Private, and only created inside this module's `#[target_feature]`
+/// functions, which is what makes the safe trait methods (intrinsics inside) sound.
+#[derive(Clone, Copy)]
+struct V(float32x4_t);
+
+impl Lanes for V {
+    type Mask = uint32x4_t;
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        unsafe { V(vdupq_n_f32(v)) }
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        unsafe { V(vaddq_f32(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        unsafe { V(vsubq_f32(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        unsafe { V(vmulq_f32(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        unsafe { V(vdivq_f32(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn fma(self, b: Self, c: Self) -> Self {
+        // vfmaq_f32(c, a, b) = c + a·b, fused.
+        unsafe { V(vfmaq_f32(c.0, self.0, b.0)) }
+    }
+    #[inline(always)]
+    fn round_even(self) -> Self {
+        unsafe { V(vrndnq_f32(self.0)) }
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        unsafe { V(vabsq_f32(self.0)) }
+    }
+    #[inline(always)]
+    fn neg(self) -> Self {
+        unsafe { V(vnegq_f32(self.0)) }
+    }
+    #[inline(always)]
+    fn copysign(self, sign: Self) -> Self {
+        unsafe {
+            let s = vdupq_n_u32(0x8000_0000);
+            V(vbslq_f32(s, sign.0, self.0))
+        }
+    }
+    #[inline(always)]
+    fn gt(self, o: Self) -> uint32x4_t {
+        unsafe { vcgtq_f32(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn is_nan(self) -> uint32x4_t {
+        unsafe { vmvnq_u32(vceqq_f32(self.0, self.0)) }
+    }
+    #[inline(always)]
+    fn select(m: uint32x4_t, a: Self, b: Self) -> Self {
+        unsafe { V(vbslq_f32(m, a.0, b.0)) }
+    }
+    #[inline(always)]
+    fn pow2i(self) -> Self {
+        unsafe {
+            // The input is integral, so the truncating conversion is exact.
+            let n = vcvtq_s32_f32(self.0);
+            let e = vaddq_s32(n, vdupq_n_s32(127));
+            V(vreinterpretq_f32_s32(vshlq_n_s32::<23>(e)))
+        }
+    }
+}
+
+/// Applies `f` to full 4-wide vectors and `g` (the scalar reference) to the tail.
+#[inline(always)]
+unsafe fn map(x: &mut [f32], f: impl Fn(V) -> V, g: impl Fn(f32) -> f32) {
+    let n = x.len();
+    let main = n - n % 4;
+    unsafe {
+        let p = x.as_mut_ptr();
+        for i in (0..main).step_by(4) {
+            vst1q_f32(p.add(i), f(V(vld1q_f32(p.add(i)))).0);
+        }
+    }
+    generic::map(&mut x[main..], g);
+}
+
+#[target_feature(enable = "neon")]
+unsafe fn exp(x: &mut [f32]) {
+    unsafe { map(x, math::exp_v, math::exp_v) }
+}
+#[target_feature(enable = "neon")]
+unsafe fn gelu_erf(x: &mut [f32]) {
+    unsafe { map(x, math::gelu_erf_v, math::gelu_erf_v) }
+}
+#[target_feature(enable = "neon")]
+unsafe fn gelu_tanh(x: &mut [f32]) {
+    unsafe { map(x, math::gelu_tanh_v, math::gelu_tanh_v) }
+}
+#[target_feature(enable = "neon")]
+unsafe fn silu(x: &mut [f32]) {
+    unsafe { map(x, math::silu_v, math::silu_v) }
+}
+#[target_feature(enable = "neon")]
+unsafe fn tanh(x: &mut [f32]) {
+    unsafe { map(x, math::tanh_v, math::tanh_v) }
+}
+#[target_feature(enable = "neon")]
+unsafe fn exp_sub(x: &mut [f32], s: f32) {
+    let sv = V::splat(s);
+    unsafe { map(x, |v| math::exp_v(v.sub(sv)), |v| math::exp_v(v - s)) }
+}
+#[target_feature(enable = "neon")]
+unsafe fn sub_scalar(x: &mut [f32], s: f32) {
+    let sv = V::splat(s);
+    unsafe { map(x, |v| v.sub(sv), |v| v - s) }
+}
+#[target_feature(enable = "neon")]
+unsafe fn scale(x: &mut [f32], s: f32) {
+    let sv = V::splat(s);
+    unsafe { map(x, |v| v.mul(sv), |v| v * s) }
+}
+
+#[target_feature(enable = "neon")]
+unsafe fn add(x: &mut [f32], y: &[f32]) {
+    let n = x.len();
+    let main = n - n % 4;
+    unsafe {
+        let (px, py) = (x.as_mut_ptr(), y.as_ptr());
+        for i in (0..main).step_by(4) {
+            vst1q_f32(px.add(i), vaddq_f32(vld1q_f32(px.add(i)), vld1q_f32(py.add(i))));
+        }
+    }
+    generic::add(&mut x[main..], &y[main..]);
+}
+
+#[target_feature(enable = "neon")]
+unsafe fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
+    let n = x.len();
+    let main = n - n % 4;
+    unsafe {
+        let sv = vdupq_n_f32(s);
+        let (px, pw, pb) = (x.as_mut_ptr(), w.as_ptr(), b.as_ptr());
+        for i in (0..main).step_by(4) {
+            let v = vmulq_f32(vld1q_f32(px.add(i)), sv);
+            vst1q_f32(px.add(i), vfmaq_f32(vld1q_f32(pb.add(i)), v, vld1q_f32(pw.add(i))));
+        }
+    }
+    generic::affine(&mut x[main..], s, &w[main..], &b[main..]);
+}
+
+/// Spills the four q registers (canonical lanes 0-3, 4-7, 8-11, 12-15).
+#[inline(always)]
+unsafe fn lanes(q: [float32x4_t; 4]) -> [f32; 16] {
+    let mut l = [0.0f32; 16];
+    unsafe {
+        for (i, v) in q.iter().enumerate() {
+            vst1q_f32(l.as_mut_ptr().add(4 * i), *v);
+        }
+    }
+    l
+}
+
+#[target_feature(enable = "neon")]
+unsafe fn sum(x: &[f32]) -> f32 {
+    let main = x.len() - x.len() % 16;
+    unsafe {
+        let mut q = [vdupq_n_f32(0.0); 4];
+        let p = x.as_ptr();
+        for i in (0..main).step_by(16) {
+            for (j, acc) in q.iter_mut().enumerate() {
+                *acc = vaddq_f32(*acc, vld1q_f32(p.add(i + 4 * j)));
+            }
+        }
+        let mut l = lanes(q);
+        generic::sum_lanes(&mut l, &x[main..]);
+        tree16(l)
+    }
+}
+
+#[target_feature(enable = "neon")]
+unsafe fn dot(x: &[f32], y: &[f32]) -> f32 {
+    let main = x.len() - x.len() % 16;
+    unsafe {
+        let mut q = [vdupq_n_f32(0.0); 4];
+        let (px, py) = (x.as_ptr(), y.as_ptr());
+        for i in (0..main).step_by(16) {
+            for (j, acc) in q.iter_mut().enumerate() {
+                let o = i + 4 * j;
+                *acc = vfmaq_f32(*acc, vld1q_f32(px.add(o)), vld1q_f32(py.add(o)));
+            }
+        }
+        let mut l = lanes(q);
+        generic::dot_lanes(&mut l, &x[main..], &y[main..]);
+        tree16(l)
+    }
+}
+
+#[target_feature(enable = "neon")]
+unsafe fn max(x: &[f32]) -> f32 {
+    let main = x.len() - x.len() % 16;
+    unsafe {
+        let mut q = [V::splat(f32::NEG_INFINITY); 4];
+        let p = x.as_ptr();
+        for i in (0..main).step_by(16) {
+            for (j, acc) in q.iter_mut().enumerate() {
+                *acc = V(vld1q_f32(p.add(i + 4 * j))).max_(*acc);
+            }
+        }
+        let mut l = lanes([q[0].0, q[1].0, q[2].0, q[3].0]);
+        generic::max_lanes(&mut l, &x[main..]);
+        tree16_max(l)
+    }
+}
+
+/// 6×16 register tile: 24 q accumulators + 4 for the B row, A values via `vfmaq_n_f32`.
+const MR: usize = 6;
+const NR: usize = 16;
+
+/// NEON micro-kernel; contract in [`super::gemm::MicroKernel`].
+#[target_feature(enable = "neon")]
+unsafe fn kernel_6x16(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    bias: *const f32,
+) {
+    unsafe {
+        let mut acc = [[vdupq_n_f32(0.0); 4]; MR];
+        if load {
+            for (r, row) in acc.iter_mut().enumerate() {
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = vld1q_f32(c.add(r * ldc + 4 * j));
+                }
+            }
+        }
+        let (mut ap, mut bp) = (a, b);
+        for _ in 0..kc {
+            let bv = [
+                vld1q_f32(bp),
+                vld1q_f32(bp.add(4)),
+                vld1q_f32(bp.add(8)),
+                vld1q_f32(bp.add(12)),
+            ];
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = *ap.add(r);
+                for (v, b) in row.iter_mut().zip(bv) {
+                    *v = vfmaq_n_f32(*v, b, av);
+                }
+            }
+            ap = ap.add(MR);
+            bp = bp.add(NR);
+        }
+        for (r, row) in acc.iter_mut().enumerate() {
+            for (j, v) in row.iter_mut().enumerate() {
+                if !bias.is_null() {
+                    *v = vaddq_f32(*v, vld1q_f32(bias.add(4 * j)));
+                }
+                vst1q_f32(c.add(r * ldc + 4 * j), *v);
+            }
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! x86-64 AVX2+FMA tier: a 6×16 GEMM micro-kernel and 8-wide elementwise/reduction kernels,
+//! each bit-identical to the generic tier.
+//!
+//! The 16 canonical reduction lanes are two ymm registers (lanes 0-7 and 8-15) fed from each
+//! 16-element chunk; elementwise tails run the scalar reference, which is inlined here so its
+//! `mul_add` is the same FMA instruction.
+
+use super::generic;
+use super::math::{self, Lanes};
+use super::{tree16, tree16_max, Ops};
+use std::arch::x86_64::*;
+
+pub(crate) static OPS: Ops = Ops {
+    mr: MR,
+    nr: NR,
+    kernel: kernel_6x16,
+    sum: |x| unsafe { sum(x) },
+    dot: |x, y| unsafe { dot(x, y) },
+    max: |x| unsafe { max(x) },
+    exp_sub: |x, s| unsafe { exp_sub(x, s) },
+    exp: |x| unsafe { exp(x) },
+    gelu_erf: |x| unsafe { gelu_erf(x) },
+    gelu_tanh: |x| unsafe { gelu_tanh(x) },
+    silu: |x| unsafe { silu(x) },
+    tanh: |x| unsafe { tanh(x) },
+    sub_scalar: |x, s| unsafe { sub_scalar(x, s) },
+    scale: |x, s| unsafe { scale(x, s) },
+    add: |x, y| unsafe { add(x, y) },
+    affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
+};
+// SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
+// after `Tier::Avx2.supported()` confirmed AVX2 and FMA at run time.
+
+/// 8 lanes of f32. Private, and only created inside this module's `#[target_feature]`
+/// functions, which is what makes the safe trait methods (intrinsics inside) sound.
+#[derive(Clone, Copy)]
+struct V(__m256);
+
+impl Lanes for V {
+    /// All-ones / all-zeros lanes, as AVX compares produce.
+    type Mask = __m256;
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        unsafe { V(_mm256_set1_ps(v)) }
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        unsafe { V(_mm256_add_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        unsafe { V(_mm256_sub_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        unsafe { V(_mm256_mul_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        unsafe { V(_mm256_div_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn fma(self, b: Self, c: Self) -> Self {
+        unsafe { V(_mm256_fmadd_ps(self.0, b.0, c.0)) }
+    }
+    #[inline(always)]
+    fn round_even(self) -> Self {
+        // _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC
+        unsafe { V(_mm256_round_ps::<0x08>(self.0)) }
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        unsafe { V(_mm256_andnot_ps(_mm256_set1_ps(-0.0), self.0)) }
+    }
+    #[inline(always)]
+    fn neg(self) -> Self {
+        unsafe { V(_mm256_xor_ps(_mm256_set1_ps(-0.0), self.0)) }
+    }
+    #[inline(always)]
+    fn copysign(self, sign: Self) -> Self {
+        unsafe {
+            let s = _mm256_set1_ps(-0.0);
+            V(_mm256_or_ps(
+                _mm256_andnot_ps(s, self.0),
+                _mm256_and_ps(s, sign.0),
+            ))
+        }
+    }
+    #[inline(always)]
+    fn gt(self, o: Self) -> __m256 {
+        unsafe { _mm256_cmp_ps::<_CMP_GT_OQ>(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn is_nan(self) -> __m256 {
+        unsafe { _mm256_cmp_ps::<_CMP_UNORD_Q>(self.0, self.0) }
+    }
+    #[inline(always)]
+    fn select(m: __m256, a: Self, b: Self) -> Self {
+        // blendv takes the second source where the mask lane's sign bit is set.
+        unsafe { V(_mm256_blendv_ps(b.0, a.0, m)) }
+    }
+    #[inline(always)]
+    fn pow2i(self) -> Self {
+        unsafe {
+            let n = _mm256_cvtps_epi32(self.0);
+            let e = _mm256_add_epi32(n, _mm256_set1_epi32(127));
+            V(_mm256_castsi256_ps(_mm256_slli_epi32::<23>(e)))
+        }
+    }
+}
+
+/// Applies `f` to full 8-wide vectors and `g` (the scalar reference) to the tail.
+#[inline(always)]
+unsafe fn map(x: &mut [f32], f: impl Fn(V) -> V, g: impl Fn(f32) -> f32) {
+    let n = x.len();
+    let main = n - n % 8;
+    unsafe {
+        let p = x.as_mut_ptr();
+        for i in (0..main).step_by(8) {
+            _mm256_storeu_ps(p.add(i), f(V(_mm256_loadu_ps(p.add(i)))).0);
+        }
+    }
+    generic::map(&mut x[main..], g);
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp(x: &mut [f32]) {
+    unsafe { map(x, math::exp_v, math::exp_v) }
+}
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gelu_erf(x: &mut [f32]) {
+    unsafe { map(x, math::gelu_erf_v, math::gelu_erf_v) }
+}
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gelu_tanh(x: &mut [f32]) {
+    unsafe { map(x, math::gelu_tanh_v, math::gelu_tanh_v) }
+}
+#[target_feature(enable = "avx2,fma")]
+unsafe fn silu(x: &mut [f32]) {
+    unsafe { map(x, math::silu_v, math::silu_v) }
+}
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tanh(x: &mut [f32]) {
+    unsafe { map(x, math::tanh_v, math::tanh_v) }
+}
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp_sub(x: &mut [f32], s: f32) {
+    let sv = V::splat(s);
+    unsafe { map(x, |v| math::exp_v(v.sub(sv)), |v| math::exp_v(v - s)) }
+}
+#[target_feature(enable = "avx2,fma")]
+unsafe fn sub_scalar(x: &mut [f32], s: f32) {
+    let sv = V::splat(s);
+    unsafe { map(x, |v| v.sub(sv), |v| v - s) }
+}
+#[target_feature(enable = "avx2,fma")]
+unsafe fn scale(x: &mut [f32], s: f32) {
+    let sv = V::splat(s);
+    unsafe { map(x, |v| v.mul(sv), |v| v * s) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn add(x: &mut [f32], y: &[f32]) {
+    let n = x.len();
+    let main = n - n % 8;
+    unsafe {
+        let (px, py) = (x.as_mut_ptr(), y.as_ptr());
+        for i in (0..main).step_by(8) {
+            let v = _mm256_add_ps(_mm256_loadu_ps(px.add(i)), _mm256_loadu_ps(py.add(i)));
+            _mm256_storeu_ps(px.add(i), v);
+        }
+    }
+    generic::add(&mut x[main..], &y[main..]);
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
+    let n = x.len();
+    let main = n - n % 8;
+    unsafe {
+        let sv = _mm256_set1_ps(s);
+        let (px, pw, pb) = (x.as_mut_ptr(), w.as_ptr(), b.as_ptr());
+        for i in (0..main).step_by(8) {
+            let v = _mm256_mul_ps(_mm256_loadu_ps(px.add(i)), sv);
+            let v = _mm256_fmadd_ps(v, _mm256_loadu_ps(pw.add(i)), _mm256_loadu_ps(pb.add(i)));
+            _mm256_storeu_ps(px.add(i), v);
+        }
+    }
+    generic::affine(&mut x[main..], s, &w[main..], &b[main..]);
+}
+
+/// Spills the two ymm (canonical lanes 0-7, 8-15) for the scalar tail and tree.
+#[inline(always)]
+unsafe fn lanes(lo: __m256, hi: __m256) -> [f32; 16] {
+    let mut l = [0.0f32; 16];
+    unsafe {
+        _mm256_storeu_ps(l.as_mut_ptr(), lo);
+        _mm256_storeu_ps(l.as_mut_ptr().add(8), hi);
+    }
+    l
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn sum(x: &[f32]) -> f32 {
+    let main = x.len() - x.len() % 16;
+    unsafe {
+        let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let p = x.as_ptr();
+        for i in (0..main).step_by(16) {
+            lo = _mm256_add_ps(lo, _mm256_loadu_ps(p.add(i)));
+            hi = _mm256_add_ps(hi, _mm256_loadu_ps(p.add(i + 8)));
+        }
+        let mut l = lanes(lo, hi);
+        generic::sum_lanes(&mut l, &x[main..]);
+        tree16(l)
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot(x: &[f32], y: &[f32]) -> f32 {
+    let main = x.len() - x.len() % 16;
+    unsafe {
+        let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let (px, py) = (x.as_ptr(), y.as_ptr());
+        for i in (0..main).step_by(16) {
+            lo = _mm256_fmadd_ps(_mm256_loadu_ps(px.add(i)), _mm256_loadu_ps(py.add(i)), lo);
+            hi = _mm256_fmadd_ps(
+                _mm256_loadu_ps(px.add(i + 8)),
+                _mm256_loadu_ps(py.add(i + 8)),
+                hi,
+            );
+        }
+        let mut l = lanes(lo, hi);
+        generic::dot_lanes(&mut l, &x[main..], &y[main..]);
+        tree16(l)
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn max(x: &[f32]) -> f32 {
+    let main = x.len() - x.len() % 16;
+    unsafe {
+        let (mut lo, mut hi) = (V::splat(f32::NEG_INFINITY), V::splat(f32::NEG_INFINITY));
+        let p = x.as_ptr();
+        for i in (0..main).step_by(16) {
+            lo = V(_mm256_loadu_ps(p.add(i))).max_(lo);
+            hi = V(_mm256_loadu_ps(p.add(i + 8))).max_(hi);
+        }
+        let mut l = lanes(lo.0, hi.0);
+        generic::max_lanes(&mut l, &x[main..]);
+        tree16_max(l)
+    }
+}
+
+/// 6×16 register tile: 12 ymm accumulators + 2 for the B row + 1 broadcast of 16 registers.
+const MR: usize = 6;
+const NR: usize = 16;
+
+/// AVX2 micro-kernel; contract in [`super::gemm::MicroKernel`].
+#[target_feature(enable = "avx2,fma")]
+unsafe fn kernel_6x16(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    bias: *const f32,
+) {
+    unsafe {
+        let mut c0 = [_mm256_setzero_ps(); MR];
+        let mut c1 = [_mm256_setzero_ps(); MR];
+        if load {
+            for r in 0..MR {
+                c0[r] = _mm256_loadu_ps(c.add(r * ldc));
+                c1[r] = _mm256_loadu_ps(c.add(r * ldc + 8));
+            }
+        }
+        let (mut ap, mut bp) = (a, b);
+        for _ in 0..kc {
+            let b0 = _mm256_loadu_ps(bp);
+            let b1 = _mm256_loadu_ps(bp.add(8));
+            for r in 0..MR {
+                let av = _mm256_broadcast_ss(&*ap.add(r));
+                c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
+                c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+            }
+            ap = ap.add(MR);
+            bp = bp.add(NR);
+        }
+        if !bias.is_null() {
+            let (z0, z1) = (_mm256_loadu_ps(bias), _mm256_loadu_ps(bias.add(8)));
+            for r in 0..MR {
+                c0[r] = _mm256_add_ps(c0[r], z0);
+                c1[r] = _mm256_add_ps(c1[r], z1);
+            }
+        }
+        for r in 0..MR {
+            _mm256_storeu_ps(c.add(r * ldc), c0[r]);
+            _mm256_storeu_ps(c.add(r * ldc + 8), c1[r]);
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! x86-64 AVX-512 tier (F+BW+DQ+VL, with FMA): a 14×32 GEMM micro-kernel and 16-wide
+//! elementwise/reduction kernels, each bit-identical to the generic tier.
+//!
+//! One zmm is exactly the 16 canonical reduction lanes, so reductions need no emulation; the
+//! transcendentals come from `math.rs` over the [`Lanes`] impl below, op for op.
+
+use super::generic;
+use super::math::{self, Lanes};
+use super::{tree16, tree16_max, Ops};
+use std::arch::x86_64::*;
+
+pub(crate) static OPS: Ops = Ops {
+    mr: MR,
+    nr: NR,
+    kernel: kernel_14x32,
+    sum: |x| unsafe { sum(x) },
+    dot: |x, y| unsafe { dot(x, y) },
+    max: |x| unsafe { max(x) },
+    exp_sub: |x, s| unsafe { exp_sub(x, s) },
+    exp: |x| unsafe { exp(x) },
+    gelu_erf: |x| unsafe { gelu_erf(x) },
+    gelu_tanh: |x| unsafe { gelu_tanh(x) },
+    silu: |x| unsafe { silu(x) },
+    tanh: |x| unsafe { tanh(x) },
+    sub_scalar: |x, s| unsafe { sub_scalar(x, s) },
+    scale: |x, s| unsafe { scale(x, s) },
+    add: |x, y| unsafe { add(x, y) },
+    affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
+};
+// SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
+// after `Tier::Avx512.supported()` confirmed the features at run time.
+
+/// 16 lanes of f32. Private, and only created inside this module's `#[target_feature]`
+/// functions, which is what makes the safe trait methods (intrinsics inside) sound.
+#[derive(Clone, Copy)]
+struct V(__m512);
+
+impl Lanes for V {
+    type Mask = __mmask16;
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        unsafe { V(_mm512_set1_ps(v)) }
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        unsafe { V(_mm512_add_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        unsafe { V(_mm512_sub_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        unsafe { V(_mm512_mul_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        unsafe { V(_mm512_div_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn fma(self, b: Self, c: Self) -> Self {
+        unsafe { V(_mm512_fmadd_ps(self.0, b.0, c.0)) }
+    }
+    #[inline(always)]
+    fn round_even(self) -> Self {
+        // imm 0x08: round to nearest even, exceptions suppressed, scale 2^0.
+        unsafe { V(_mm512_roundscale_ps::<0x08>(self.0)) }
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        unsafe { V(_mm512_abs_ps(self.0)) }
+    }
+    #[inline(always)]
+    fn neg(self) -> Self {
+        unsafe {
+            let s = _mm512_set1_epi32(i32::MIN);
+            V(_mm512_castsi512_ps(_mm512_xor_si512(
+                _mm512_castps_si512(self.0),
+                s,
+            )))
+        }
+    }
+    #[inline(always)]
+    fn copysign(self, sign: Self) -> Self {
+        unsafe {
+            let s = _mm512_set1_epi32(i32::MIN);
+            let mag = _mm512_andnot_si512(s, _mm512_castps_si512(self.0));
+            let sg = _mm512_and_si512(s, _mm512_castps_si512(sign.0));
+            V(_mm512_castsi512_ps(_mm512_or_si512(mag, sg)))
+        }
+    }
+    #[inline(always)]
+    fn gt(self, o: Self) -> __mmask16 {
+        unsafe { _mm512_cmp_ps_mask::<_CMP_GT_OQ>(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn is_nan(self) -> __mmask16 {
+        unsafe { _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(self.0, self.0) }
+    }
+    #[inline(always)]
+    fn select(m: __mmask16, a: Self, b: Self) -> Self {
+        // blend takes the second source where the mask bit is set.
+        unsafe { V(_mm512_mask_blend_ps(m, b.0, a.0)) }
+    }
+    #[inline(always)]
+    fn pow2i(self) -> Self {
+        unsafe {
+            let n = _mm512_cvtps_epi32(self.0);
+            let e = _mm512_add_epi32(n, _mm512_set1_epi32(127));
+            V(_mm512_castsi512_ps(_mm512_slli_epi32::<23>(e)))
+        }
+    }
+}
+
+/// Mask of the first `n` (< 16) lanes.
+#[inline(always)]
+fn tail_mask(n: usize) -> __mmask16 {
+    ((1u32 << n) - 1) as __mmask16
+}
+
+/// Applies `f` to every element: full vectors, then one masked vector for the tail (the
+/// inactive lanes compute on zeros and are not stored).
+#[inline(always)]
+unsafe fn map(x: &mut [f32], f: impl Fn(V) -> V) {
+    unsafe {
+        let n = x.len();
+        let p = x.as_mut_ptr();
+        let mut i = 0;
+        while i + 16 <= n {
+            _mm512_storeu_ps(p.add(i), f(V(_mm512_loadu_ps(p.add(i)))).0);
+            i += 16;
+        }
+        if i < n {
+            let m = tail_mask(n - i);
+            let v = f(V(_mm512_maskz_loadu_ps(m, p.add(i)))).0;
+            _mm512_mask_storeu_ps(p.add(i), m, v);
+        }
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn exp(x: &mut [f32]) {
+    unsafe { map(x, math::exp_v) }
+}
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn gelu_erf(x: &mut [f32]) {
+    unsafe { map(x, math::gelu_erf_v) }
+}
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn gelu_tanh(x: &mut [f32]) {
+    unsafe { map(x, math::gelu_tanh_v) }
+}
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn silu(x: &mut [f32]) {
+    unsafe { map(x, math::silu_v) }
+}
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn tanh(x: &mut [f32]) {
+    unsafe { map(x, math::tanh_v) }
+}
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn exp_sub(x: &mut [f32], s: f32) {
+    let s = V::splat(s);
+    unsafe { map(x, |v| math::exp_v(v.sub(s))) }
+}
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn sub_scalar(x: &mut [f32], s: f32) {
+    let s = V::splat(s);
+    unsafe { map(x, |v| v.sub(s)) }
+}
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn scale(x: &mut [f32], s: f32) {
+    let s = V::splat(s);
+    unsafe { map(x, |v| v.mul(s)) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn add(x: &mut [f32], y: &[f32]) {
+    let n = x.len();
+    let main = n - n % 16;
+    unsafe {
+        let (px, py) = (x.as_mut_ptr(), y.as_ptr());
+        for i in (0..main).step_by(16) {
+            let v = _mm512_add_ps(_mm512_loadu_ps(px.add(i)), _mm512_loadu_ps(py.add(i)));
+            _mm512_storeu_ps(px.add(i), v);
+        }
+    }
+    generic::add(&mut x[main..], &y[main..]);
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
+    let n = x.len();
+    let main = n - n % 16;
+    unsafe {
+        let sv = _mm512_set1_ps(s);
+        let (px, pw, pb) = (x.as_mut_ptr(), w.as_ptr(), b.as_ptr());
+        for i in (0..main).step_by(16) {
+            let v = _mm512_mul_ps(_mm512_loadu_ps(px.add(i)), sv);
+            let v = _mm512_fmadd_ps(v, _mm512_loadu_ps(pw.add(i)), _mm512_loadu_ps(pb.add(i)));
+            _mm512_storeu_ps(px.add(i), v);
+        }
+    }
+    generic::affine(&mut x[main..], s, &w[main..], &b[main..]);
+}
+
+/// Spills the 16 lanes for the scalar tail and tree (the tree is 15 scalar ops: cheaper to
+/// keep in one place than to mirror with shuffles).
+#[inline(always)]
+unsafe fn lanes(v: __m512) -> [f32; 16] {
+    let mut l = [0.0f32; 16];
+    unsafe { _mm512_storeu_ps(l.as_mut_ptr(), v) };
+    l
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn sum(x: &[f32]) -> f32 {
+    let main = x.len() - x.len() % 16;
+    unsafe {
+        let mut acc = _mm512_setzero_ps();
+        for i in (0..main).step_by(16) {
+            acc = _mm512_add_ps(acc, _mm512_loadu_ps(x.as_ptr().add(i)));
+        }
+        let mut l = lanes(acc);
+        generic::sum_lanes(&mut l, &x[main..]);
+        tree16(l)
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn dot(x: &[f32], y: &[f32]) -> f32 {
+    let main = x.len() - x.len() % 16;
+    unsafe {
+        let mut acc = _mm512_setzero_ps();
+        for i in (0..main).step_by(16) {
+            let (a, b) = (
+                _mm512_loadu_ps(x.as_ptr().add(i)),
+                _mm512_loadu_ps(y.as_ptr().add(i)),
+            );
+            acc = _mm512_fmadd_ps(a, b, acc);
+        }
+        let mut l = lanes(acc);
+        generic::dot_lanes(&mut l, &x[main..], &y[main..]);
+        tree16(l)
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn max(x: &[f32]) -> f32 {
+    let main = x.len() - x.len() % 16;
+    unsafe {
+        let mut acc = V::splat(f32::NEG_INFINITY);
+        for i in (0..main).step_by(16) {
+            acc = V(_mm512_loadu_ps(x.as_ptr().add(i))).max_(acc);
+        }
+        let mut l = lanes(acc.0);
+        generic::max_lanes(&mut l, &x[main..]);
+        tree16_max(l)
+    }
+}
+
+/// 14×32 register tile: 28 zmm accumulators + 2 for the B row; A values are broadcast from
+/// memory (folded into the FMA). 28 FMAs per 16 loads keeps both FMA pipes busy.
+const MR: usize = 14;
+const NR: usize = 32;
+
+/// AVX-512 micro-kernel; contract in [`super::gemm::MicroKernel`].
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn kernel_14x32(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    bias: *const f32,
+) {
+    unsafe {
+        let mut c0 = [_mm512_setzero_ps(); MR];
+        let mut c1 = [_mm512_setzero_ps(); MR];
+        if load {
+            for r in 0..MR {
+                c0[r] = _mm512_loadu_ps(c.add(r * ldc));
+                c1[r] = _mm512_loadu_ps(c.add(r * ldc + 16));
+            }
+        }
+        let (mut ap, mut bp) = (a, b);
+        for _ in 0..kc {
+            let b0 = _mm512_loadu_ps(bp);
+            let b1 = _mm512_loadu_ps(bp.add(16));
+            for r in 0..MR {
+                let av = _mm512_set1_ps(*ap.add(r));
+                c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+            }
+            ap = ap.add(MR);
+            bp = bp.add(NR);
+        }
+        if !bias.is_null() {
+            let (z0, z1) = (_mm512_loadu_ps(bias), _mm512_loadu_ps(bias.add(16)));
+            for r in 0..MR {
+                c0[r] = _mm512_add_ps(c0[r], z0);
+                c1[r] = _mm512_add_ps(c1[r], z1);
+            }
+        }
+        for r in 0..MR {
+            _mm512_storeu_ps(c.add(r * ldc), c0[r]);
+            _mm512_storeu_ps(c.add(r * ldc + 16), c1[r]);
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! BERT, RoBERTa and XLM-RoBERTa: learned absolute positions (offset past the padding id for
+//! the RoBERTa family), token type embeddings, post-LayerNorm blocks, GELU feed-forward.
+//!
+//! The batch is packed: every sequence contributes only its real tokens, one row each, and
+//! attention runs per sequence over its own keys. No padding row is ever computed, so a
+//! sequence's output cannot depend on its neighbours (the determinism contract) and no work
+//! is spent on padding.
+
+use crate::error::{InferError, Result};
+use crate::gpu::{GpuCompute, SeqSpan};
+use crate::io::config::BertConfig;
+use crate::io::safetensors::{WeightStore, Weights};
+use crate::nn::{LayerNorm, Linear};
+
+/// Tensor every checkpoint of the family holds; used to find the weight prefix.
+const PROBE: &str = "embeddings.word_embeddings.weight";
+
+struct Embeddings {
+    /// `[vocab_size, hidden]`
+    word: Vec<f32>,
+    /// `[max_position_embeddings, hidden]`
+    position: Vec<f32>,
+    /// `[type_vocab_size, hidden]`
+    token_type: Vec<f32>,
+    norm: LayerNorm,
+}
+
+struct Layer {
+    /// q, k, v fused: `[3 * hidden, hidden]`.
+    qkv: Linear,
+    attn_out: Linear,
+    attn_norm: LayerNorm,
+    intermediate: Linear,
+    output: Linear,
+    out_norm: LayerNorm,
+}
+
+/// A BERT-family encoder.
+pub struct BertModel {
+    cfg: BertConfig,
+    emb: Embeddings,
+    layers: Vec<Layer>,
+    prefix: String,
+}
+
+impl BertModel {
+    pub fn load(cfg: BertConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
+        let w = Weights::with_prefixes(store, cfg.architecture.weight_prefixes(), PROBE)?;
+        let h = cfg.hidden_size;
+        let eps = cfg.layer_norm_eps;
+        let emb = Embeddings {
+            word: w.get(PROBE, &[cfg.vocab_size, h])?,
+            position: w.get(
+                "embeddings.position_embeddings.weight",
+                &[cfg.max_position_embeddings, h],
+            )?,
+            token_type: w.get(
+                "embeddings.token_type_embeddings.weight",
+                &[cfg.type_vocab_size, h],
+            )?,
+            norm: LayerNorm::load(&w, "embeddings.LayerNorm", h, eps)?,
+        };
+        let layers = (0..cfg.num_hidden_layers)
+            .map(|i| {
+                let p = format!("encoder.layer.{i}");
+                Ok(Layer {
+                    qkv: Linear::load_fused(
+                        be,
+                        &w,
+                        &[
+                            &format!("{p}.attention.self.query"),
+                            &format!("{p}.attention.self.key"),
+                            &format!("{p}.attention.self.value"),
+                        ],
+                        h,
+                        h,
+                    )?,
+                    attn_out: Linear::load(be, &w, &format!("{p}.attention.output.dense"), h, h)?,
+                    attn_norm: LayerNorm::load(&w, &format!("{p}.attention.output.LayerNorm"), h, eps)?,
+                    intermediate: Linear::load(
+                        be,
+                        &w,
+                        &format!("{p}.intermediate.dense"),
+                        h,
+                        cfg.intermediate_size,
+                    )?,
+                    output: Linear::load(
+                        be,
+                        &w,
+                        &format!("{p}.output.dense"),
+                        cfg.intermediate_size,
+                        h,
+                    )?,
+                    out_norm: LayerNorm::load(&w, &format!("{p}.output.LayerNorm"), h, eps)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let prefix = w.prefix().to_string();
+        Ok(BertModel {
+            cfg,
+            emb,
+            layers,
+            prefix,
+        })
+    }
+
+    pub fn config(&self) -> &BertConfig {
+        &self.cfg
+    }
+
+    /// The weight-name prefix the checkpoint uses (`""`, `"bert."`, ...).
+    pub fn weight_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Checks ids against the vocabulary and the position table.
+    pub fn validate(&self, ids: &[u32], type_ids: Option<&[u32]>) -> Result<()> {
+        let c = &self.cfg;
+        if ids.is_empty() {
+            return Err(InferError::Input("empty token sequence".into()));
+        }
+        if ids.len() > c.max_sequence_length() {
+            return Err(InferError::Input(format!(
+                "sequence of {} tokens exceeds the model's limit of {}",
+                ids.len(),
+                c.max_sequence_length()
+            )));
+        }
+        if let Some(bad) = ids.iter().find(|&&t| t as usize >= c.vocab_size) {
+            return Err(InferError::Input(format!(
+                "token id {bad} is outside the vocabulary (size {})",
+                c.vocab_size
+            )));
+        }
+        if let Some(t) = type_ids {
+            if t.len() != ids.len() {
+                return Err(InferError::Input(format!(
+                    "token_type_ids has {} entries for {} tokens",
+                    t.len(),
+                    ids.len()
+                )));
+            }
+            if let Some(bad) = t.iter().find(|&&t| t as usize >= c.type_vocab_size) {
+                return Err(InferError::Input(format!(
+                    "token type id {bad} is outside type_vocab_size {}",
+                    c.type_vocab_size
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Position ids: `0..len` for BERT; for RoBERTa `padding_idx + cumsum(id != pad)` on real
+    /// tokens and `padding_idx` on pad tokens, as transformers computes them.
+    fn positions(&self, ids: &[u32]) -> Vec<usize> {
+        let pad = self.cfg.pad_token_id;
+        if !self.cfg.architecture.offset_positions() {
+            return (0..ids.len()).collect();
+        }
+        let mut count = 0;
+        ids.iter()
+            .map(|&t| {
+                if t == pad {
+                    pad as usize
+                } else {
+                    count += 1;
+                    pad as usize + count
+                }
+            })
+            .collect()
+    }
+
+    /// Runs the encoder over a packed batch; returns the last hidden state, one row of
+    /// `hidden_size` per real token, sequences in order.
+    pub fn forward(&self, be: &dyn GpuCompute, seqs: &[&[u32]], type_ids: Option<&[&[u32]]>) -> Result<Vec<f32>> {
+        let c = &self.cfg;
+        let h = c.hidden_size;
+        for (i, ids) in seqs.iter().enumerate() {
+            self.validate(ids, type_ids.map(|t| t[i]))?;
+        }
+        let mut spans = Vec::with_capacity(seqs.len());
+        let mut total = 0;
+        for ids in seqs {
+            spans.push(SeqSpan {
+                start: total,
+                len: ids.len(),
+            });
+            total += ids.len();
+        }
+
+        // Embeddings: (word + token_type) + position, then LayerNorm (transformers' order).
+        let mut x = vec![0.0f32; total * h];
+        for (s, ids) in seqs.iter().enumerate() {
+            let pos = self.positions(ids);
+            for (i, &t) in ids.iter().enumerate() {
+                let tt = type_ids.map_or(0, |t| t[s][i]) as usize;
+                let row = &mut x[(spans[s].start + i) * h..][..h];
+                let wrow = &self.emb.word[t as usize * h..][..h];
+                let trow = &self.emb.token_type[tt * h..][..h];
+                let prow = &self.emb.position[pos[i] * h..][..h];
+                for j in 0..h {
+                    row[j] = (wrow[j] + trow[j]) + prow[j];
+                }
+            }
+        }
+        self.emb.norm.forward(be, &mut x);
+
+        let heads = c.num_attention_heads;
+        let hd = c.head_dim();
+        let scale = 1.0 / (hd as f32).sqrt();
+        let mut qkv = vec![0.0f32; total * 3 * h];
+        let mut ctx = vec![0.0f32; total * h];
+        let mut tmp = vec![0.0f32; total * h];
+        let mut inter = vec![0.0f32; total * c.intermediate_size];
+        for layer in &self.layers {
+            layer.qkv.forward(be, &x, total, &mut qkv);
+            be.attention(&qkv, &spans, heads, hd, scale, &mut ctx);
+            layer.attn_out.forward(be, &ctx, total, &mut tmp);
+            be.add(&mut tmp, &x);
+            layer.attn_norm.forward(be, &mut tmp);
+            std::mem::swap(&mut x, &mut tmp);
+
+            layer.intermediate.forward(be, &x, total, &mut inter);
+            be.activation(&mut inter, c.hidden_act);
+            layer.output.forward(be, &inter, total, &mut tmp);
+            be.add(&mut tmp, &x);
+            layer.out_norm.forward(be, &mut tmp);
+            std::mem::swap(&mut x, &mut tmp);
+        }
+        Ok(x)
+    }
+}

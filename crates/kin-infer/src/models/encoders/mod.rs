@@ -1,0 +1,3 @@
+//! Encoder families.
+
+pub mod bert;

@@ -1,0 +1,79 @@
+//! Shared building blocks, written once for every family: linear layers, norms, pooling.
+//! They hold backend-prepared weights and call only [`GpuCompute`] operations.
+
+pub mod pooling;
+
+use crate::error::Result;
+use crate::gpu::{DeviceMatrix, GpuCompute};
+use crate::io::safetensors::Weights;
+
+/// `y = x · Wᵀ + b` with a torch-layout weight (`out` rows of `in`).
+pub struct Linear {
+    weight: DeviceMatrix,
+    bias: Option<Vec<f32>>,
+}
+
+impl Linear {
+    /// Loads `{name}.weight` (`[out, in]`) and `{name}.bias` (`[out]`).
+    pub fn load(be: &dyn GpuCompute, w: &Weights, name: &str, in_dim: usize, out_dim: usize) -> Result<Self> {
+        let weight = w.get(&format!("{name}.weight"), &[out_dim, in_dim])?;
+        let bias = w.get(&format!("{name}.bias"), &[out_dim])?;
+        Ok(Linear {
+            weight: be.prepare_matrix(&weight, out_dim, in_dim),
+            bias: Some(bias),
+        })
+    }
+
+    /// Fuses several linears over the same input (e.g. q, k, v) into one wider matrix, so
+    /// one GEMM pass reads the input once. Each output element is computed exactly as it
+    /// would be alone.
+    pub fn load_fused(be: &dyn GpuCompute, w: &Weights, names: &[&str], in_dim: usize, out_dim: usize) -> Result<Self> {
+        let mut weight = Vec::with_capacity(names.len() * out_dim * in_dim);
+        let mut bias = Vec::with_capacity(names.len() * out_dim);
+        for name in names {
+            weight.extend(w.get(&format!("{name}.weight"), &[out_dim, in_dim])?);
+            bias.extend(w.get(&format!("{name}.bias"), &[out_dim])?);
+        }
+        Ok(Linear {
+            weight: be.prepare_matrix(&weight, names.len() * out_dim, in_dim),
+            bias: Some(bias),
+        })
+    }
+
+    pub fn out_dim(&self) -> usize {
+        self.weight.n()
+    }
+
+    /// `out` must hold `rows * out_dim` floats.
+    pub fn forward(&self, be: &dyn GpuCompute, x: &[f32], rows: usize, out: &mut [f32]) {
+        be.linear(x, rows, &self.weight, self.bias.as_deref(), out);
+    }
+}
+
+/// LayerNorm over the last dimension.
+pub struct LayerNorm {
+    weight: Vec<f32>,
+    bias: Vec<f32>,
+    eps: f32,
+}
+
+impl LayerNorm {
+    /// Loads `{name}.weight` / `{name}.bias`, accepting the old `gamma` / `beta` names of
+    /// TF-converted checkpoints.
+    pub fn load(w: &Weights, name: &str, dim: usize, eps: f32) -> Result<Self> {
+        let (wn, bn) = if !w.contains(&format!("{name}.weight")) && w.contains(&format!("{name}.gamma")) {
+            ("gamma", "beta")
+        } else {
+            ("weight", "bias")
+        };
+        Ok(LayerNorm {
+            weight: w.get(&format!("{name}.{wn}"), &[dim])?,
+            bias: w.get(&format!("{name}.{bn}"), &[dim])?,
+            eps,
+        })
+    }
+
+    pub fn forward(&self, be: &dyn GpuCompute, x: &mut [f32]) {
+        be.layer_norm(x, &self.weight, &self.bias, self.eps);
+    }
+}

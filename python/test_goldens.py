@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Checks of the committed fixtures and golden files.
+
+    python -m pytest python/test_goldens.py      # or
+    python python/test_goldens.py
+
+- `test_golden_format`: every golden file (tests/fixtures/*/golden.json, tests/golden/*.json)
+  follows kin-infer-golden/1 and its shapes match the model config; needs only the stdlib.
+- `test_fixtures_regenerate`: with torch/transformers/sentence-transformers importable, each
+  fixture is regenerated into a temp dir and must equal the committed one (weights bit for bit,
+  golden inputs exactly, golden numbers within 1e-6 so another CPU's float rounding passes).
+  Skipped with a message when torch is absent.
+- `test_minilm_golden_regenerates`: same for tests/golden/minilm.json when the MiniLM model has
+  been fetched (scripts/fetch-minilm.sh); skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import json
+import math
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+FIXTURES = os.path.join(REPO, "tests", "fixtures")
+GOLDEN_DIR = os.path.join(REPO, "tests", "golden")
+MINILM = os.path.join(REPO, "models", "all-MiniLM-L6-v2")
+sys.path.insert(0, HERE)
+
+NUM_TOL = 1e-6
+KINDS = {"hidden", "logits", "generate", "embedding", "classify"}
+
+
+class Skip(Exception):
+    pass
+
+
+_SCRIPT = False  # set by main(): run without pytest
+
+
+def skip(msg):
+    if not _SCRIPT:
+        try:
+            import pytest
+        except ImportError:
+            pass
+        else:
+            pytest.skip(msg)
+    raise Skip(msg)
+
+
+def have_torch_stack():
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+        import sentence_transformers  # noqa: F401
+        import safetensors  # noqa: F401
+    except ImportError as e:
+        return str(e)
+    return None
+
+
+# ---------------------------------------------------------------- format (stdlib only)
+
+def _is_num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def check_golden_doc(path, doc, hidden_size=None, embedding_dim=None):
+    where = os.path.relpath(path, REPO)
+    assert doc.get("format") == "kin-infer-golden/1", f"{where}: format"
+    assert _is_num(doc.get("tol")) and doc["tol"] > 0, f"{where}: tol"
+    cases = doc.get("cases")
+    assert isinstance(cases, list) and cases, f"{where}: empty cases"
+    names = set()
+    for i, c in enumerate(cases):
+        tag = f"{where} case {i} ({c.get('name')})"
+        assert c.get("kind") in KINDS, f"{tag}: kind {c.get('kind')!r}"
+        if "name" in c:
+            assert c["name"] not in names, f"{tag}: duplicate name"
+            names.add(c["name"])
+        if c["kind"] == "hidden":
+            ids, exp = c["input_ids"], c["expected"]
+            assert ids and len(exp) == len(ids), tag
+            if "token_type_ids" in c:
+                assert [len(t) for t in c["token_type_ids"]] == [len(s) for s in ids], tag
+            for s, rows in zip(ids, exp):
+                assert s and all(isinstance(t, int) for t in s), tag
+                assert len(rows) == len(s), f"{tag}: rows {len(rows)} != tokens {len(s)}"
+                for r in rows:
+                    assert hidden_size is None or len(r) == hidden_size, f"{tag}: row width {len(r)}"
+                    assert all(_is_num(x) for x in r), tag
+        elif c["kind"] == "embedding":
+            assert ("text" in c) != ("input_ids" in c), f"{tag}: exactly one of text/input_ids"
+            if "input_ids" in c:
+                assert all(isinstance(t, int) for t in c["input_ids"]) and c["input_ids"], tag
+            else:
+                assert isinstance(c["text"], str), tag
+            e = c["expected"]
+            assert e and all(_is_num(x) for x in e), tag
+            assert embedding_dim is None or len(e) == embedding_dim, f"{tag}: dim {len(e)}"
+
+
+def fixture_dirs():
+    return sorted(d for d in glob.glob(os.path.join(FIXTURES, "*")) if os.path.isfile(os.path.join(d, "golden.json")))
+
+
+def test_golden_format():
+    dirs = fixture_dirs()
+    assert dirs, "no fixtures under tests/fixtures"
+    for d in dirs:
+        cfg = json.load(open(os.path.join(d, "config.json")))
+        pool = json.load(open(os.path.join(d, "1_Pooling", "config.json")))
+        modes = sum(1 for k, v in pool.items() if k.startswith("pooling_mode_") and v is True)
+        p = os.path.join(d, "golden.json")
+        check_golden_doc(p, json.load(open(p, encoding="utf-8")), cfg["hidden_size"], modes * cfg["hidden_size"])
+    for p in sorted(glob.glob(os.path.join(GOLDEN_DIR, "*.json"))):
+        check_golden_doc(p, json.load(open(p, encoding="utf-8")))
+
+
+# ---------------------------------------------------------------- regeneration (needs torch)
+
+def _close(a, b, path="$"):
+    """Structural equality; floats within NUM_TOL. Returns a description of the first difference."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            return f"{path}: keys {sorted(set(a) ^ set(b))}"
+        for k in a:
+            r = _close(a[k], b[k], f"{path}.{k}")
+            if r:
+                return r
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{path}: length {len(a)} != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            r = _close(x, y, f"{path}[{i}]")
+            if r:
+                return r
+        return None
+    if isinstance(a, float) or isinstance(b, float):
+        if not (_is_num(a) and _is_num(b)) or abs(a - b) > NUM_TOL:
+            return f"{path}: {a!r} != {b!r}"
+        return None
+    return None if a == b else f"{path}: {a!r} != {b!r}"
+
+
+def _strip_versions(doc):
+    doc = json.loads(json.dumps(doc))
+    doc.get("generator", {}).pop("versions", None)
+    return doc
+
+
+def _compare_dirs(committed, fresh):
+    from safetensors import safe_open
+
+    problems = []
+    rel = lambda root: sorted(  # noqa: E731
+        os.path.relpath(os.path.join(dp, f), root) for dp, _, fs in os.walk(root) for f in fs)
+    a, b = rel(committed), rel(fresh)
+    if a != b:
+        return [f"file lists differ: {sorted(set(a) ^ set(b))}"]
+    for f in a:
+        pa, pb = os.path.join(committed, f), os.path.join(fresh, f)
+        if f.endswith(".safetensors"):
+            with safe_open(pa, "pt") as x, safe_open(pb, "pt") as y:
+                if sorted(x.keys()) != sorted(y.keys()):
+                    problems.append(f"{f}: tensor names differ")
+                    continue
+                for k in x.keys():
+                    ta, tb = x.get_tensor(k), y.get_tensor(k)
+                    if ta.dtype != tb.dtype or ta.shape != tb.shape or not bool((ta == tb).all()):
+                        problems.append(f"{f}: tensor {k} differs")
+                        break
+        elif f.endswith(".json"):
+            ja, jb = json.load(open(pa, encoding="utf-8")), json.load(open(pb, encoding="utf-8"))
+            if f.endswith("golden.json"):
+                ja, jb = _strip_versions(ja), _strip_versions(jb)
+            else:
+                for j in (ja, jb):
+                    if isinstance(j, dict):
+                        j.pop("transformers_version", None)
+            r = _close(ja, jb)
+            if r:
+                problems.append(f"{f}: {r}")
+        else:
+            if open(pa, "rb").read() != open(pb, "rb").read():
+                problems.append(f"{f}: bytes differ")
+    return problems
+
+
+@functools.lru_cache(maxsize=1)
+def _regenerated_fixtures():
+    import atexit
+    import shutil
+
+    import gen_fixtures
+
+    tmp = tempfile.mkdtemp(prefix="kin-fixtures-")
+    atexit.register(shutil.rmtree, tmp, True)
+    gen_fixtures.main(["--out", tmp])
+    return tmp
+
+
+def test_fixtures_regenerate():
+    missing = have_torch_stack()
+    if missing:
+        skip(f"torch stack not importable ({missing}); pip install -r python/requirements.txt")
+    import gen_fixtures
+
+    fresh_root = _regenerated_fixtures()
+    problems = []
+    for fx in gen_fixtures.FIXTURES:
+        committed = os.path.join(FIXTURES, fx["name"])
+        if not os.path.isdir(committed):
+            problems.append(f"{fx['name']}: not committed")
+            continue
+        problems += [f"{fx['name']}/{p}" for p in _compare_dirs(committed, os.path.join(fresh_root, fx["name"]))]
+    assert not problems, "fixtures differ from a fresh regeneration:\n  " + "\n  ".join(problems)
+
+
+def test_minilm_golden_regenerates():
+    missing = have_torch_stack()
+    if missing:
+        skip(f"torch stack not importable ({missing})")
+    committed = os.path.join(GOLDEN_DIR, "minilm.json")
+    if not os.path.isfile(os.path.join(MINILM, "model.safetensors")):
+        skip(f"{os.path.relpath(MINILM, REPO)} not fetched; run scripts/fetch-minilm.sh")
+    import gen_minilm_golden
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "minilm.json")
+        gen_minilm_golden.main(["--model", MINILM, "--out", out])
+        a = _strip_versions(json.load(open(committed, encoding="utf-8")))
+        b = _strip_versions(json.load(open(out, encoding="utf-8")))
+    r = _close(a, b)
+    assert not r, f"tests/golden/minilm.json differs from a fresh run: {r}"
+
+
+def main():
+    global _SCRIPT
+    _SCRIPT = True
+    failed = 0
+    for name, fn in [(k, v) for k, v in globals().items() if k.startswith("test_") and callable(v)]:
+        try:
+            fn()
+            print(f"PASS {name}")
+        except Skip as e:
+            print(f"SKIP {name}: {e}")
+        except AssertionError as e:
+            failed += 1
+            print(f"FAIL {name}: {e}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
