@@ -122,6 +122,7 @@ pub fn embed(a: EmbedArgs) -> Result<u8> {
         },
         max_length: a.max_length,
         threads: None,
+        tier: None,
     };
     let embedder = load(&a.model, opts)?;
     let source = a

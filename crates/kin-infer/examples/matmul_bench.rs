@@ -46,8 +46,12 @@ fn main() {
         }
         let kern = for_tier(tier).expect("available tier");
         for &(m, k, n, label) in shapes {
-            let a: Vec<f32> = (0..m * k).map(|i| ((i * 7919) % 1000) as f32 * 1e-3).collect();
-            let w: Vec<f32> = (0..n * k).map(|i| ((i * 104729) % 997) as f32 * 1e-3).collect();
+            let a: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7919) % 1000) as f32 * 1e-3)
+                .collect();
+            let w: Vec<f32> = (0..n * k)
+                .map(|i| ((i * 104729) % 997) as f32 * 1e-3)
+                .collect();
             let bias: Vec<f32> = (0..n).map(|j| j as f32).collect();
             let packed = kern.pack_rows(&w, n, k, k);
             let mut c = vec![0.0f32; m * n];

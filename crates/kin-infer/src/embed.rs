@@ -7,7 +7,7 @@ use crate::gpu::{self, GpuCompute};
 use crate::io::config::BertConfig;
 use crate::io::safetensors::{StorageDtype, WeightStore};
 use crate::io::st_config::SentenceConfig;
-use crate::kernels::{self, Tier};
+use crate::kernels::Tier;
 use crate::models::BertModel;
 use crate::nn::pooling::{l2_normalize, Pooling};
 use crate::threads;
@@ -25,6 +25,8 @@ pub struct EmbedderOptions {
     pub max_length: Option<usize>,
     /// Worker threads (else `KIN_INFER_THREADS`, else all logical CPUs).
     pub threads: Option<usize>,
+    /// SIMD tier (else the process-wide one: best present, or `KIN_INFER_SIMD`).
+    pub tier: Option<Tier>,
 }
 
 /// Facts about a loaded model, for `describe`.
@@ -64,7 +66,7 @@ impl Embedder {
         let st = SentenceConfig::read(dir)?;
         let threads = threads::resolve_threads(opts.threads)?;
         let pool = threads::build_pool(threads)?;
-        let backend = gpu::create_compute()?;
+        let backend = gpu::create_compute(opts.tier)?;
         let store = WeightStore::open_dir(dir)?;
         let model = pool.install(|| BertModel::load(cfg, &store, backend.as_ref()))?;
         let limit = model.config().max_sequence_length();
@@ -163,7 +165,7 @@ impl Embedder {
     pub fn embed_tokens(&self, ids: &[&[u32]], type_ids: Option<&[&[u32]]>) -> Result<Vec<Vec<f32>>> {
         let hidden = self.hidden_states(ids, type_ids)?;
         let h = self.model.config().hidden_size;
-        let k = kernels::kernels()?;
+        let k = self.backend.host_kernels();
         Ok(hidden
             .iter()
             .map(|states| {

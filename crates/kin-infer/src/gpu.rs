@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::io::config::Activation;
 use crate::kernels::{self, Kernels, PackedMatrix, Tier};
 use rayon::prelude::*;
+use std::sync::OnceLock;
 
 /// A weight matrix prepared by a backend for `x · wᵀ` (packed panels on the CPU).
 pub struct DeviceMatrix {
@@ -45,7 +46,11 @@ pub trait GpuCompute: Send + Sync {
     /// "cpu", or the GPU backend's name.
     fn name(&self) -> &'static str;
     /// The CPU kernel tier in use (host-side work runs on it even with a GPU backend).
-    fn tier(&self) -> Tier;
+    fn tier(&self) -> Tier {
+        self.host_kernels().tier()
+    }
+    /// The CPU kernels host-side steps (pooling, normalization) run on.
+    fn host_kernels(&self) -> &'static Kernels;
     /// Prepares `w` (`n` rows of `k`, a torch `Linear` weight) for [`GpuCompute::linear`].
     fn prepare_matrix(&self, w: &[f32], n: usize, k: usize) -> DeviceMatrix;
     /// `out[r] = x[r] · wᵀ + bias` for `rows` rows.
@@ -68,9 +73,17 @@ pub struct CpuCompute {
 }
 
 impl CpuCompute {
+    /// The process-wide tier (best present, or `KIN_INFER_SIMD`).
     pub fn new() -> Result<Self> {
         Ok(CpuCompute {
             k: kernels::kernels()?,
+        })
+    }
+
+    /// A specific tier (error if this CPU lacks it).
+    pub fn with_tier(tier: Tier) -> Result<Self> {
+        Ok(CpuCompute {
+            k: kernels_for(tier)?,
         })
     }
 
@@ -87,8 +100,8 @@ impl GpuCompute for CpuCompute {
         "cpu"
     }
 
-    fn tier(&self) -> Tier {
-        self.k.tier()
+    fn host_kernels(&self) -> &'static Kernels {
+        self.k
     }
 
     fn prepare_matrix(&self, w: &[f32], n: usize, k: usize) -> DeviceMatrix {
@@ -163,9 +176,23 @@ impl GpuCompute for CpuCompute {
     }
 }
 
-/// The backend to run on: the CPU today (`KIN_INFER_FORCE_CPU=1` pins it once GPU backends
-/// exist behind features).
-pub fn create_compute() -> Result<Box<dyn GpuCompute>> {
+/// One dispatch table per tier for the life of the process, so backends can hold `&'static`.
+fn kernels_for(tier: Tier) -> Result<&'static Kernels> {
+    static TABLES: [OnceLock<Kernels>; 4] = [const { OnceLock::new() }; 4];
+    let slot = &TABLES[Tier::ALL.iter().position(|t| *t == tier).unwrap_or(0)];
+    if let Some(k) = slot.get() {
+        return Ok(k);
+    }
+    let k = kernels::for_tier(tier)?;
+    Ok(slot.get_or_init(|| k))
+}
+
+/// The backend to run on: the CPU today, on `tier` or else the process-wide tier.
+/// `KIN_INFER_FORCE_CPU=1` pins the CPU once GPU backends exist behind features.
+pub fn create_compute(tier: Option<Tier>) -> Result<Box<dyn GpuCompute>> {
     let _force_cpu = std::env::var("KIN_INFER_FORCE_CPU").is_ok_and(|v| v == "1");
-    Ok(Box::new(CpuCompute::new()?))
+    Ok(Box::new(match tier {
+        Some(t) => CpuCompute::with_tier(t)?,
+        None => CpuCompute::new()?,
+    }))
 }

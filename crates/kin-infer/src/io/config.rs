@@ -4,7 +4,6 @@
 //! spelling and the one transformers 5.x writes (`dtype` for `torch_dtype`) are accepted.
 
 use crate::error::{InferError, Result};
-use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// The model families this build can run.
@@ -75,35 +74,56 @@ impl Activation {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-struct RawBertConfig {
-    model_type: Option<String>,
-    vocab_size: usize,
-    hidden_size: usize,
-    num_hidden_layers: usize,
-    num_attention_heads: usize,
-    intermediate_size: usize,
-    #[serde(default = "default_act")]
-    hidden_act: String,
-    max_position_embeddings: usize,
-    #[serde(default = "default_type_vocab")]
-    type_vocab_size: usize,
-    #[serde(default = "default_eps")]
-    layer_norm_eps: f64,
-    pad_token_id: Option<i64>,
-    position_embedding_type: Option<String>,
-    torch_dtype: Option<String>,
-    dtype: Option<String>,
+/// Typed field access on the raw JSON, so every error names its field.
+struct Fields<'a> {
+    v: &'a serde_json::Value,
+    path: &'a Path,
 }
 
-fn default_act() -> String {
-    "gelu".into()
-}
-fn default_type_vocab() -> usize {
-    2
-}
-fn default_eps() -> f64 {
-    1e-12
+impl Fields<'_> {
+    fn err(&self, field: &str, reason: String) -> InferError {
+        InferError::Config {
+            path: self.path.to_path_buf(),
+            field: field.into(),
+            reason,
+        }
+    }
+
+    fn opt_usize(&self, field: &str) -> Result<Option<usize>> {
+        match self.v.get(field) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(x) => x
+                .as_u64()
+                .map(|n| Some(n as usize))
+                .ok_or_else(|| self.err(field, format!("expected a non-negative integer, found {x}"))),
+        }
+    }
+
+    fn usize(&self, field: &str, default: Option<usize>) -> Result<usize> {
+        match (self.opt_usize(field)?, default) {
+            (Some(n), _) | (None, Some(n)) => Ok(n),
+            (None, None) => Err(self.err(field, "missing".into())),
+        }
+    }
+
+    fn opt_str(&self, field: &str) -> Result<Option<&str>> {
+        match self.v.get(field) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(x) => x
+                .as_str()
+                .map(Some)
+                .ok_or_else(|| self.err(field, format!("expected a string, found {x}"))),
+        }
+    }
+
+    fn f64(&self, field: &str, default: f64) -> Result<f64> {
+        match self.v.get(field) {
+            None | Some(serde_json::Value::Null) => Ok(default),
+            Some(x) => x
+                .as_f64()
+                .ok_or_else(|| self.err(field, format!("expected a number, found {x}"))),
+        }
+    }
 }
 
 /// A validated BERT-family encoder config.
@@ -145,30 +165,37 @@ impl BertConfig {
                 supported: ModelArchitecture::SUPPORTED.iter().map(|s| s.0).collect(),
             }
         })?;
-        let raw: RawBertConfig =
-            serde_json::from_value(value).map_err(|e| InferError::Config {
+        if !value.is_object() {
+            return Err(InferError::Json {
                 path: path.to_path_buf(),
-                field: field_of(&e.to_string()),
-                reason: e.to_string(),
-            })?;
-        let _ = raw.model_type;
-        let bad = |field: &str, reason: String| InferError::Config {
-            path: path.to_path_buf(),
-            field: field.into(),
-            reason,
-        };
-        let hidden_act = match raw.hidden_act.as_str() {
+                reason: "expected a JSON object".into(),
+            });
+        }
+        let f = Fields { v: &value, path };
+        let vocab_size = f.usize("vocab_size", None)?;
+        let hidden_size = f.usize("hidden_size", None)?;
+        let num_hidden_layers = f.usize("num_hidden_layers", None)?;
+        let num_attention_heads = f.usize("num_attention_heads", None)?;
+        let intermediate_size = f.usize("intermediate_size", None)?;
+        let max_position_embeddings = f.usize("max_position_embeddings", None)?;
+        let type_vocab_size = f.usize("type_vocab_size", Some(2))?;
+        let layer_norm_eps = f.f64("layer_norm_eps", 1e-12)?;
+        let hidden_act_name = f.opt_str("hidden_act")?.unwrap_or("gelu").to_string();
+        let position_embedding_type = f.opt_str("position_embedding_type")?;
+        let dtype = f.opt_str("dtype")?.or(f.opt_str("torch_dtype")?).map(String::from);
+        let pad_token_id = f.opt_usize("pad_token_id")?;
+        let hidden_act = match hidden_act_name.as_str() {
             "gelu" => Activation::GeluErf,
             "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
             "relu" => Activation::Relu,
             other => {
-                return Err(bad(
+                return Err(f.err(
                     "hidden_act",
                     format!("unsupported activation `{other}` (supported: gelu, gelu_new, gelu_pytorch_tanh, relu)"),
                 ))
             }
         };
-        if let Some(p) = raw.position_embedding_type.as_deref() {
+        if let Some(p) = position_embedding_type {
             if p != "absolute" {
                 return Err(InferError::Unsupported(format!(
                     "{}: position_embedding_type `{p}` (this build supports `absolute`)",
@@ -177,60 +204,60 @@ impl BertConfig {
             }
         }
         for (field, v) in [
-            ("vocab_size", raw.vocab_size),
-            ("hidden_size", raw.hidden_size),
-            ("num_hidden_layers", raw.num_hidden_layers),
-            ("num_attention_heads", raw.num_attention_heads),
-            ("intermediate_size", raw.intermediate_size),
-            ("max_position_embeddings", raw.max_position_embeddings),
-            ("type_vocab_size", raw.type_vocab_size),
+            ("vocab_size", vocab_size),
+            ("hidden_size", hidden_size),
+            ("num_hidden_layers", num_hidden_layers),
+            ("num_attention_heads", num_attention_heads),
+            ("intermediate_size", intermediate_size),
+            ("max_position_embeddings", max_position_embeddings),
+            ("type_vocab_size", type_vocab_size),
         ] {
             if v == 0 || v > (1 << 24) {
-                return Err(bad(field, format!("value {v} is out of range")));
+                return Err(f.err(field, format!("value {v} is out of range")));
             }
         }
-        if raw.hidden_size % raw.num_attention_heads != 0 {
-            return Err(bad(
+        if hidden_size % num_attention_heads != 0 {
+            return Err(f.err(
                 "num_attention_heads",
                 format!(
                     "hidden_size {} is not a multiple of num_attention_heads {}",
-                    raw.hidden_size, raw.num_attention_heads
+                    hidden_size, num_attention_heads
                 ),
             ));
         }
-        if !(raw.layer_norm_eps.is_finite() && raw.layer_norm_eps >= 0.0) {
-            return Err(bad("layer_norm_eps", "must be finite and >= 0".into()));
+        if !(layer_norm_eps.is_finite() && layer_norm_eps >= 0.0) {
+            return Err(f.err("layer_norm_eps", "must be finite and >= 0".into()));
         }
         let default_pad = match architecture {
             ModelArchitecture::Bert => 0,
             _ => 1,
         };
-        let pad = raw.pad_token_id.unwrap_or(default_pad);
-        if pad < 0 || pad as usize >= raw.vocab_size {
-            return Err(bad(
+        let pad = pad_token_id.unwrap_or(default_pad);
+        if pad >= vocab_size {
+            return Err(f.err(
                 "pad_token_id",
-                format!("{pad} is outside the vocabulary (size {})", raw.vocab_size),
+                format!("{pad} is outside the vocabulary (size {})", vocab_size),
             ));
         }
-        if architecture.offset_positions() && pad as usize + 2 > raw.max_position_embeddings {
-            return Err(bad(
+        if architecture.offset_positions() && pad as usize + 2 > max_position_embeddings {
+            return Err(f.err(
                 "max_position_embeddings",
                 "too small for the padding offset of RoBERTa-style positions".into(),
             ));
         }
         Ok(BertConfig {
             architecture,
-            vocab_size: raw.vocab_size,
-            hidden_size: raw.hidden_size,
-            num_hidden_layers: raw.num_hidden_layers,
-            num_attention_heads: raw.num_attention_heads,
-            intermediate_size: raw.intermediate_size,
+            vocab_size: vocab_size,
+            hidden_size: hidden_size,
+            num_hidden_layers: num_hidden_layers,
+            num_attention_heads: num_attention_heads,
+            intermediate_size: intermediate_size,
             hidden_act,
-            max_position_embeddings: raw.max_position_embeddings,
-            type_vocab_size: raw.type_vocab_size,
-            layer_norm_eps: raw.layer_norm_eps as f32,
+            max_position_embeddings: max_position_embeddings,
+            type_vocab_size: type_vocab_size,
+            layer_norm_eps: layer_norm_eps as f32,
             pad_token_id: pad as u32,
-            dtype: raw.dtype.or(raw.torch_dtype),
+            dtype: dtype,
             path: path.to_path_buf(),
         })
     }
@@ -247,9 +274,4 @@ impl BertConfig {
             self.max_position_embeddings
         }
     }
-}
-
-/// serde messages say "missing field `x`" or "invalid type ... for key `x`"; pull the name out.
-fn field_of(msg: &str) -> String {
-    msg.split('`').nth(1).unwrap_or("(unknown)").to_string()
 }

@@ -27,8 +27,9 @@ struct ModuleEntry {
 
 #[derive(Deserialize, Default)]
 struct PoolingFile {
+    /// sentence-transformers 6: one mode name, or a list concatenated in list order.
     #[serde(default)]
-    pooling_mode: Option<String>,
+    pooling_mode: Option<serde_json::Value>,
     #[serde(default)]
     pooling_mode_cls_token: bool,
     #[serde(default)]
@@ -95,12 +96,27 @@ impl SentenceConfig {
 
 fn pooling_from_file(f: &PoolingFile, path: &Path) -> Result<Pooling> {
     if let Some(mode) = &f.pooling_mode {
-        let m = PoolingMode::parse(mode).ok_or_else(|| InferError::Config {
+        let bad = |reason: String| InferError::Config {
             path: path.to_path_buf(),
             field: "pooling_mode".into(),
-            reason: format!("unknown pooling mode `{mode}`"),
-        })?;
-        return Ok(Pooling::new(vec![m]));
+            reason,
+        };
+        let names: Vec<&serde_json::Value> = match mode {
+            serde_json::Value::Array(a) => a.iter().collect(),
+            one => vec![one],
+        };
+        let modes = names
+            .iter()
+            .map(|n| {
+                let s = n.as_str().ok_or_else(|| bad(format!("`{n}` is not a string")))?;
+                PoolingMode::parse(s)
+                    .ok_or_else(|| bad(format!("unknown pooling mode `{s}` (supported: {})", PoolingMode::NAMES)))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if modes.is_empty() {
+            return Err(bad("empty list".into()));
+        }
+        return Ok(Pooling::new(modes));
     }
     // sentence-transformers concatenates the enabled modes in this fixed order.
     let mut modes = Vec::new();

@@ -85,7 +85,12 @@ impl std::fmt::Debug for AlignedBuf {
 }
 
 /// Packs B (k × n, element (p, j) from `get`) into `nr`-wide zero-padded k-major panels.
-pub(crate) fn pack(nr: usize, k: usize, n: usize, get: impl Fn(usize, usize) -> f32) -> PackedMatrix {
+pub(crate) fn pack(
+    nr: usize,
+    k: usize,
+    n: usize,
+    get: impl Fn(usize, usize) -> f32,
+) -> PackedMatrix {
     let panels = n.div_ceil(nr);
     let mut buf = AlignedBuf::zeroed(panels * k * nr);
     let data = buf.as_mut_slice();
@@ -116,7 +121,11 @@ pub(crate) unsafe fn store_tile<const MR: usize, const NR: usize>(
     unsafe {
         for (r, row) in acc.iter().enumerate() {
             for (j, v) in row.iter().enumerate() {
-                let v = if bias.is_null() { *v } else { *v + *bias.add(j) };
+                let v = if bias.is_null() {
+                    *v
+                } else {
+                    *v + *bias.add(j)
+                };
                 *c.add(r * ldc + j) = v;
             }
         }
@@ -130,6 +139,12 @@ thread_local! {
 
 #[derive(Clone, Copy)]
 struct SendPtr(*mut f32);
+impl SendPtr {
+    /// A method, so closures capture the whole (Send) wrapper, not the raw pointer field.
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
 // SAFETY: tasks write disjoint tiles of C through this pointer (see `matmul`).
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
@@ -157,9 +172,15 @@ pub(crate) fn matmul(
         return;
     }
     // These checks make the unsafe kernel calls below sound.
-    assert!(ldc >= n && c.len() >= (m - 1) * ldc + n, "matmul: c too short");
+    assert!(
+        ldc >= n && c.len() >= (m - 1) * ldc + n,
+        "matmul: c too short"
+    );
     if k > 0 {
-        assert!(lda >= k && a.len() >= (m - 1) * lda + k, "matmul: a too short");
+        assert!(
+            lda >= k && a.len() >= (m - 1) * lda + k,
+            "matmul: a too short"
+        );
     }
     if let Some(bias) = bias {
         assert!(bias.len() >= n, "matmul: bias shorter than n");
@@ -193,7 +214,6 @@ pub(crate) fn matmul(
         if ip0 == ip1 || jp0 == jp1 {
             return;
         }
-        let cp = cp;
         APACK.with(|cell| {
             let mut fresh = Vec::new();
             let mut guard = cell.try_borrow_mut();
@@ -205,7 +225,18 @@ pub(crate) fn matmul(
             // bound every access.
             unsafe {
                 block(
-                    ops, a, lda, m, b, bias, cp.0, ldc, (ip0, ip1), (jp0, jp1), kcb, scratch,
+                    ops,
+                    a,
+                    lda,
+                    m,
+                    b,
+                    bias,
+                    cp.get(),
+                    ldc,
+                    (ip0, ip1),
+                    (jp0, jp1),
+                    kcb,
+                    scratch,
                 )
             };
         });

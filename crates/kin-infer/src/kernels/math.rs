@@ -122,7 +122,7 @@ const EXP_P: [f32; 6] = [
     8.333_452e-3,
     4.166_579_6e-2,
     1.666_666_5e-1,
-    5.000_000_1e-1,
+    0.5, // Cephes' 5.0000001201E-1 rounds to exactly 0.5 in f32
 ];
 // Clamp bounds: below -104 the result rounds to 0, above 89 it overflows to +inf; clamping
 // keeps n within [-150, 129] so the two-step scaling below never wraps the exponent.
@@ -219,7 +219,9 @@ pub(crate) fn tanh_v<V: Lanes>(x: V) -> V {
     p = p.fma(z, V::splat(TANH_P[2]));
     p = p.fma(z, V::splat(TANH_P[3]));
     p = p.fma(z, V::splat(TANH_P[4]));
-    let small = p.mul(z).fma(x, x);
+    // x + x³·P: the correction has the opposite sign of x, so for x = -0 the sum would round
+    // to +0; copysign restores tanh(-0) = -0 (exact, and a no-op for every other x).
+    let small = p.mul(z).fma(x, x).copysign(x);
     V::select(s.gt(V::splat(TANH_SPLIT)), big, small)
 }
 

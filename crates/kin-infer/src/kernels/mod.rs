@@ -214,7 +214,10 @@ impl Kernels {
     /// `matmul` computes `a · wᵀ`.
     pub fn pack_rows(&self, w: &[f32], n: usize, k: usize, ldw: usize) -> PackedMatrix {
         if n > 0 && k > 0 {
-            assert!(ldw >= k && w.len() >= (n - 1) * ldw + k, "pack_rows: w too short");
+            assert!(
+                ldw >= k && w.len() >= (n - 1) * ldw + k,
+                "pack_rows: w too short"
+            );
         }
         gemm::pack(self.ops.nr, k, n, |p, j| w[j * ldw + p])
     }
@@ -222,7 +225,10 @@ impl Kernels {
     /// Packs `b` (k rows of n, row stride `ldb`) so that `matmul` computes `a · b`.
     pub fn pack_cols(&self, b: &[f32], k: usize, n: usize, ldb: usize) -> PackedMatrix {
         if n > 0 && k > 0 {
-            assert!(ldb >= n && b.len() >= (k - 1) * ldb + n, "pack_cols: b too short");
+            assert!(
+                ldb >= n && b.len() >= (k - 1) * ldb + n,
+                "pack_cols: b too short"
+            );
         }
         gemm::pack(self.ops.nr, k, n, |p, j| b[p * ldb + j])
     }
@@ -270,7 +276,10 @@ impl Kernels {
     /// LayerNorm of one row in place (biased variance, as torch).
     pub fn layer_norm(&self, x: &mut [f32], w: &[f32], b: &[f32], eps: f32) {
         let len = x.len();
-        assert!(w.len() >= len && b.len() >= len, "layer_norm: w/b too short");
+        assert!(
+            w.len() >= len && b.len() >= len,
+            "layer_norm: w/b too short"
+        );
         let n = len as f32;
         let mean = self.sum(x) / n;
         (self.ops.sub_scalar)(x, mean);

@@ -162,7 +162,10 @@ unsafe fn add(x: &mut [f32], y: &[f32]) {
     unsafe {
         let (px, py) = (x.as_mut_ptr(), y.as_ptr());
         for i in (0..main).step_by(4) {
-            vst1q_f32(px.add(i), vaddq_f32(vld1q_f32(px.add(i)), vld1q_f32(py.add(i))));
+            vst1q_f32(
+                px.add(i),
+                vaddq_f32(vld1q_f32(px.add(i)), vld1q_f32(py.add(i))),
+            );
         }
     }
     generic::add(&mut x[main..], &y[main..]);
@@ -177,7 +180,10 @@ unsafe fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
         let (px, pw, pb) = (x.as_mut_ptr(), w.as_ptr(), b.as_ptr());
         for i in (0..main).step_by(4) {
             let v = vmulq_f32(vld1q_f32(px.add(i)), sv);
-            vst1q_f32(px.add(i), vfmaq_f32(vld1q_f32(pb.add(i)), v, vld1q_f32(pw.add(i))));
+            vst1q_f32(
+                px.add(i),
+                vfmaq_f32(vld1q_f32(pb.add(i)), v, vld1q_f32(pw.add(i))),
+            );
         }
     }
     generic::affine(&mut x[main..], s, &w[main..], &b[main..]);

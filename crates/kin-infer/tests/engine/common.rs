@@ -1,0 +1,90 @@
+//! Paths and helpers shared by the test modules.
+
+use kin_infer::{Embedder, EmbedderOptions};
+use std::path::{Path, PathBuf};
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub fn fixtures_dir() -> PathBuf {
+    repo_root().join("tests/fixtures")
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    fixtures_dir().join(name)
+}
+
+/// Every fixture directory holding a golden file.
+pub fn all_fixtures() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
+        .expect("tests/fixtures exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("golden.json").is_file() && p.join("config.json").is_file())
+        .collect();
+    v.sort();
+    v
+}
+
+/// all-MiniLM-L6-v2: `KIN_MINILM_DIR`, else `models/all-MiniLM-L6-v2` (scripts/fetch-minilm.sh).
+/// `None` (and a note on stderr) when absent, so the caller skips.
+pub fn minilm_dir(test: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("KIN_MINILM_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("models/all-MiniLM-L6-v2"));
+    if dir.join("model.safetensors").is_file() {
+        Some(dir)
+    } else {
+        eprintln!(
+            "SKIPPED {test}: all-MiniLM-L6-v2 not found at {} (run scripts/fetch-minilm.sh or set KIN_MINILM_DIR)",
+            dir.display()
+        );
+        None
+    }
+}
+
+pub fn load(dir: &Path, opts: EmbedderOptions) -> Embedder {
+    Embedder::load(dir, &opts).unwrap_or_else(|e| panic!("load {}: {e}", dir.display()))
+}
+
+/// Deterministic pseudo-random token sequences of varied lengths, CLS-first/SEP-last free.
+pub fn random_sequences(vocab: usize, lengths: &[usize], seed: u64) -> Vec<Vec<u32>> {
+    let mut s = seed;
+    lengths
+        .iter()
+        .map(|&n| {
+            (0..n)
+                .map(|_| {
+                    s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    ((s >> 33) % vocab as u64) as u32
+                })
+                .collect()
+        })
+        .collect()
+}
+
+pub fn bits(v: &[Vec<f32>]) -> Vec<Vec<u32>> {
+    v.iter().map(|r| r.iter().map(|x| x.to_bits()).collect()).collect()
+}
+
+/// Varied texts for the real model: code, unicode, empty, long.
+pub fn sample_texts() -> Vec<String> {
+    let mut v: Vec<String> = [
+        "fn main() { println!(\"hello\"); }",
+        "def add(a, b):\treturn a + b",
+        "",
+        "SELECT id, name FROM users WHERE age > 30 ORDER BY name;",
+        "ünïcödé ✓ 日本語のテキスト 🚀",
+        "a",
+        "class Foo extends Bar implements Baz { private final int x = 42; }",
+        "The quick brown fox jumps over the lazy dog.",
+        "    indented    with   spaces   ",
+        "مرحبا بالعالم",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.push("let x = vec![1, 2, 3]; ".repeat(60)); // longer than the 256-token limit
+    v.push("if (a && b || c) { return -1; } ".repeat(8));
+    v
+}
