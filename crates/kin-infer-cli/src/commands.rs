@@ -94,7 +94,10 @@ fn parse_pooling(s: &str) -> Result<Pooling> {
         .split('+')
         .map(|m| {
             PoolingMode::parse(m).with_context(|| {
-                format!("unknown pooling `{m}` (expected one of: {})", PoolingMode::NAMES)
+                format!(
+                    "unknown pooling `{m}` (expected one of: {})",
+                    PoolingMode::NAMES
+                )
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -142,9 +145,18 @@ pub fn embed(a: EmbedArgs) -> Result<u8> {
                 .with_context(|| format!("cannot create {}", tmp.display()))?;
             (Some(tmp), Box::new(std::io::BufWriter::new(f)))
         }
-        None => (None, Box::new(std::io::BufWriter::new(std::io::stdout().lock()))),
+        None => (
+            None,
+            Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+        ),
     };
-    let result = write_embeddings(&embedder, &items, a.batch_size, a.input.is_some(), &mut sink);
+    let result = write_embeddings(
+        &embedder,
+        &items,
+        a.batch_size,
+        a.input.is_some(),
+        &mut sink,
+    );
     let result = result.and_then(|()| sink.flush().context("cannot write output"));
     drop(sink);
     match (result, &tmp, &a.output) {
@@ -189,11 +201,17 @@ fn write_embeddings(
             line.push_str("{\"index\":");
             line.push_str(&index.to_string());
             line.push_str(",\"id\":");
-            line.push_str(&item.id.as_ref().map_or_else(|| "null".into(), |v| v.to_string()));
+            line.push_str(
+                &item
+                    .id
+                    .as_ref()
+                    .map_or_else(|| "null".into(), |v| v.to_string()),
+            );
             line.push_str(",\"embedding\":");
             push_f32_array(&mut line, v);
             line.push_str("}\n");
-            sink.write_all(line.as_bytes()).context("cannot write output")?;
+            sink.write_all(line.as_bytes())
+                .context("cannot write output")?;
         }
         progress.advance(batch.len());
     }
@@ -251,7 +269,12 @@ pub fn describe(a: DescribeArgs) -> Result<u8> {
             .as_object()
             .into_iter()
             .flatten()
-            .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), String::from)))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str().map_or_else(|| v.to_string(), String::from),
+                )
+            })
             .collect();
         print_report(&rows);
     }
@@ -344,10 +367,18 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
         print_report(&[
             ("texts".into(), texts.len().to_string()),
             ("tokens".into(), tokens.to_string()),
-            ("texts/s (min/median/max)".into(), format!("{:.1} / {:.1} / {:.1}", n / smax, n / smed, n / smin)),
+            (
+                "texts/s (min/median/max)".into(),
+                format!("{:.1} / {:.1} / {:.1}", n / smax, n / smed, n / smin),
+            ),
             (
                 "tokens/s (min/median/max)".into(),
-                format!("{:.0} / {:.0} / {:.0}", tokens as f64 / smax, tokens as f64 / smed, tokens as f64 / smin),
+                format!(
+                    "{:.0} / {:.0} / {:.0}",
+                    tokens as f64 / smax,
+                    tokens as f64 / smed,
+                    tokens as f64 / smin
+                ),
             ),
             ("load".into(), format!("{load_ms:.1} ms")),
             ("simd tier".into(), e.tier().name().into()),

@@ -29,7 +29,11 @@ pub fn read_source(path: Option<&Path>) -> Result<Vec<u8>> {
 /// Splits into lines (a final newline does not start an empty item; `\r\n` accepted).
 fn lines(bytes: &[u8], source: &str) -> Result<Vec<String>> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
-        let line = bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count() + 1;
+        let line = bytes[..e.valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1;
         anyhow::anyhow!("{source}: line {line} is not valid UTF-8")
     })?;
     let mut out: Vec<String> = text
@@ -45,7 +49,10 @@ fn lines(bytes: &[u8], source: &str) -> Result<Vec<String>> {
 pub fn parse_items(bytes: &[u8], jsonl: bool, source: &str) -> Result<Vec<Item>> {
     let lines = lines(bytes, source)?;
     if !jsonl {
-        return Ok(lines.into_iter().map(|text| Item { id: None, text }).collect());
+        return Ok(lines
+            .into_iter()
+            .map(|text| Item { id: None, text })
+            .collect());
     }
     let mut items = Vec::with_capacity(lines.len());
     for (i, line) in lines.iter().enumerate() {
@@ -55,10 +62,16 @@ pub fn parse_items(bytes: &[u8], jsonl: bool, source: &str) -> Result<Vec<Item>>
         let v: serde_json::Value = serde_json::from_str(line)
             .with_context(|| format!("{source}: line {}: not valid JSON", i + 1))?;
         let Some(obj) = v.as_object() else {
-            bail!("{source}: line {}: expected a JSON object with a string `text`", i + 1);
+            bail!(
+                "{source}: line {}: expected a JSON object with a string `text`",
+                i + 1
+            );
         };
         let Some(text) = obj.get("text").and_then(|t| t.as_str()) else {
-            bail!("{source}: line {}: the object has no string field `text`", i + 1);
+            bail!(
+                "{source}: line {}: the object has no string field `text`",
+                i + 1
+            );
         };
         items.push(Item {
             id: obj.get("id").cloned(),

@@ -10,7 +10,12 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "kin-infer", version, about = "Bit-reproducible transformer inference", arg_required_else_help = true)]
+#[command(
+    name = "kin-infer",
+    version,
+    about = "Bit-reproducible transformer inference",
+    arg_required_else_help = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -162,7 +162,11 @@ impl Embedder {
     }
 
     /// Embeds token-id sequences as one batch (no tokenizer needed).
-    pub fn embed_tokens(&self, ids: &[&[u32]], type_ids: Option<&[&[u32]]>) -> Result<Vec<Vec<f32>>> {
+    pub fn embed_tokens(
+        &self,
+        ids: &[&[u32]],
+        type_ids: Option<&[&[u32]]>,
+    ) -> Result<Vec<Vec<f32>>> {
         let hidden = self.hidden_states(ids, type_ids)?;
         let h = self.model.config().hidden_size;
         let k = self.backend.host_kernels();
@@ -179,7 +183,11 @@ impl Embedder {
     }
 
     /// The encoder's last hidden state per sequence (`len` rows of `hidden_size`).
-    pub fn hidden_states(&self, ids: &[&[u32]], type_ids: Option<&[&[u32]]>) -> Result<Vec<Vec<f32>>> {
+    pub fn hidden_states(
+        &self,
+        ids: &[&[u32]],
+        type_ids: Option<&[&[u32]]>,
+    ) -> Result<Vec<Vec<f32>>> {
         if let Some(t) = type_ids {
             if t.len() != ids.len() {
                 return Err(InferError::Input(format!(

@@ -54,7 +54,14 @@ pub trait GpuCompute: Send + Sync {
     /// Prepares `w` (`n` rows of `k`, a torch `Linear` weight) for [`GpuCompute::linear`].
     fn prepare_matrix(&self, w: &[f32], n: usize, k: usize) -> DeviceMatrix;
     /// `out[r] = x[r] · wᵀ + bias` for `rows` rows.
-    fn linear(&self, x: &[f32], rows: usize, w: &DeviceMatrix, bias: Option<&[f32]>, out: &mut [f32]);
+    fn linear(
+        &self,
+        x: &[f32],
+        rows: usize,
+        w: &DeviceMatrix,
+        bias: Option<&[f32]>,
+        out: &mut [f32],
+    );
     /// LayerNorm of every row of width `w.len()`, in place.
     fn layer_norm(&self, x: &mut [f32], w: &[f32], b: &[f32], eps: f32);
     /// Elementwise activation in place.
@@ -64,7 +71,15 @@ pub trait GpuCompute: Send + Sync {
     /// Multi-head self-attention without masking inside each sequence: `qkv` holds per token
     /// `[q | k | v]`, each `heads * head_dim` wide; `out` gets `heads * head_dim` per token.
     /// Scores are `(q · k) * scale`, softmax over the sequence's own keys only.
-    fn attention(&self, qkv: &[f32], seqs: &[SeqSpan], heads: usize, head_dim: usize, scale: f32, out: &mut [f32]);
+    fn attention(
+        &self,
+        qkv: &[f32],
+        seqs: &[SeqSpan],
+        heads: usize,
+        head_dim: usize,
+        scale: f32,
+        out: &mut [f32],
+    );
 }
 
 /// The CPU backend.
@@ -112,7 +127,14 @@ impl GpuCompute for CpuCompute {
         }
     }
 
-    fn linear(&self, x: &[f32], rows: usize, w: &DeviceMatrix, bias: Option<&[f32]>, out: &mut [f32]) {
+    fn linear(
+        &self,
+        x: &[f32],
+        rows: usize,
+        w: &DeviceMatrix,
+        bias: Option<&[f32]>,
+        out: &mut [f32],
+    ) {
         let Inner::Cpu(p) = &w.inner;
         self.k.matmul(x, w.k, rows, p, bias, out, w.n);
     }
@@ -140,7 +162,15 @@ impl GpuCompute for CpuCompute {
             .for_each(|(a, b)| self.k.add(a, b));
     }
 
-    fn attention(&self, qkv: &[f32], seqs: &[SeqSpan], heads: usize, head_dim: usize, scale: f32, out: &mut [f32]) {
+    fn attention(
+        &self,
+        qkv: &[f32],
+        seqs: &[SeqSpan],
+        heads: usize,
+        head_dim: usize,
+        scale: f32,
+        out: &mut [f32],
+    ) {
         let hidden = heads * head_dim;
         let stride = 3 * hidden;
         let k = self.k;

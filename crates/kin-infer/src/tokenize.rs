@@ -31,9 +31,10 @@ impl TextTokenizer {
                 ),
             });
         }
-        let mut inner = tokenizers::Tokenizer::from_file(&path).map_err(|e| InferError::Tokenizer {
-            reason: format!("{}: {e}", path.display()),
-        })?;
+        let mut inner =
+            tokenizers::Tokenizer::from_file(&path).map_err(|e| InferError::Tokenizer {
+                reason: format!("{}: {e}", path.display()),
+            })?;
         inner.with_padding(None);
         inner
             .with_truncation(Some(TruncationParams {

@@ -92,10 +92,9 @@ impl Fields<'_> {
     fn opt_usize(&self, field: &str) -> Result<Option<usize>> {
         match self.v.get(field) {
             None | Some(serde_json::Value::Null) => Ok(None),
-            Some(x) => x
-                .as_u64()
-                .map(|n| Some(n as usize))
-                .ok_or_else(|| self.err(field, format!("expected a non-negative integer, found {x}"))),
+            Some(x) => x.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
+                self.err(field, format!("expected a non-negative integer, found {x}"))
+            }),
         }
     }
 
@@ -182,7 +181,10 @@ impl BertConfig {
         let layer_norm_eps = f.f64("layer_norm_eps", 1e-12)?;
         let hidden_act_name = f.opt_str("hidden_act")?.unwrap_or("gelu").to_string();
         let position_embedding_type = f.opt_str("position_embedding_type")?;
-        let dtype = f.opt_str("dtype")?.or(f.opt_str("torch_dtype")?).map(String::from);
+        let dtype = f
+            .opt_str("dtype")?
+            .or(f.opt_str("torch_dtype")?)
+            .map(String::from);
         let pad_token_id = f.opt_usize("pad_token_id")?;
         let hidden_act = match hidden_act_name.as_str() {
             "gelu" => Activation::GeluErf,
@@ -247,17 +249,17 @@ impl BertConfig {
         }
         Ok(BertConfig {
             architecture,
-            vocab_size: vocab_size,
-            hidden_size: hidden_size,
-            num_hidden_layers: num_hidden_layers,
-            num_attention_heads: num_attention_heads,
-            intermediate_size: intermediate_size,
+            vocab_size,
+            hidden_size,
+            num_hidden_layers,
+            num_attention_heads,
+            intermediate_size,
             hidden_act,
-            max_position_embeddings: max_position_embeddings,
-            type_vocab_size: type_vocab_size,
+            max_position_embeddings,
+            type_vocab_size,
             layer_norm_eps: layer_norm_eps as f32,
             pad_token_id: pad as u32,
-            dtype: dtype,
+            dtype,
             path: path.to_path_buf(),
         })
     }

@@ -78,10 +78,16 @@ impl GoldenFile {
             path: path.to_path_buf(),
             reason,
         };
-        let obj = v.as_object().ok_or_else(|| err("not a JSON object".into()))?;
+        let obj = v
+            .as_object()
+            .ok_or_else(|| err("not a JSON object".into()))?;
         match obj.get("format").and_then(Value::as_str) {
             Some(FORMAT) => {}
-            Some(other) => return Err(err(format!("unknown format `{other}` (expected `{FORMAT}`)"))),
+            Some(other) => {
+                return Err(err(format!(
+                    "unknown format `{other}` (expected `{FORMAT}`)"
+                )))
+            }
             None => return Err(err(format!("missing `format` (expected `{FORMAT}`)"))),
         }
         let tol = obj
@@ -208,19 +214,25 @@ fn parse_case(i: usize, c: &Value) -> Result<Case, String> {
 }
 
 fn ids(v: Option<&Value>, what: &str) -> Result<Vec<u32>, String> {
-    let a = v.and_then(Value::as_array).ok_or(format!("`{what}` is not an array"))?;
+    let a = v
+        .and_then(Value::as_array)
+        .ok_or(format!("`{what}` is not an array"))?;
     a.iter()
         .map(|x| {
             x.as_u64()
                 .filter(|&n| n <= u32::MAX as u64)
                 .map(|n| n as u32)
-                .ok_or(format!("`{what}` holds a non-integer or out-of-range id: {x}"))
+                .ok_or(format!(
+                    "`{what}` holds a non-integer or out-of-range id: {x}"
+                ))
         })
         .collect()
 }
 
 fn id_rows(v: Option<&Value>, what: &str) -> Result<Vec<Vec<u32>>, String> {
-    let a = v.and_then(Value::as_array).ok_or(format!("missing `{what}` array"))?;
+    let a = v
+        .and_then(Value::as_array)
+        .ok_or(format!("missing `{what}` array"))?;
     if a.is_empty() {
         return Err(format!("`{what}` is empty"));
     }
@@ -228,9 +240,14 @@ fn id_rows(v: Option<&Value>, what: &str) -> Result<Vec<Vec<u32>>, String> {
 }
 
 fn floats(v: Option<&Value>, what: &str) -> Result<Vec<f64>, String> {
-    let a = v.and_then(Value::as_array).ok_or(format!("`{what}` is not an array"))?;
+    let a = v
+        .and_then(Value::as_array)
+        .ok_or(format!("`{what}` is not an array"))?;
     a.iter()
-        .map(|x| x.as_f64().ok_or(format!("`{what}` holds a non-number: {x}")))
+        .map(|x| {
+            x.as_f64()
+                .ok_or(format!("`{what}` holds a non-number: {x}"))
+        })
         .collect()
 }
 
@@ -247,7 +264,7 @@ impl Comparer<'_> {
             let a = a as f64;
             let d = (a - e).abs();
             self.report.compared += 1;
-            let bad = !(d <= self.report.tol); // NaN on either side fails
+            let bad = d.is_nan() || d > self.report.tol; // NaN on either side fails
             if d.is_finite() && d > self.report.max_diff {
                 self.report.max_diff = d;
             }
@@ -291,8 +308,9 @@ pub fn check(embedder: &Embedder, golden: &GoldenFile) -> Result<CheckReport> {
                 expected,
             } => {
                 let ids: Vec<&[u32]> = input_ids.iter().map(Vec::as_slice).collect();
-                let types: Option<Vec<&[u32]>> =
-                    token_type_ids.as_ref().map(|t| t.iter().map(Vec::as_slice).collect());
+                let types: Option<Vec<&[u32]>> = token_type_ids
+                    .as_ref()
+                    .map(|t| t.iter().map(Vec::as_slice).collect());
                 let out = embedder.hidden_states(&ids, types.as_deref())?;
                 let mut cmp = Comparer {
                     report: &mut report,
@@ -321,7 +339,11 @@ pub fn check(embedder: &Embedder, golden: &GoldenFile) -> Result<CheckReport> {
                 if v.len() != expected.len() {
                     return Err(gerr(
                         &case.name,
-                        format!("expected {} values, the model's embedding has {}", expected.len(), v.len()),
+                        format!(
+                            "expected {} values, the model's embedding has {}",
+                            expected.len(),
+                            v.len()
+                        ),
                     ));
                 }
                 let mut cmp = Comparer {

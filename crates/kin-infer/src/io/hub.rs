@@ -8,7 +8,11 @@ use std::path::{Path, PathBuf};
 
 /// The hub cache directory the environment points at.
 pub fn cache_dir() -> Option<PathBuf> {
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     if let Some(p) = env("HF_HUB_CACHE") {
         return Some(p);
     }

@@ -59,7 +59,7 @@ impl WeightStore {
         let single = dir.join("model.safetensors");
         let index = dir.join("model.safetensors.index.json");
         if single.is_file() {
-            Self::open_files(&[single.clone()], single)
+            Self::open_files(std::slice::from_ref(&single), single.clone())
         } else if index.is_file() {
             #[derive(serde::Deserialize)]
             struct Index {
@@ -85,12 +85,13 @@ impl WeightStore {
                 let shard = files.iter().position(|f| f == file).unwrap_or(usize::MAX);
                 match store.tensors.get(name) {
                     Some(e) if e.shard == shard => {}
-                    _ => {
-                        return Err(InferError::Safetensors {
-                            path: dir.join(file),
-                            reason: format!("index {} lists tensor `{name}` here, but the shard does not hold it", index.display()),
-                        })
-                    }
+                    _ => return Err(InferError::Safetensors {
+                        path: dir.join(file),
+                        reason: format!(
+                            "index {} lists tensor `{name}` here, but the shard does not hold it",
+                            index.display()
+                        ),
+                    }),
                 }
             }
             Ok(store)

@@ -108,9 +108,15 @@ fn pooling_from_file(f: &PoolingFile, path: &Path) -> Result<Pooling> {
         let modes = names
             .iter()
             .map(|n| {
-                let s = n.as_str().ok_or_else(|| bad(format!("`{n}` is not a string")))?;
-                PoolingMode::parse(s)
-                    .ok_or_else(|| bad(format!("unknown pooling mode `{s}` (supported: {})", PoolingMode::NAMES)))
+                let s = n
+                    .as_str()
+                    .ok_or_else(|| bad(format!("`{n}` is not a string")))?;
+                PoolingMode::parse(s).ok_or_else(|| {
+                    bad(format!(
+                        "unknown pooling mode `{s}` (supported: {})",
+                        PoolingMode::NAMES
+                    ))
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         if modes.is_empty() {
@@ -124,8 +130,14 @@ fn pooling_from_file(f: &PoolingFile, path: &Path) -> Result<Pooling> {
         (f.pooling_mode_cls_token, PoolingMode::Cls),
         (f.pooling_mode_max_tokens, PoolingMode::Max),
         (f.pooling_mode_mean_tokens, PoolingMode::Mean),
-        (f.pooling_mode_mean_sqrt_len_tokens, PoolingMode::MeanSqrtLen),
-        (f.pooling_mode_weightedmean_tokens, PoolingMode::WeightedMean),
+        (
+            f.pooling_mode_mean_sqrt_len_tokens,
+            PoolingMode::MeanSqrtLen,
+        ),
+        (
+            f.pooling_mode_weightedmean_tokens,
+            PoolingMode::WeightedMean,
+        ),
         (f.pooling_mode_lasttoken, PoolingMode::LastToken),
     ] {
         if on {
@@ -158,7 +170,7 @@ fn read_max_seq_length(dir: &Path) -> Result<Option<usize>> {
         let v: serde_json::Value = super::read_json(&tc)?;
         // transformers writes 1e30 for "no limit".
         if let Some(n) = v.get("model_max_length").and_then(|x| x.as_f64()) {
-            if n >= 1.0 && n < 1e7 {
+            if (1.0..1e7).contains(&n) {
                 return Ok(Some(n as usize));
             }
         }

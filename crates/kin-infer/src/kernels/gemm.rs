@@ -36,8 +36,9 @@ pub(crate) type MicroKernel = unsafe fn(
 /// Largest MR·NR over the tiers (AVX-512 14×32 = 448): edge tiles are staged in a stack buffer.
 const MAX_TILE: usize = 512;
 /// KC: a B micro-panel (KC·NR floats, 32 KiB for AVX-512) should stay in L1 (48 KiB on Zen5)
-/// while all the A panels of a row block stream past it; 384 (48 KiB) measured slower on
-/// 1024³ and the 2048-row BERT shapes. Blocks are made equal (k split in ceil(k / KC_MAX)).
+/// while all the A panels of a row block stream past it (384 fills L1 exactly; on this shared,
+/// noisy 2-core VM 256 was as fast or faster). Blocks are made equal (k split in
+/// ceil(k / KC_MAX) parts).
 const KC_MAX: usize = 256;
 /// Row block ≈ MC rows (A block MC·KC floats in L2) and column block ≈ NC columns.
 const MC_MAX: usize = 192;

@@ -15,7 +15,13 @@ pub struct Linear {
 
 impl Linear {
     /// Loads `{name}.weight` (`[out, in]`) and `{name}.bias` (`[out]`).
-    pub fn load(be: &dyn GpuCompute, w: &Weights, name: &str, in_dim: usize, out_dim: usize) -> Result<Self> {
+    pub fn load(
+        be: &dyn GpuCompute,
+        w: &Weights,
+        name: &str,
+        in_dim: usize,
+        out_dim: usize,
+    ) -> Result<Self> {
         let weight = w.get(&format!("{name}.weight"), &[out_dim, in_dim])?;
         let bias = w.get(&format!("{name}.bias"), &[out_dim])?;
         Ok(Linear {
@@ -27,7 +33,13 @@ impl Linear {
     /// Fuses several linears over the same input (e.g. q, k, v) into one wider matrix, so
     /// one GEMM pass reads the input once. Each output element is computed exactly as it
     /// would be alone.
-    pub fn load_fused(be: &dyn GpuCompute, w: &Weights, names: &[&str], in_dim: usize, out_dim: usize) -> Result<Self> {
+    pub fn load_fused(
+        be: &dyn GpuCompute,
+        w: &Weights,
+        names: &[&str],
+        in_dim: usize,
+        out_dim: usize,
+    ) -> Result<Self> {
         let mut weight = Vec::with_capacity(names.len() * out_dim * in_dim);
         let mut bias = Vec::with_capacity(names.len() * out_dim);
         for name in names {
@@ -61,11 +73,12 @@ impl LayerNorm {
     /// Loads `{name}.weight` / `{name}.bias`, accepting the old `gamma` / `beta` names of
     /// TF-converted checkpoints.
     pub fn load(w: &Weights, name: &str, dim: usize, eps: f32) -> Result<Self> {
-        let (wn, bn) = if !w.contains(&format!("{name}.weight")) && w.contains(&format!("{name}.gamma")) {
-            ("gamma", "beta")
-        } else {
-            ("weight", "bias")
-        };
+        let (wn, bn) =
+            if !w.contains(&format!("{name}.weight")) && w.contains(&format!("{name}.gamma")) {
+                ("gamma", "beta")
+            } else {
+                ("weight", "bias")
+            };
         Ok(LayerNorm {
             weight: w.get(&format!("{name}.{wn}"), &[dim])?,
             bias: w.get(&format!("{name}.{bn}"), &[dim])?,

@@ -55,7 +55,9 @@ pub fn random_sequences(vocab: usize, lengths: &[usize], seed: u64) -> Vec<Vec<u
         .map(|&n| {
             (0..n)
                 .map(|_| {
-                    s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    s = s
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     ((s >> 33) % vocab as u64) as u32
                 })
                 .collect()
@@ -64,7 +66,9 @@ pub fn random_sequences(vocab: usize, lengths: &[usize], seed: u64) -> Vec<Vec<u
 }
 
 pub fn bits(v: &[Vec<f32>]) -> Vec<Vec<u32>> {
-    v.iter().map(|r| r.iter().map(|x| x.to_bits()).collect()).collect()
+    v.iter()
+        .map(|r| r.iter().map(|x| x.to_bits()).collect())
+        .collect()
 }
 
 /// Varied texts for the real model: code, unicode, empty, long.

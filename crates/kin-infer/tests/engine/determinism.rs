@@ -24,13 +24,27 @@ fn sequences(vocab: usize, max_len: usize) -> Vec<Vec<u32>> {
 fn fixture_embeddings_are_identical_across_threads_batches_and_tiers() {
     for name in ["bert_tiny", "roberta_tiny", "bert_sharded"] {
         let dir = fixture(name);
-        let base = load(&dir, EmbedderOptions { threads: Some(1), tier: Some(Tier::Generic), ..Default::default() });
+        let base = load(
+            &dir,
+            EmbedderOptions {
+                threads: Some(1),
+                tier: Some(Tier::Generic),
+                ..Default::default()
+            },
+        );
         let c = base.config();
         let seqs = sequences(c.vocab_size, c.max_sequence_length());
-        let reference: Vec<Vec<f32>> = seqs.iter().flat_map(|s| embed_ids(&base, std::slice::from_ref(s))).collect();
+        let reference: Vec<Vec<f32>> = seqs
+            .iter()
+            .flat_map(|s| embed_ids(&base, std::slice::from_ref(s)))
+            .collect();
         let reference = bits(&reference);
         for batch in [3, 32, 40] {
-            assert_eq!(bits(&embed_in_batches(&base, &seqs, batch)), reference, "{name}: batch {batch}");
+            assert_eq!(
+                bits(&embed_in_batches(&base, &seqs, batch)),
+                reference,
+                "{name}: batch {batch}"
+            );
         }
         // Reversed order puts different neighbours around every sequence.
         let mut rev = seqs.clone();
@@ -40,7 +54,14 @@ fn fixture_embeddings_are_identical_across_threads_batches_and_tiers() {
         assert_eq!(bits(&out), reference, "{name}: reversed batches of 3");
         for tier in Tier::available() {
             for threads in [1, 2] {
-                let e = load(&dir, EmbedderOptions { threads: Some(threads), tier: Some(tier), ..Default::default() });
+                let e = load(
+                    &dir,
+                    EmbedderOptions {
+                        threads: Some(threads),
+                        tier: Some(tier),
+                        ..Default::default()
+                    },
+                );
                 assert_eq!(
                     bits(&embed_in_batches(&e, &seqs, 32)),
                     reference,
@@ -67,20 +88,46 @@ fn hidden_states_do_not_depend_on_neighbours() {
 
 #[test]
 fn minilm_texts_are_identical_across_threads_batches_and_tiers() {
-    let Some(dir) = minilm_dir("minilm_texts_are_identical_across_threads_batches_and_tiers") else {
+    let Some(dir) = minilm_dir("minilm_texts_are_identical_across_threads_batches_and_tiers")
+    else {
         return;
     };
     let texts = sample_texts();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let base = load(&dir, EmbedderOptions { threads: Some(1), tier: Some(Tier::Generic), ..Default::default() });
-    let alone: Vec<Vec<f32>> = refs.iter().flat_map(|t| base.embed_texts(&[t]).unwrap()).collect();
+    let base = load(
+        &dir,
+        EmbedderOptions {
+            threads: Some(1),
+            tier: Some(Tier::Generic),
+            ..Default::default()
+        },
+    );
+    let alone: Vec<Vec<f32>> = refs
+        .iter()
+        .flat_map(|t| base.embed_texts(&[t]).unwrap())
+        .collect();
     let reference = bits(&alone);
     for tier in Tier::available() {
         for threads in [1, 2] {
-            let e = load(&dir, EmbedderOptions { threads: Some(threads), tier: Some(tier), ..Default::default() });
+            let e = load(
+                &dir,
+                EmbedderOptions {
+                    threads: Some(threads),
+                    tier: Some(tier),
+                    ..Default::default()
+                },
+            );
             for batch in [3, 32] {
-                let out: Vec<Vec<f32>> = refs.chunks(batch).flat_map(|c| e.embed_texts(c).unwrap()).collect();
-                assert_eq!(bits(&out), reference, "tier {} threads {threads} batch {batch}", tier.name());
+                let out: Vec<Vec<f32>> = refs
+                    .chunks(batch)
+                    .flat_map(|c| e.embed_texts(c).unwrap())
+                    .collect();
+                assert_eq!(
+                    bits(&out),
+                    reference,
+                    "tier {} threads {threads} batch {batch}",
+                    tier.name()
+                );
             }
         }
     }

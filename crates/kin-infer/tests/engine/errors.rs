@@ -11,7 +11,11 @@ use std::path::Path;
 /// A temp model dir with bert_tiny's config and the given safetensors bytes.
 fn model_with(bytes: &[u8]) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
-    fs::copy(fixture("bert_tiny/config.json"), d.path().join("config.json")).unwrap();
+    fs::copy(
+        fixture("bert_tiny/config.json"),
+        d.path().join("config.json"),
+    )
+    .unwrap();
     fs::write(d.path().join("model.safetensors"), bytes).unwrap();
     d
 }
@@ -48,7 +52,10 @@ fn truncated_safetensors_is_rejected() {
     for cut in [0, 5, 100, b.len() / 2, b.len() - 1] {
         let d = model_with(&b[..cut]);
         let e = load_err(d.path());
-        assert!(matches!(e, InferError::Safetensors { .. }), "cut {cut}: {e}");
+        assert!(
+            matches!(e, InferError::Safetensors { .. }),
+            "cut {cut}: {e}"
+        );
         assert!(e.to_string().contains("model.safetensors"), "{e}");
     }
 }
@@ -59,7 +66,12 @@ fn header_lying_about_offsets_is_rejected() {
     let n = u64::from_le_bytes(b[..8].try_into().unwrap()) as usize;
     let header = std::str::from_utf8(&b[8..8 + n]).unwrap();
     let mut v: serde_json::Value = serde_json::from_str(header).unwrap();
-    let (_, t) = v.as_object_mut().unwrap().iter_mut().find(|(k, _)| *k != "__metadata__").unwrap();
+    let (_, t) = v
+        .as_object_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|(k, _)| *k != "__metadata__")
+        .unwrap();
     let end = t["data_offsets"][1].as_u64().unwrap();
     t["data_offsets"][1] = serde_json::json!(end + 4096);
     let h = serde_json::to_string(&v).unwrap();
@@ -72,7 +84,9 @@ fn header_lying_about_offsets_is_rejected() {
 
 #[test]
 fn missing_tensor_names_it_the_prefixes_and_the_file() {
-    let d = model_with(&rewritten(|name, _, _| !name.ends_with("encoder.layer.1.output.dense.weight")));
+    let d = model_with(&rewritten(|name, _, _| {
+        !name.ends_with("encoder.layer.1.output.dense.weight")
+    }));
     let e = load_err(d.path());
     let msg = e.to_string();
     assert!(matches!(e, InferError::MissingTensor { .. }), "{msg}");
@@ -101,7 +115,10 @@ fn wrong_shape_names_both_shapes() {
     let e = load_err(d.path());
     let msg = e.to_string();
     assert!(matches!(e, InferError::ShapeMismatch { .. }), "{msg}");
-    assert!(msg.contains("[48, 80]") && msg.contains("[80, 48]"), "{msg}");
+    assert!(
+        msg.contains("[48, 80]") && msg.contains("[80, 48]"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -113,18 +130,28 @@ fn unsupported_dtype_is_named() {
         true
     }));
     let msg = load_err(d.path()).to_string();
-    assert!(msg.contains("embeddings.LayerNorm.bias") && msg.contains("I32"), "{msg}");
+    assert!(
+        msg.contains("embeddings.LayerNorm.bias") && msg.contains("I32"),
+        "{msg}"
+    );
 }
 
 #[test]
 fn unknown_model_type_lists_the_supported_ones() {
     let d = model_with(&original());
     let cfg = fs::read_to_string(d.path().join("config.json")).unwrap();
-    fs::write(d.path().join("config.json"), cfg.replace("\"bert\"", "\"frobnitz\"")).unwrap();
+    fs::write(
+        d.path().join("config.json"),
+        cfg.replace("\"bert\"", "\"frobnitz\""),
+    )
+    .unwrap();
     let e = load_err(d.path());
     let msg = e.to_string();
     assert!(matches!(e, InferError::UnsupportedModel { .. }), "{msg}");
-    assert!(msg.contains("frobnitz") && msg.contains("xlm-roberta"), "{msg}");
+    assert!(
+        msg.contains("frobnitz") && msg.contains("xlm-roberta"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -158,10 +185,16 @@ fn bad_token_inputs_are_errors() {
         (vec![2, vocab, 3], "vocabulary"),
         (too_long, "limit"),
     ] {
-        let err = e.embed_tokens(&[ids.as_slice()], None).unwrap_err().to_string();
+        let err = e
+            .embed_tokens(&[ids.as_slice()], None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(why), "{err}");
     }
-    let err = e.embed_tokens(&[&[2, 5, 3]], Some(&[&[0, 7, 0]])).unwrap_err().to_string();
+    let err = e
+        .embed_tokens(&[&[2, 5, 3]], Some(&[&[0, 7, 0]]))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("type"), "{err}");
 }
 

@@ -8,7 +8,10 @@ use kin_infer::EmbedderOptions;
 #[test]
 fn every_fixture_matches_its_golden() {
     let fixtures = all_fixtures();
-    assert!(fixtures.len() >= 6, "expected at least 6 fixtures, found {fixtures:?}");
+    assert!(
+        fixtures.len() >= 6,
+        "expected at least 6 fixtures, found {fixtures:?}"
+    );
     for dir in fixtures {
         let golden = GoldenFile::load(&dir.join("golden.json")).unwrap();
         let e = load(&dir, EmbedderOptions::default());
@@ -49,14 +52,32 @@ fn a_perturbed_golden_fails() {
 fn malformed_goldens_are_errors_not_passes() {
     let path = std::path::Path::new("g.json");
     for (bad, why) in [
-        (r#"{"format":"kin-infer-golden/1","cases":[{"kind":"embedding","input_ids":[1],"expected":[0.0]}]}"#, "tol"),
-        (r#"{"format":"kin-infer-golden/1","tol":1e-4,"cases":[]}"#, "empty"),
-        (r#"{"format":"kin-infer-golden/1","tol":1e-4,"cases":[{"kind":"frobnicate"}]}"#, "unknown kind"),
-        (r#"{"tol":1e-4,"cases":[{"kind":"embedding","input_ids":[1],"expected":[0.0]}]}"#, "format"),
-        (r#"{"format":"kin-infer-golden/1","tol":1e-4,"cases":[{"kind":"hidden","input_ids":[[1,2]],"expected":[[[0.0]]]}]}"#, "rows"),
+        (
+            r#"{"format":"kin-infer-golden/1","cases":[{"kind":"embedding","input_ids":[1],"expected":[0.0]}]}"#,
+            "tol",
+        ),
+        (
+            r#"{"format":"kin-infer-golden/1","tol":1e-4,"cases":[]}"#,
+            "empty",
+        ),
+        (
+            r#"{"format":"kin-infer-golden/1","tol":1e-4,"cases":[{"kind":"frobnicate"}]}"#,
+            "unknown kind",
+        ),
+        (
+            r#"{"tol":1e-4,"cases":[{"kind":"embedding","input_ids":[1],"expected":[0.0]}]}"#,
+            "format",
+        ),
+        (
+            r#"{"format":"kin-infer-golden/1","tol":1e-4,"cases":[{"kind":"hidden","input_ids":[[1,2]],"expected":[[[0.0]]]}]}"#,
+            "rows",
+        ),
     ] {
         let v: serde_json::Value = serde_json::from_str(bad).unwrap();
         let err = GoldenFile::from_value(&v, path).unwrap_err().to_string();
-        assert!(err.contains(why), "{bad}: error `{err}` does not mention `{why}`");
+        assert!(
+            err.contains(why),
+            "{bad}: error `{err}` does not mention `{why}`"
+        );
     }
 }

@@ -28,6 +28,8 @@ fn repo_id_resolves_through_refs_main() {
 fn single_snapshot_without_refs_is_used_and_absent_repo_is_none() {
     let cache = tempfile::tempdir().unwrap();
     populate(&cache.path().join("models--acme--m/snapshots/deadbeef"));
-    assert!(resolve_in_cache(cache.path(), "acme/m").unwrap().ends_with("deadbeef"));
+    assert!(resolve_in_cache(cache.path(), "acme/m")
+        .unwrap()
+        .ends_with("deadbeef"));
     assert!(resolve_in_cache(cache.path(), "acme/other").is_none());
 }

@@ -20,7 +20,11 @@ fn minilm_matches_sentence_transformers() {
     assert!(r.max_diff <= 1e-5);
     // Cosine similarity per case, computed independently of the tolerance check.
     for case in &golden.cases {
-        let CaseKind::Embedding { input: EmbeddingInput::Text(t), expected } = &case.kind else {
+        let CaseKind::Embedding {
+            input: EmbeddingInput::Text(t),
+            expected,
+        } = &case.kind
+        else {
             panic!("MiniLM golden cases are text embeddings");
         };
         let v = &e.embed_texts(&[t.as_str()]).unwrap()[0];
@@ -44,6 +48,12 @@ fn minilm_truncates_to_its_256_token_limit() {
     assert_eq!(enc[0].ids.len(), 256);
     assert_eq!(enc[0].ids[0], 101); // [CLS]
     assert_eq!(*enc[0].ids.last().unwrap(), 102); // [SEP] kept after truncation
-    let short = load(&dir, EmbedderOptions { max_length: Some(16), ..Default::default() });
+    let short = load(
+        &dir,
+        EmbedderOptions {
+            max_length: Some(16),
+            ..Default::default()
+        },
+    );
     assert_eq!(short.tokenize(&[long.as_str()]).unwrap()[0].ids.len(), 16);
 }

@@ -76,7 +76,12 @@ impl BertModel {
                         h,
                     )?,
                     attn_out: Linear::load(be, &w, &format!("{p}.attention.output.dense"), h, h)?,
-                    attn_norm: LayerNorm::load(&w, &format!("{p}.attention.output.LayerNorm"), h, eps)?,
+                    attn_norm: LayerNorm::load(
+                        &w,
+                        &format!("{p}.attention.output.LayerNorm"),
+                        h,
+                        eps,
+                    )?,
                     intermediate: Linear::load(
                         be,
                         &w,
@@ -172,7 +177,12 @@ impl BertModel {
 
     /// Runs the encoder over a packed batch; returns the last hidden state, one row of
     /// `hidden_size` per real token, sequences in order.
-    pub fn forward(&self, be: &dyn GpuCompute, seqs: &[&[u32]], type_ids: Option<&[&[u32]]>) -> Result<Vec<f32>> {
+    pub fn forward(
+        &self,
+        be: &dyn GpuCompute,
+        seqs: &[&[u32]],
+        type_ids: Option<&[&[u32]]>,
+    ) -> Result<Vec<f32>> {
         let c = &self.cfg;
         let h = c.hidden_size;
         for (i, ids) in seqs.iter().enumerate() {

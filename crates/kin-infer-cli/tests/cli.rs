@@ -1,0 +1,302 @@
+//! The `kin-infer` binary's contract: exit codes, stdout/stderr split, output format.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    root().join("tests/fixtures").join(name)
+}
+
+fn minilm() -> Option<PathBuf> {
+    let d = std::env::var_os("KIN_MINILM_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("models/all-MiniLM-L6-v2"));
+    if d.join("model.safetensors").is_file() {
+        Some(d)
+    } else {
+        eprintln!(
+            "SKIPPED: all-MiniLM-L6-v2 not found at {} (scripts/fetch-minilm.sh)",
+            d.display()
+        );
+        None
+    }
+}
+
+fn kin(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kin-infer"));
+    c.args(args)
+        .env_remove("KIN_INFER_SIMD")
+        .env_remove("KIN_INFER_THREADS");
+    c
+}
+
+fn run(c: &mut Command, stdin: &str) -> Output {
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn assert_clean_error(o: &Output, code: i32, needle: &str) {
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
+    assert!(!err.contains("panicked"), "panic: {err}");
+    assert!(err.contains(needle), "stderr lacks `{needle}`: {err}");
+}
+
+#[test]
+fn bare_invocation_lists_commands() {
+    let o = run(&mut kin(&[]), "");
+    let all = text(&o.stdout) + &text(&o.stderr);
+    for c in ["embed", "describe", "check", "bench"] {
+        assert!(all.contains(c), "{all}");
+    }
+}
+
+#[test]
+fn check_passes_fixtures_and_fails_perturbed_goldens() {
+    let dir = fixture("roberta_tiny");
+    let g = dir.join("golden.json");
+    let o = run(
+        &mut kin(&[
+            "check",
+            "--model",
+            dir.to_str().unwrap(),
+            "--golden",
+            g.to_str().unwrap(),
+        ]),
+        "",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("PARITY OK"));
+
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&g).unwrap()).unwrap();
+    let e = &mut v["cases"][0]["expected"][1][0][3];
+    *e = serde_json::json!(e.as_f64().unwrap() + 0.5);
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("g.json");
+    std::fs::write(&bad, v.to_string()).unwrap();
+    let o = run(
+        &mut kin(&[
+            "check",
+            "--model",
+            dir.to_str().unwrap(),
+            "--golden",
+            bad.to_str().unwrap(),
+        ]),
+        "",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("PARITY FAILED") && out.contains("sequence 1, token 0, dim 3"),
+        "{out}"
+    );
+
+    let o = run(
+        &mut kin(&[
+            "check",
+            "--model",
+            dir.to_str().unwrap(),
+            "--golden",
+            bad.to_str().unwrap(),
+            "--json",
+        ]),
+        "",
+    );
+    let j: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    assert_eq!(j["result"], "PARITY FAILED");
+
+    v.as_object_mut().unwrap().remove("tol");
+    std::fs::write(&bad, v.to_string()).unwrap();
+    let o = run(
+        &mut kin(&[
+            "check",
+            "--model",
+            dir.to_str().unwrap(),
+            "--golden",
+            bad.to_str().unwrap(),
+        ]),
+        "",
+    );
+    assert_clean_error(&o, 2, "tol");
+}
+
+#[test]
+fn broken_models_exit_2_without_panicking() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    std::fs::copy(fixture("bert_tiny/config.json"), d.join("config.json")).unwrap();
+    let w = std::fs::read(fixture("bert_tiny/model.safetensors")).unwrap();
+    std::fs::write(d.join("model.safetensors"), &w[..w.len() / 3]).unwrap();
+    let o = run(&mut kin(&["describe", "--model", d.to_str().unwrap()]), "");
+    assert_clean_error(&o, 2, "model.safetensors");
+
+    let o = run(&mut kin(&["embed", "--model", "/nonexistent/dir"]), "hi\n");
+    assert_clean_error(&o, 2, "not found");
+
+    // Text input on a checkpoint without tokenizer.json.
+    let o = run(
+        &mut kin(&["embed", "--model", fixture("bert_tiny").to_str().unwrap()]),
+        "hello\n",
+    );
+    assert_clean_error(&o, 2, "tokenizer.json");
+    assert!(o.stdout.is_empty());
+
+    let o = run(
+        kin(&[
+            "describe",
+            "--model",
+            fixture("bert_tiny").to_str().unwrap(),
+        ])
+        .env("KIN_INFER_SIMD", "sse9"),
+        "",
+    );
+    assert_clean_error(&o, 2, "sse9");
+}
+
+#[test]
+fn describe_reports_numerics_version_and_tier() {
+    let o = run(
+        &mut kin(&[
+            "describe",
+            "--model",
+            fixture("bert_sharded").to_str().unwrap(),
+            "--json",
+        ]),
+        "",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let j: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    assert_eq!(j["numerics_version"], kin_infer::NUMERICS_VERSION);
+    assert_eq!(j["shards"], 3);
+    assert_eq!(j["dtype"], "F16");
+    assert_eq!(j["pooling"], "lasttoken");
+    assert!(j["simd_tier"].is_string() && j["threads"].is_u64());
+}
+
+#[test]
+fn repo_id_resolves_from_the_hf_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let snap = cache.path().join("models--acme--tiny/snapshots/0123abcd");
+    std::fs::create_dir_all(&snap).unwrap();
+    std::fs::create_dir_all(cache.path().join("models--acme--tiny/refs")).unwrap();
+    std::fs::write(
+        cache.path().join("models--acme--tiny/refs/main"),
+        "0123abcd",
+    )
+    .unwrap();
+    for f in ["config.json", "model.safetensors"] {
+        std::fs::copy(fixture("xlmr_tiny").join(f), snap.join(f)).unwrap();
+    }
+    let o = run(
+        kin(&["describe", "--model", "acme/tiny", "--json"]).env("HF_HUB_CACHE", cache.path()),
+        "",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("0123abcd"));
+    let o = run(
+        kin(&["describe", "--model", "acme/absent"]).env("HF_HUB_CACHE", cache.path()),
+        "",
+    );
+    assert_clean_error(&o, 2, "acme/absent");
+}
+
+#[test]
+fn embed_writes_ordered_jsonl_with_ids_and_round_trip_floats() {
+    let Some(m) = minilm() else { return };
+    let m = m.to_str().unwrap();
+    let input = "{\"id\": \"a\", \"text\": \"fn main() {}\"}\n{\"text\": \"\"}\n\n{\"id\": 7, \"text\": \"ünïcödé\"}\n";
+    let o = run(
+        &mut kin(&["embed", "--model", m, "--jsonl", "--batch-size", "2"]),
+        input,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let rows: Vec<serde_json::Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows[0]["id"], "a");
+    assert!(rows[1]["id"].is_null());
+    assert_eq!(rows[2]["id"], 7);
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r["index"], i);
+        assert_eq!(r["embedding"].as_array().unwrap().len(), 384);
+    }
+    // Same bits whatever the batch size or thread count; floats round-trip through text.
+    let plain = "fn main() {}\n\nünïcödé\n";
+    let a = run(
+        &mut kin(&["embed", "--model", m, "--batch-size", "1", "--threads", "1"]),
+        plain,
+    );
+    let b = run(
+        &mut kin(&["embed", "--model", m, "--batch-size", "3", "--threads", "2"]),
+        plain,
+    );
+    assert_eq!(a.stdout, b.stdout);
+    let first: Vec<f32> =
+        serde_json::from_str::<serde_json::Value>(text(&a.stdout).lines().next().unwrap()).unwrap()
+            ["embedding"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect();
+    let again: Vec<f32> =
+        serde_json::from_str::<serde_json::Value>(text(&o.stdout).lines().next().unwrap()).unwrap()
+            ["embedding"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect();
+    assert_eq!(first, again);
+}
+
+#[test]
+fn bad_jsonl_exits_2_and_leaves_no_output_file() {
+    let Some(m) = minilm() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out.jsonl");
+    for (bad, needle) in [
+        ("{\"text\": \"ok\"}\nnot json\n", "line 2"),
+        ("[1, 2]\n", "JSON object"),
+        ("{\"text\": 5}\n", "text"),
+        ("{\"id\": 1}\n", "text"),
+    ] {
+        let o = run(
+            &mut kin(&[
+                "embed",
+                "--model",
+                m.to_str().unwrap(),
+                "--jsonl",
+                "--output",
+                out.to_str().unwrap(),
+            ]),
+            bad,
+        );
+        assert_clean_error(&o, 2, needle);
+        assert!(!out.exists(), "partial output left behind for {bad:?}");
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    }
+}
