@@ -68,8 +68,7 @@ impl Embedder {
         let pool = threads::build_pool(threads)?;
         let backend = gpu::create_compute(opts.tier)?;
         let store = WeightStore::open_dir(dir)?;
-        let model = pool.install(|| BertModel::load(cfg, &store, backend.as_ref()))?;
-        let limit = model.config().max_sequence_length();
+        let limit = cfg.max_sequence_length();
         let max_length = match opts.max_length {
             Some(0) => return Err(InferError::Input("max length must be at least 1".into())),
             Some(n) if n > limit => {
@@ -80,11 +79,19 @@ impl Embedder {
             Some(n) => n,
             None => st.max_seq_length.unwrap_or(limit).min(limit),
         };
-        let tokenizer = if dir.join("tokenizer.json").is_file() {
-            Some(TextTokenizer::load(dir, max_length)?)
-        } else {
-            None
-        };
+        // The tokenizer parses while the weights pack.
+        let (model, tokenizer) = pool.install(|| {
+            rayon::join(
+                || BertModel::load(cfg, &store, backend.as_ref()),
+                || {
+                    dir.join("tokenizer.json")
+                        .is_file()
+                        .then(|| TextTokenizer::load(dir, max_length))
+                        .transpose()
+                },
+            )
+        });
+        let (model, tokenizer) = (model?, tokenizer?);
         let info = ModelInfo {
             dir: dir.to_path_buf(),
             tensors: store.len(),

@@ -51,8 +51,9 @@ pub trait GpuCompute: Send + Sync {
     }
     /// The CPU kernels host-side steps (pooling, normalization) run on.
     fn host_kernels(&self) -> &'static Kernels;
-    /// Prepares `w` (`n` rows of `k`, a torch `Linear` weight) for [`GpuCompute::linear`].
-    fn prepare_matrix(&self, w: &[f32], n: usize, k: usize) -> DeviceMatrix;
+    /// Prepares torch `Linear` weights sharing the input width `k` (each `rows × k`) as one
+    /// matrix whose outputs are the parts' rows in order, for [`GpuCompute::linear`].
+    fn prepare_matrix(&self, parts: &[&[f32]], k: usize) -> DeviceMatrix;
     /// `out[r] = x[r] · wᵀ + bias` for `rows` rows.
     fn linear(
         &self,
@@ -119,11 +120,12 @@ impl GpuCompute for CpuCompute {
         self.k
     }
 
-    fn prepare_matrix(&self, w: &[f32], n: usize, k: usize) -> DeviceMatrix {
+    fn prepare_matrix(&self, parts: &[&[f32]], k: usize) -> DeviceMatrix {
+        let packed = self.k.pack_rows_concat(parts, k);
         DeviceMatrix {
-            n,
+            n: packed.n(),
             k,
-            inner: Inner::Cpu(self.k.pack_rows(w, n, k, k)),
+            inner: Inner::Cpu(packed),
         }
     }
 

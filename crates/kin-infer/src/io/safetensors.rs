@@ -11,6 +11,7 @@ use safetensors::{Dtype, SafeTensors};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Storage type of a tensor on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +43,40 @@ struct TensorEntry {
 
 struct Shard {
     path: PathBuf,
-    map: Mmap,
+    map: Arc<Mmap>,
+}
+
+/// f32 tensor data: borrowed straight from the map when the file stores aligned little-endian
+/// F32 (no copy, and pages never touched are never read: an embedding table costs only the
+/// rows used), else widened into an owned buffer.
+pub enum TensorData {
+    Mapped {
+        map: Arc<Mmap>,
+        start: usize,
+        len: usize,
+    },
+    Owned(Vec<f32>),
+}
+
+impl TensorData {
+    pub fn as_slice(&self) -> &[f32] {
+        match self {
+            TensorData::Mapped { map, start, len } => {
+                let bytes = &map[*start..*start + *len * 4];
+                // SAFETY: `read` only builds `Mapped` for a little-endian host and a 4-byte
+                // aligned start, and every bit pattern is a valid f32.
+                unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), *len) }
+            }
+            TensorData::Owned(v) => v,
+        }
+    }
+}
+
+impl std::ops::Deref for TensorData {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        self.as_slice()
+    }
 }
 
 /// All the tensors of a checkpoint, across its shards.
@@ -85,13 +119,15 @@ impl WeightStore {
                 let shard = files.iter().position(|f| f == file).unwrap_or(usize::MAX);
                 match store.tensors.get(name) {
                     Some(e) if e.shard == shard => {}
-                    _ => return Err(InferError::Safetensors {
-                        path: dir.join(file),
-                        reason: format!(
+                    _ => {
+                        return Err(InferError::Safetensors {
+                            path: dir.join(file),
+                            reason: format!(
                             "index {} lists tensor `{name}` here, but the shard does not hold it",
                             index.display()
                         ),
-                    }),
+                        })
+                    }
                 }
             }
             Ok(store)
@@ -139,7 +175,7 @@ impl WeightStore {
             }
             shards.push(Shard {
                 path: path.clone(),
-                map,
+                map: Arc::new(map),
             });
         }
         Ok(WeightStore {
@@ -197,8 +233,8 @@ impl WeightStore {
         self.shards.iter().map(|s| s.path.as_path()).collect()
     }
 
-    /// Reads tensor `name`, checking its shape, widened to f32.
-    pub fn read_f32(&self, name: &str, expected: &[usize]) -> Result<Vec<f32>> {
+    /// Reads tensor `name`, checking its shape, as f32 (borrowed from the map when possible).
+    pub fn read(&self, name: &str, expected: &[usize]) -> Result<TensorData> {
         let e = self
             .tensors
             .get(name)
@@ -217,6 +253,16 @@ impl WeightStore {
             });
         }
         let bytes = &shard.map[e.start..e.end];
+        if e.dtype == Dtype::F32
+            && cfg!(target_endian = "little")
+            && (bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<f32>())
+        {
+            return Ok(TensorData::Mapped {
+                map: shard.map.clone(),
+                start: e.start,
+                len: bytes.len() / 4,
+            });
+        }
         let out = match e.dtype {
             Dtype::F32 => bytes
                 .chunks_exact(4)
@@ -238,7 +284,7 @@ impl WeightStore {
                 })
             }
         };
-        Ok(out)
+        Ok(TensorData::Owned(out))
     }
 
     /// The storage dtype of the first floating tensor, for `describe`.
@@ -296,11 +342,11 @@ impl<'a> Weights<'a> {
     }
 
     /// Reads `name` (under the resolved prefix) with the expected shape.
-    pub fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+    pub fn get(&self, name: &str, shape: &[usize]) -> Result<TensorData> {
         for p in &self.prefixes {
             let full = format!("{p}{name}");
             if self.store.contains(&full) {
-                return self.store.read_f32(&full, shape);
+                return self.store.read(&full, shape);
             }
         }
         Err(InferError::MissingTensor {

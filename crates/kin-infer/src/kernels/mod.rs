@@ -222,6 +222,23 @@ impl Kernels {
         gemm::pack(self.ops.nr, k, n, |p, j| w[j * ldw + p])
     }
 
+    /// Packs several torch `Linear` weights sharing the input width `k` (each `rows × k`,
+    /// contiguous) as one matrix whose output columns are the parts' rows in order: one GEMM
+    /// then computes, e.g., q, k and v together, each element exactly as it would alone.
+    pub fn pack_rows_concat(&self, parts: &[&[f32]], k: usize) -> PackedMatrix {
+        let rows: Vec<&[f32]> = parts
+            .iter()
+            .flat_map(|p| {
+                assert!(
+                    k > 0 && p.len() % k == 0,
+                    "pack_rows_concat: part is not rows × k"
+                );
+                p.chunks_exact(k)
+            })
+            .collect();
+        gemm::pack(self.ops.nr, k, rows.len(), |p, j| rows[j][p])
+    }
+
     /// Packs `b` (k rows of n, row stride `ldb`) so that `matmul` computes `a · b`.
     pub fn pack_cols(&self, b: &[f32], k: usize, n: usize, ldb: usize) -> PackedMatrix {
         if n > 0 && k > 0 {

@@ -109,54 +109,57 @@ impl Lanes for V {
     }
 }
 
-/// Applies `f` to full 8-wide vectors and `g` (the scalar reference) to the tail.
-#[inline(always)]
-unsafe fn map(x: &mut [f32], f: impl Fn(V) -> V, g: impl Fn(f32) -> f32) {
-    let n = x.len();
-    let main = n - n % 8;
-    unsafe {
+/// Applies `$vbody` (in `$v`) to full vectors and `$sbody` (in `$s`) to the scalar tail. A
+/// macro, not a function taking closures: a closure does not inherit `#[target_feature]`, so
+/// the vector math would be compiled for the baseline target with out-of-line intrinsics.
+macro_rules! map {
+    ($x:expr, |$v:ident| $vbody:expr, |$s:ident| $sbody:expr) => {{
+        let x: &mut [f32] = $x;
+        let n = x.len();
+        let main = n - n % 8;
         let p = x.as_mut_ptr();
         for i in (0..main).step_by(8) {
-            _mm256_storeu_ps(p.add(i), f(V(_mm256_loadu_ps(p.add(i)))).0);
+            let $v = V(_mm256_loadu_ps(p.add(i)));
+            _mm256_storeu_ps(p.add(i), ($vbody).0);
         }
-    }
-    generic::map(&mut x[main..], g);
+        generic::map(&mut x[main..], |$s| $sbody);
+    }};
 }
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn exp(x: &mut [f32]) {
-    unsafe { map(x, math::exp_v, math::exp_v) }
+    unsafe { map!(x, |v| math::exp_v(v), |v| math::exp_v(v)) }
 }
 #[target_feature(enable = "avx2,fma")]
 unsafe fn gelu_erf(x: &mut [f32]) {
-    unsafe { map(x, math::gelu_erf_v, math::gelu_erf_v) }
+    unsafe { map!(x, |v| math::gelu_erf_v(v), |v| math::gelu_erf_v(v)) }
 }
 #[target_feature(enable = "avx2,fma")]
 unsafe fn gelu_tanh(x: &mut [f32]) {
-    unsafe { map(x, math::gelu_tanh_v, math::gelu_tanh_v) }
+    unsafe { map!(x, |v| math::gelu_tanh_v(v), |v| math::gelu_tanh_v(v)) }
 }
 #[target_feature(enable = "avx2,fma")]
 unsafe fn silu(x: &mut [f32]) {
-    unsafe { map(x, math::silu_v, math::silu_v) }
+    unsafe { map!(x, |v| math::silu_v(v), |v| math::silu_v(v)) }
 }
 #[target_feature(enable = "avx2,fma")]
 unsafe fn tanh(x: &mut [f32]) {
-    unsafe { map(x, math::tanh_v, math::tanh_v) }
+    unsafe { map!(x, |v| math::tanh_v(v), |v| math::tanh_v(v)) }
 }
 #[target_feature(enable = "avx2,fma")]
 unsafe fn exp_sub(x: &mut [f32], s: f32) {
     let sv = V::splat(s);
-    unsafe { map(x, |v| math::exp_v(v.sub(sv)), |v| math::exp_v(v - s)) }
+    unsafe { map!(x, |v| math::exp_v(v.sub(sv)), |v| math::exp_v(v - s)) }
 }
 #[target_feature(enable = "avx2,fma")]
 unsafe fn sub_scalar(x: &mut [f32], s: f32) {
     let sv = V::splat(s);
-    unsafe { map(x, |v| v.sub(sv), |v| v - s) }
+    unsafe { map!(x, |v| v.sub(sv), |v| v - s) }
 }
 #[target_feature(enable = "avx2,fma")]
 unsafe fn scale(x: &mut [f32], s: f32) {
     let sv = V::splat(s);
-    unsafe { map(x, |v| v.mul(sv), |v| v * s) }
+    unsafe { map!(x, |v| v.mul(sv), |v| v * s) }
 }
 
 #[target_feature(enable = "avx2,fma")]

@@ -118,60 +118,63 @@ fn tail_mask(n: usize) -> __mmask16 {
     ((1u32 << n) - 1) as __mmask16
 }
 
-/// Applies `f` to every element: full vectors, then one masked vector for the tail (the
-/// inactive lanes compute on zeros and are not stored).
-#[inline(always)]
-unsafe fn map(x: &mut [f32], f: impl Fn(V) -> V) {
-    unsafe {
+/// Applies `$body` (an expression in `$v`) to every element: full vectors, then one masked
+/// vector for the tail (inactive lanes compute on zeros and are not stored). A macro, not a
+/// function taking a closure: a closure does not inherit `#[target_feature]`, so the math
+/// would be compiled for baseline x86-64 with every intrinsic an out-of-line call.
+macro_rules! map {
+    ($x:expr, |$v:ident| $body:expr) => {{
+        let x: &mut [f32] = $x;
         let n = x.len();
         let p = x.as_mut_ptr();
         let mut i = 0;
         while i + 16 <= n {
-            _mm512_storeu_ps(p.add(i), f(V(_mm512_loadu_ps(p.add(i)))).0);
+            let $v = V(_mm512_loadu_ps(p.add(i)));
+            _mm512_storeu_ps(p.add(i), ($body).0);
             i += 16;
         }
         if i < n {
             let m = tail_mask(n - i);
-            let v = f(V(_mm512_maskz_loadu_ps(m, p.add(i)))).0;
-            _mm512_mask_storeu_ps(p.add(i), m, v);
+            let $v = V(_mm512_maskz_loadu_ps(m, p.add(i)));
+            _mm512_mask_storeu_ps(p.add(i), m, ($body).0);
         }
-    }
+    }};
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn exp(x: &mut [f32]) {
-    unsafe { map(x, math::exp_v) }
+    unsafe { map!(x, |v| math::exp_v(v)) }
 }
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn gelu_erf(x: &mut [f32]) {
-    unsafe { map(x, math::gelu_erf_v) }
+    unsafe { map!(x, |v| math::gelu_erf_v(v)) }
 }
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn gelu_tanh(x: &mut [f32]) {
-    unsafe { map(x, math::gelu_tanh_v) }
+    unsafe { map!(x, |v| math::gelu_tanh_v(v)) }
 }
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn silu(x: &mut [f32]) {
-    unsafe { map(x, math::silu_v) }
+    unsafe { map!(x, |v| math::silu_v(v)) }
 }
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn tanh(x: &mut [f32]) {
-    unsafe { map(x, math::tanh_v) }
+    unsafe { map!(x, |v| math::tanh_v(v)) }
 }
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn exp_sub(x: &mut [f32], s: f32) {
     let s = V::splat(s);
-    unsafe { map(x, |v| math::exp_v(v.sub(s))) }
+    unsafe { map!(x, |v| math::exp_v(v.sub(s))) }
 }
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn sub_scalar(x: &mut [f32], s: f32) {
     let s = V::splat(s);
-    unsafe { map(x, |v| v.sub(s)) }
+    unsafe { map!(x, |v| v.sub(s)) }
 }
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn scale(x: &mut [f32], s: f32) {
     let s = V::splat(s);
-    unsafe { map(x, |v| v.mul(s)) }
+    unsafe { map!(x, |v| v.mul(s)) }
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]

@@ -22,12 +22,7 @@ impl Linear {
         in_dim: usize,
         out_dim: usize,
     ) -> Result<Self> {
-        let weight = w.get(&format!("{name}.weight"), &[out_dim, in_dim])?;
-        let bias = w.get(&format!("{name}.bias"), &[out_dim])?;
-        Ok(Linear {
-            weight: be.prepare_matrix(&weight, out_dim, in_dim),
-            bias: Some(bias),
-        })
+        Self::load_fused(be, w, &[name], in_dim, out_dim)
     }
 
     /// Fuses several linears over the same input (e.g. q, k, v) into one wider matrix, so
@@ -40,14 +35,15 @@ impl Linear {
         in_dim: usize,
         out_dim: usize,
     ) -> Result<Self> {
-        let mut weight = Vec::with_capacity(names.len() * out_dim * in_dim);
+        let mut weights = Vec::with_capacity(names.len());
         let mut bias = Vec::with_capacity(names.len() * out_dim);
         for name in names {
-            weight.extend(w.get(&format!("{name}.weight"), &[out_dim, in_dim])?);
-            bias.extend(w.get(&format!("{name}.bias"), &[out_dim])?);
+            weights.push(w.get(&format!("{name}.weight"), &[out_dim, in_dim])?);
+            bias.extend_from_slice(&w.get(&format!("{name}.bias"), &[out_dim])?);
         }
+        let parts: Vec<&[f32]> = weights.iter().map(|t| t.as_slice()).collect();
         Ok(Linear {
-            weight: be.prepare_matrix(&weight, names.len() * out_dim, in_dim),
+            weight: be.prepare_matrix(&parts, in_dim),
             bias: Some(bias),
         })
     }
@@ -80,8 +76,8 @@ impl LayerNorm {
                 ("weight", "bias")
             };
         Ok(LayerNorm {
-            weight: w.get(&format!("{name}.{wn}"), &[dim])?,
-            bias: w.get(&format!("{name}.{bn}"), &[dim])?,
+            weight: w.get(&format!("{name}.{wn}"), &[dim])?.to_vec(),
+            bias: w.get(&format!("{name}.{bn}"), &[dim])?.to_vec(),
             eps,
         })
     }

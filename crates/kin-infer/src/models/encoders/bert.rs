@@ -9,19 +9,20 @@
 use crate::error::{InferError, Result};
 use crate::gpu::{GpuCompute, SeqSpan};
 use crate::io::config::BertConfig;
-use crate::io::safetensors::{WeightStore, Weights};
+use crate::io::safetensors::{TensorData, WeightStore, Weights};
 use crate::nn::{LayerNorm, Linear};
+use rayon::prelude::*;
 
 /// Tensor every checkpoint of the family holds; used to find the weight prefix.
 const PROBE: &str = "embeddings.word_embeddings.weight";
 
 struct Embeddings {
-    /// `[vocab_size, hidden]`
-    word: Vec<f32>,
+    /// `[vocab_size, hidden]`, usually borrowed from the map: only looked-up rows are read.
+    word: TensorData,
     /// `[max_position_embeddings, hidden]`
-    position: Vec<f32>,
+    position: TensorData,
     /// `[type_vocab_size, hidden]`
-    token_type: Vec<f32>,
+    token_type: TensorData,
     norm: LayerNorm,
 }
 
@@ -60,7 +61,9 @@ impl BertModel {
             )?,
             norm: LayerNorm::load(&w, "embeddings.LayerNorm", h, eps)?,
         };
+        // Layers pack in parallel: load time is dominated by touching and packing weights.
         let layers = (0..cfg.num_hidden_layers)
+            .into_par_iter()
             .map(|i| {
                 let p = format!("encoder.layer.{i}");
                 Ok(Layer {
