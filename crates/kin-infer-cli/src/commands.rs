@@ -105,7 +105,14 @@ fn parse_pooling(s: &str) -> Result<Pooling> {
 }
 
 fn load(model: &ModelArgs, mut opts: EmbedderOptions) -> Result<Embedder> {
-    let dir = hub::resolve_model(&model.model)?;
+    let dir = match hub::resolve_model(&model.model) {
+        Ok(d) => d,
+        #[cfg(feature = "download")]
+        Err(kin_infer::InferError::ModelNotFound(_)) if hub::looks_like_repo_id(&model.model) => {
+            crate::download::download(&model.model)?
+        }
+        Err(e) => return Err(e.into()),
+    };
     opts.threads = model.threads;
     Ok(Embedder::load(&dir, &opts)?)
 }

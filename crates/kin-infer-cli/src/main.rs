@@ -3,6 +3,8 @@
 //! failed, 2 bad usage/input/model).
 
 mod commands;
+#[cfg(feature = "download")]
+mod download;
 mod input;
 mod output;
 

@@ -25,7 +25,8 @@ pub fn cache_dir() -> Option<PathBuf> {
     env("HOME").map(|h| h.join(".cache").join("huggingface").join("hub"))
 }
 
-fn looks_like_repo_id(s: &str) -> bool {
+/// `owner/name` with Hub-legal characters.
+pub fn looks_like_repo_id(s: &str) -> bool {
     let parts: Vec<&str> = s.split('/').collect();
     parts.len() == 2
         && parts.iter().all(|p| {
