@@ -254,23 +254,22 @@ fn embed_writes_ordered_jsonl_with_ids_and_round_trip_floats() {
         plain,
     );
     assert_eq!(a.stdout, b.stdout);
-    let first: Vec<f32> =
-        serde_json::from_str::<serde_json::Value>(text(&a.stdout).lines().next().unwrap()).unwrap()
-            ["embedding"]
+    // Printed floats parse back to exactly the library's f32 bits.
+    let first_embedding = |out: &[u8]| -> Vec<u32> {
+        let row: serde_json::Value =
+            serde_json::from_str(text(out).lines().next().unwrap()).unwrap();
+        row["embedding"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|x| x.as_f64().unwrap() as f32)
-            .collect();
-    let again: Vec<f32> =
-        serde_json::from_str::<serde_json::Value>(text(&o.stdout).lines().next().unwrap()).unwrap()
-            ["embedding"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap() as f32)
-            .collect();
-    assert_eq!(first, again);
+            .map(|x| (x.as_f64().unwrap() as f32).to_bits())
+            .collect()
+    };
+    let lib = kin_infer::Embedder::load(Path::new(m), &Default::default()).unwrap();
+    let v = lib.embed_texts(&["fn main() {}"]).unwrap();
+    let want: Vec<u32> = v[0].iter().map(|x| x.to_bits()).collect();
+    assert_eq!(first_embedding(&a.stdout), want);
+    assert_eq!(first_embedding(&o.stdout), want);
 }
 
 #[test]
@@ -298,5 +297,38 @@ fn bad_jsonl_exits_2_and_leaves_no_output_file() {
         assert_clean_error(&o, 2, needle);
         assert!(!out.exists(), "partial output left behind for {bad:?}");
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    }
+}
+
+#[test]
+fn every_simd_tier_writes_the_same_bytes() {
+    let Some(m) = minilm() else { return };
+    let input =
+        "fn main() {}\n\nünïcödé ✓ 日本語\n".to_string() + &"let x = 1; ".repeat(200) + "\n";
+    let reference = run(
+        kin(&["embed", "--model", m.to_str().unwrap()]).env("KIN_INFER_SIMD", "generic"),
+        &input,
+    );
+    assert_eq!(
+        reference.status.code(),
+        Some(0),
+        "{}",
+        text(&reference.stderr)
+    );
+    for tier in kin_infer::kernels::Tier::available() {
+        for threads in ["1", "2"] {
+            let o = run(
+                kin(&["embed", "--model", m.to_str().unwrap(), "--batch-size", "2"])
+                    .env("KIN_INFER_SIMD", tier.name())
+                    .env("KIN_INFER_THREADS", threads),
+                &input,
+            );
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+            assert!(
+                o.stdout == reference.stdout,
+                "tier {} threads {threads} differs from generic",
+                tier.name()
+            );
+        }
     }
 }

@@ -203,3 +203,37 @@ fn missing_model_dir_is_model_not_found() {
     let e = load_err(Path::new("/nonexistent/model"));
     assert!(matches!(e, InferError::ModelNotFound(_)));
 }
+
+/// Random byte corruption of a valid checkpoint (header and data): loading and embedding
+/// either work or return an error; they never panic.
+#[test]
+fn corrupted_checkpoints_never_panic() {
+    let b = original();
+    let header_end = 8 + u64::from_le_bytes(b[..8].try_into().unwrap()) as usize;
+    let mut seed = 0x9e3779b97f4a7c15u64;
+    let mut next = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    for trial in 0..200 {
+        let mut m = b.clone();
+        for _ in 0..1 + next(4) {
+            // Mostly the header, where the structure lives; sometimes anywhere.
+            let at = if trial % 4 == 0 {
+                next(m.len())
+            } else {
+                next(header_end)
+            };
+            m[at] = next(256) as u8;
+        }
+        let d = model_with(&m);
+        let r = std::panic::catch_unwind(|| {
+            if let Ok(e) = Embedder::load(d.path(), &EmbedderOptions::default()) {
+                let _ = e.embed_tokens(&[&[2, 5, 6, 3]], None);
+            }
+        });
+        assert!(r.is_ok(), "trial {trial}: panic on a corrupted checkpoint");
+    }
+}
