@@ -4,11 +4,11 @@
 
 use crate::error::{InferError, Result};
 use crate::gpu::{self, GpuCompute};
-use crate::io::config::BertConfig;
+use crate::io::config::ModelArchitecture;
 use crate::io::safetensors::{StorageDtype, WeightStore};
 use crate::io::st_config::SentenceConfig;
 use crate::kernels::Tier;
-use crate::models::BertModel;
+use crate::models::{load_encoder, Encoder, EncoderSpec};
 use crate::nn::pooling::{l2_normalize, Pooling};
 use crate::threads;
 use crate::tokenize::{Encoded, TextTokenizer};
@@ -43,7 +43,7 @@ pub struct ModelInfo {
 }
 
 pub struct Embedder {
-    model: BertModel,
+    model: Box<dyn Encoder>,
     info: ModelInfo,
     tokenizer: Option<TextTokenizer>,
     pooling: Pooling,
@@ -62,13 +62,16 @@ impl Embedder {
         if !dir.is_dir() {
             return Err(InferError::ModelNotFound(dir.display().to_string()));
         }
-        let cfg = BertConfig::from_file(&dir.join("config.json"))?;
+        let config_path = dir.join("config.json");
+        // Fail fast on an unsupported family, before touching the weights.
+        ModelArchitecture::detect(&config_path)?;
         let st = SentenceConfig::read(dir)?;
         let threads = threads::resolve_threads(opts.threads)?;
         let pool = threads::build_pool(threads)?;
         let backend = gpu::create_compute(opts.tier)?;
         let store = WeightStore::open_dir(dir)?;
-        let limit = cfg.max_sequence_length();
+        let model = pool.install(|| load_encoder(&config_path, &store, backend.as_ref()))?;
+        let limit = model.spec().max_sequence_length;
         let max_length = match opts.max_length {
             Some(0) => return Err(InferError::Input("max length must be at least 1".into())),
             Some(n) if n > limit => {
@@ -79,19 +82,11 @@ impl Embedder {
             Some(n) => n,
             None => st.max_seq_length.unwrap_or(limit).min(limit),
         };
-        // The tokenizer parses while the weights pack.
-        let (model, tokenizer) = pool.install(|| {
-            rayon::join(
-                || BertModel::load(cfg, &store, backend.as_ref()),
-                || {
-                    dir.join("tokenizer.json")
-                        .is_file()
-                        .then(|| TextTokenizer::load(dir, max_length))
-                        .transpose()
-                },
-            )
-        });
-        let (model, tokenizer) = (model?, tokenizer?);
+        let tokenizer = dir
+            .join("tokenizer.json")
+            .is_file()
+            .then(|| TextTokenizer::load(dir, max_length))
+            .transpose()?;
         let info = ModelInfo {
             dir: dir.to_path_buf(),
             tensors: store.len(),
@@ -115,8 +110,8 @@ impl Embedder {
         })
     }
 
-    pub fn config(&self) -> &BertConfig {
-        self.model.config()
+    pub fn config(&self) -> &EncoderSpec {
+        self.model.spec()
     }
     pub fn info(&self) -> &ModelInfo {
         &self.info
@@ -144,7 +139,7 @@ impl Embedder {
     }
     /// Length of each embedding.
     pub fn dim(&self) -> usize {
-        self.pooling.output_dim(self.model.config().hidden_size)
+        self.pooling.output_dim(self.model.spec().hidden_size)
     }
 
     /// Tokenizes texts (truncated to the model's limit).
@@ -175,7 +170,7 @@ impl Embedder {
         type_ids: Option<&[&[u32]]>,
     ) -> Result<Vec<Vec<f32>>> {
         let hidden = self.hidden_states(ids, type_ids)?;
-        let h = self.model.config().hidden_size;
+        let h = self.model.spec().hidden_size;
         let k = self.backend.host_kernels();
         Ok(hidden
             .iter()
@@ -207,10 +202,14 @@ impl Embedder {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
+        let spec = self.model.spec();
+        for (i, s) in ids.iter().enumerate() {
+            spec.validate(s, type_ids.map(|t| t[i]))?;
+        }
         let flat = self
             .pool
             .install(|| self.model.forward(self.backend.as_ref(), ids, type_ids))?;
-        let h = self.model.config().hidden_size;
+        let h = self.model.spec().hidden_size;
         let mut out = Vec::with_capacity(ids.len());
         let mut start = 0;
         for s in ids {

@@ -30,6 +30,29 @@ impl ModelArchitecture {
             .map(|(_, a)| *a)
     }
 
+    /// Reads `model_type` from a `config.json` (typed error listing the supported ones).
+    pub fn detect(path: &Path) -> Result<Self> {
+        let value: serde_json::Value = super::read_json(path)?;
+        Self::from_config_value(&value, path)
+    }
+
+    fn from_config_value(value: &serde_json::Value, path: &Path) -> Result<Self> {
+        let model_type = value
+            .get("model_type")
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string();
+        Self::from_model_type(&model_type).ok_or_else(|| InferError::UnsupportedModel {
+            path: path.to_path_buf(),
+            model_type: if model_type.is_empty() {
+                "(missing)".into()
+            } else {
+                model_type.clone()
+            },
+            supported: Self::SUPPORTED.iter().map(|s| s.0).collect(),
+        })
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             ModelArchitecture::Bert => "bert",
@@ -148,22 +171,7 @@ impl BertConfig {
     /// Reads and validates `config.json`.
     pub fn from_file(path: &Path) -> Result<Self> {
         let value: serde_json::Value = super::read_json(path)?;
-        let model_type = value
-            .get("model_type")
-            .and_then(|v| v.as_str())
-            .unwrap_or("")
-            .to_string();
-        let architecture = ModelArchitecture::from_model_type(&model_type).ok_or_else(|| {
-            InferError::UnsupportedModel {
-                path: path.to_path_buf(),
-                model_type: if model_type.is_empty() {
-                    "(missing)".into()
-                } else {
-                    model_type.clone()
-                },
-                supported: ModelArchitecture::SUPPORTED.iter().map(|s| s.0).collect(),
-            }
-        })?;
+        let architecture = ModelArchitecture::from_config_value(&value, path)?;
         if !value.is_object() {
             return Err(InferError::Json {
                 path: path.to_path_buf(),

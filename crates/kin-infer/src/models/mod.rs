@@ -1,5 +1,118 @@
 //! Model families, one file each, built from the shared blocks in [`crate::nn`].
+//!
+//! Every encoder family implements [`Encoder`]; [`load_encoder`] picks the family from
+//! `config.json`'s `model_type`, so the embedding pipeline, `describe`, `check` and `bench`
+//! serve every family through one interface.
 
 pub mod encoders;
 
+use crate::error::{InferError, Result};
+use crate::gpu::GpuCompute;
+use crate::io::config::{BertConfig, ModelArchitecture};
+use crate::io::safetensors::WeightStore;
+use std::path::Path;
+
 pub use encoders::bert::BertModel;
+
+/// What every encoder tells the pipeline and `describe`.
+#[derive(Clone, Debug)]
+pub struct EncoderSpec {
+    pub architecture: ModelArchitecture,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    pub vocab_size: usize,
+    pub type_vocab_size: usize,
+    /// Longest sequence the model accepts (position table or configured limit).
+    pub max_sequence_length: usize,
+    pub pad_token_id: u32,
+    /// Positional scheme, e.g. "learned absolute".
+    pub positions: String,
+    /// Attention kind, e.g. "multi-head softmax".
+    pub attention: String,
+    /// Feed-forward kind, e.g. "dense + gelu (erf)".
+    pub ffn: String,
+    /// `torch_dtype` / `dtype` as the config writes it.
+    pub dtype: Option<String>,
+}
+
+impl EncoderSpec {
+    pub fn max_sequence_length(&self) -> usize {
+        self.max_sequence_length
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_attention_heads
+    }
+
+    /// Checks ids against the vocabulary and the length limit, type ids against the type
+    /// vocabulary.
+    pub fn validate(&self, ids: &[u32], type_ids: Option<&[u32]>) -> Result<()> {
+        if ids.is_empty() {
+            return Err(InferError::Input("empty token sequence".into()));
+        }
+        if ids.len() > self.max_sequence_length {
+            return Err(InferError::Input(format!(
+                "sequence of {} tokens exceeds the model's limit of {}",
+                ids.len(),
+                self.max_sequence_length
+            )));
+        }
+        if let Some(bad) = ids.iter().find(|&&t| t as usize >= self.vocab_size) {
+            return Err(InferError::Input(format!(
+                "token id {bad} is outside the vocabulary (size {})",
+                self.vocab_size
+            )));
+        }
+        if let Some(t) = type_ids {
+            if t.len() != ids.len() {
+                return Err(InferError::Input(format!(
+                    "token_type_ids has {} entries for {} tokens",
+                    t.len(),
+                    ids.len()
+                )));
+            }
+            if let Some(bad) = t
+                .iter()
+                .find(|&&t| t as usize >= self.type_vocab_size.max(1))
+            {
+                return Err(InferError::Input(format!(
+                    "token type id {bad} is outside type_vocab_size {}",
+                    self.type_vocab_size
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An encoder: token ids in, last hidden state out.
+pub trait Encoder: Send + Sync {
+    fn spec(&self) -> &EncoderSpec;
+    /// The weight-name prefix the checkpoint uses (`""`, `"bert."`, ...).
+    fn weight_prefix(&self) -> &str;
+    /// Runs a packed batch (each sequence only its real tokens, validated by the caller with
+    /// [`EncoderSpec::validate`]); returns one row of `hidden_size` per token, in order.
+    /// A sequence's rows must not depend on the other sequences of the batch.
+    fn forward(
+        &self,
+        be: &dyn GpuCompute,
+        seqs: &[&[u32]],
+        type_ids: Option<&[&[u32]]>,
+    ) -> Result<Vec<f32>>;
+}
+
+/// Reads `config.json`, detects the family and loads its weights.
+pub fn load_encoder(
+    config: &Path,
+    store: &WeightStore,
+    be: &dyn GpuCompute,
+) -> Result<Box<dyn Encoder>> {
+    let arch = ModelArchitecture::detect(config)?;
+    Ok(match arch {
+        ModelArchitecture::Bert | ModelArchitecture::Roberta | ModelArchitecture::XlmRoberta => {
+            Box::new(BertModel::load(BertConfig::from_file(config)?, store, be)?)
+        }
+    })
+}

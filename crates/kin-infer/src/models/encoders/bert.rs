@@ -6,10 +6,11 @@
 //! sequence's output cannot depend on its neighbours (the determinism contract) and no work
 //! is spent on padding.
 
-use crate::error::{InferError, Result};
+use crate::error::Result;
 use crate::gpu::{GpuCompute, SeqSpan};
 use crate::io::config::BertConfig;
 use crate::io::safetensors::{TensorData, WeightStore, Weights};
+use crate::models::{Encoder, EncoderSpec};
 use crate::nn::{LayerNorm, Linear};
 use rayon::prelude::*;
 
@@ -39,6 +40,7 @@ struct Layer {
 /// A BERT-family encoder.
 pub struct BertModel {
     cfg: BertConfig,
+    spec: EncoderSpec,
     emb: Embeddings,
     layers: Vec<Layer>,
     prefix: String,
@@ -104,8 +106,28 @@ impl BertModel {
             })
             .collect::<Result<Vec<_>>>()?;
         let prefix = w.prefix().to_string();
+        let spec = EncoderSpec {
+            architecture: cfg.architecture,
+            hidden_size: cfg.hidden_size,
+            num_hidden_layers: cfg.num_hidden_layers,
+            num_attention_heads: cfg.num_attention_heads,
+            intermediate_size: cfg.intermediate_size,
+            vocab_size: cfg.vocab_size,
+            type_vocab_size: cfg.type_vocab_size,
+            max_sequence_length: cfg.max_sequence_length(),
+            pad_token_id: cfg.pad_token_id,
+            positions: if cfg.architecture.offset_positions() {
+                "learned absolute (offset past padding_idx)".into()
+            } else {
+                "learned absolute".into()
+            },
+            attention: "multi-head softmax, post-LayerNorm".into(),
+            ffn: format!("dense + {}", cfg.hidden_act.name()),
+            dtype: cfg.dtype.clone(),
+        };
         Ok(BertModel {
             cfg,
+            spec,
             emb,
             layers,
             prefix,
@@ -114,48 +136,6 @@ impl BertModel {
 
     pub fn config(&self) -> &BertConfig {
         &self.cfg
-    }
-
-    /// The weight-name prefix the checkpoint uses (`""`, `"bert."`, ...).
-    pub fn weight_prefix(&self) -> &str {
-        &self.prefix
-    }
-
-    /// Checks ids against the vocabulary and the position table.
-    pub fn validate(&self, ids: &[u32], type_ids: Option<&[u32]>) -> Result<()> {
-        let c = &self.cfg;
-        if ids.is_empty() {
-            return Err(InferError::Input("empty token sequence".into()));
-        }
-        if ids.len() > c.max_sequence_length() {
-            return Err(InferError::Input(format!(
-                "sequence of {} tokens exceeds the model's limit of {}",
-                ids.len(),
-                c.max_sequence_length()
-            )));
-        }
-        if let Some(bad) = ids.iter().find(|&&t| t as usize >= c.vocab_size) {
-            return Err(InferError::Input(format!(
-                "token id {bad} is outside the vocabulary (size {})",
-                c.vocab_size
-            )));
-        }
-        if let Some(t) = type_ids {
-            if t.len() != ids.len() {
-                return Err(InferError::Input(format!(
-                    "token_type_ids has {} entries for {} tokens",
-                    t.len(),
-                    ids.len()
-                )));
-            }
-            if let Some(bad) = t.iter().find(|&&t| t as usize >= c.type_vocab_size) {
-                return Err(InferError::Input(format!(
-                    "token type id {bad} is outside type_vocab_size {}",
-                    c.type_vocab_size
-                )));
-            }
-        }
-        Ok(())
     }
 
     /// Position ids: `0..len` for BERT; for RoBERTa `padding_idx + cumsum(id != pad)` on real
@@ -177,10 +157,18 @@ impl BertModel {
             })
             .collect()
     }
+}
 
-    /// Runs the encoder over a packed batch; returns the last hidden state, one row of
-    /// `hidden_size` per real token, sequences in order.
-    pub fn forward(
+impl Encoder for BertModel {
+    fn spec(&self) -> &EncoderSpec {
+        &self.spec
+    }
+
+    fn weight_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn forward(
         &self,
         be: &dyn GpuCompute,
         seqs: &[&[u32]],
@@ -188,9 +176,6 @@ impl BertModel {
     ) -> Result<Vec<f32>> {
         let c = &self.cfg;
         let h = c.hidden_size;
-        for (i, ids) in seqs.iter().enumerate() {
-            self.validate(ids, type_ids.map(|t| t[i]))?;
-        }
         let mut spans = Vec::with_capacity(seqs.len());
         let mut total = 0;
         for ids in seqs {
