@@ -51,6 +51,9 @@ pub struct EmbedArgs {
     /// Truncate texts to N tokens, special tokens included (default: the model's limit).
     #[arg(long)]
     max_length: Option<usize>,
+    /// Keep the first N embedding dimensions (Matryoshka), re-normalized when normalizing.
+    #[arg(long)]
+    dimensions: Option<usize>,
 }
 
 #[derive(Args)]
@@ -133,6 +136,7 @@ pub fn embed(a: EmbedArgs) -> Result<u8> {
         max_length: a.max_length,
         threads: None,
         tier: None,
+        dimensions: a.dimensions,
     };
     let embedder = load(&a.model, opts)?;
     let source = a

@@ -27,6 +27,8 @@ pub struct EmbedderOptions {
     pub threads: Option<usize>,
     /// SIMD tier (else the process-wide one: best present, or `KIN_INFER_SIMD`).
     pub tier: Option<Tier>,
+    /// Matryoshka truncation: keep the first N dimensions (then L2-normalize if normalizing).
+    pub dimensions: Option<usize>,
 }
 
 /// Facts about a loaded model, for `describe`.
@@ -49,6 +51,7 @@ pub struct Embedder {
     pooling: Pooling,
     normalize: bool,
     max_length: usize,
+    dimensions: Option<usize>,
     backend: Box<dyn GpuCompute>,
     pool: rayon::ThreadPool,
     threads: usize,
@@ -97,11 +100,21 @@ impl Embedder {
             weight_prefix: model.weight_prefix().to_string(),
             load_ms: t0.elapsed().as_secs_f64() * 1e3,
         };
+        let pooling = opts.pooling.clone().unwrap_or(st.pooling);
+        let full_dim = pooling.output_dim(model.spec().hidden_size);
+        if let Some(d) = opts.dimensions {
+            if d == 0 || d > full_dim {
+                return Err(InferError::Input(format!(
+                    "dimensions {d} must be between 1 and the embedding size {full_dim}"
+                )));
+            }
+        }
         Ok(Embedder {
+            dimensions: opts.dimensions,
             model,
             info,
             tokenizer,
-            pooling: opts.pooling.clone().unwrap_or(st.pooling),
+            pooling,
             normalize: opts.normalize.unwrap_or(st.normalize),
             max_length,
             backend,
@@ -139,7 +152,8 @@ impl Embedder {
     }
     /// Length of each embedding.
     pub fn dim(&self) -> usize {
-        self.pooling.output_dim(self.model.spec().hidden_size)
+        self.dimensions
+            .unwrap_or_else(|| self.pooling.output_dim(self.model.spec().hidden_size))
     }
 
     /// Tokenizes texts (truncated to the model's limit).
@@ -176,6 +190,9 @@ impl Embedder {
             .iter()
             .map(|states| {
                 let mut v = self.pooling.pool(states, h);
+                if let Some(d) = self.dimensions {
+                    v.truncate(d);
+                }
                 if self.normalize {
                     l2_normalize(k, &mut v);
                 }

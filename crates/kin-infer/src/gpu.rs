@@ -40,6 +40,15 @@ pub struct SeqSpan {
     pub len: usize,
 }
 
+/// An additive attention bias (relative positions, ALiBi, DeBERTa's disentangled terms),
+/// added to the scaled scores before the softmax: `score = (q·k)·scale + bias`.
+pub trait AttentionBias: Sync {
+    /// Adds the bias of sequence `seq`, head `head`, query position `i` to `scores`, the row of
+    /// that query over the sequence's keys `0..len`. It must depend only on that sequence
+    /// (batch invariance).
+    fn add_row(&self, seq: usize, head: usize, i: usize, scores: &mut [f32]);
+}
+
 /// Operations a transformer forward pass needs. Activations are host `f32` slices laid out
 /// row-major, one row per token of a packed batch (no padding rows).
 pub trait GpuCompute: Send + Sync {
@@ -71,7 +80,9 @@ pub trait GpuCompute: Send + Sync {
     fn add(&self, x: &mut [f32], y: &[f32]);
     /// Multi-head self-attention without masking inside each sequence: `qkv` holds per token
     /// `[q | k | v]`, each `heads * head_dim` wide; `out` gets `heads * head_dim` per token.
-    /// Scores are `(q · k) * scale`, softmax over the sequence's own keys only.
+    /// Scores are `(q · k) * scale` plus `bias` when given, softmax over the sequence's own
+    /// keys only.
+    #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
         qkv: &[f32],
@@ -79,6 +90,7 @@ pub trait GpuCompute: Send + Sync {
         heads: usize,
         head_dim: usize,
         scale: f32,
+        bias: Option<&dyn AttentionBias>,
         out: &mut [f32],
     );
 }
@@ -171,6 +183,7 @@ impl GpuCompute for CpuCompute {
         heads: usize,
         head_dim: usize,
         scale: f32,
+        bias: Option<&dyn AttentionBias>,
         out: &mut [f32],
     ) {
         let hidden = heads * head_dim;
@@ -188,8 +201,11 @@ impl GpuCompute for CpuCompute {
                 let keys = k.pack_rows(&qkv[base + hidden..], len, head_dim, stride);
                 let mut scores = vec![0.0f32; len * len];
                 k.matmul(q, stride, len, &keys, None, &mut scores, len);
-                for row in scores.chunks_exact_mut(len) {
+                for (i, row) in scores.chunks_exact_mut(len).enumerate() {
                     k.scale(row, scale);
+                    if let Some(b) = bias {
+                        b.add_row(s, h, i, row);
+                    }
                     k.softmax(row);
                 }
                 let values = k.pack_cols(&qkv[base + 2 * hidden..], len, head_dim, stride);

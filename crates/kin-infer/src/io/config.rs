@@ -12,14 +12,28 @@ pub enum ModelArchitecture {
     Bert,
     Roberta,
     XlmRoberta,
+    Albert,
+    Deberta,
+    DebertaV2,
+    T5,
+    Mt5,
+    NomicBert,
+    /// `model_type: bert` with `position_embedding_type: "alibi"` (JinaBERT v2 layout).
+    JinaBert,
 }
 
 impl ModelArchitecture {
     /// `model_type` values, in the order they are listed in errors.
-    pub const SUPPORTED: [(&'static str, ModelArchitecture); 3] = [
+    pub const SUPPORTED: [(&'static str, ModelArchitecture); 9] = [
         ("bert", ModelArchitecture::Bert),
         ("roberta", ModelArchitecture::Roberta),
         ("xlm-roberta", ModelArchitecture::XlmRoberta),
+        ("albert", ModelArchitecture::Albert),
+        ("deberta", ModelArchitecture::Deberta),
+        ("deberta-v2", ModelArchitecture::DebertaV2),
+        ("t5", ModelArchitecture::T5),
+        ("mt5", ModelArchitecture::Mt5),
+        ("nomic-bert", ModelArchitecture::NomicBert),
     ];
 
     pub fn from_model_type(model_type: &str) -> Option<Self> {
@@ -42,7 +56,16 @@ impl ModelArchitecture {
             .and_then(|v| v.as_str())
             .unwrap_or("")
             .to_string();
-        Self::from_model_type(&model_type).ok_or_else(|| InferError::UnsupportedModel {
+        let alibi = value
+            .get("position_embedding_type")
+            .and_then(|v| v.as_str())
+            == Some("alibi");
+        match Self::from_model_type(&model_type) {
+            Some(ModelArchitecture::Bert) if alibi => return Ok(ModelArchitecture::JinaBert),
+            Some(a) => return Ok(a),
+            None => {}
+        }
+        Err(InferError::UnsupportedModel {
             path: path.to_path_buf(),
             model_type: if model_type.is_empty() {
                 "(missing)".into()
@@ -58,22 +81,33 @@ impl ModelArchitecture {
             ModelArchitecture::Bert => "bert",
             ModelArchitecture::Roberta => "roberta",
             ModelArchitecture::XlmRoberta => "xlm-roberta",
+            ModelArchitecture::Albert => "albert",
+            ModelArchitecture::Deberta => "deberta",
+            ModelArchitecture::DebertaV2 => "deberta-v2",
+            ModelArchitecture::T5 => "t5",
+            ModelArchitecture::Mt5 => "mt5",
+            ModelArchitecture::NomicBert => "nomic-bert",
+            ModelArchitecture::JinaBert => "jina-bert (alibi)",
         }
     }
 
-    /// Prefixes a checkpoint of this family may nest its encoder under.
+    /// Prefixes a BERT-layout checkpoint may nest its encoder under (other families keep
+    /// their own list in their file).
     pub fn weight_prefixes(self) -> &'static [&'static str] {
         match self {
-            ModelArchitecture::Bert => &["", "bert.", "model.", "encoder_model."],
             ModelArchitecture::Roberta | ModelArchitecture::XlmRoberta => {
                 &["", "roberta.", "model.", "bert.", "encoder_model."]
             }
+            _ => &["", "bert.", "model.", "encoder_model."],
         }
     }
 
     /// Whether positions are offset past `pad_token_id` (RoBERTa's `padding_idx + 1 + i`).
     pub fn offset_positions(self) -> bool {
-        !matches!(self, ModelArchitecture::Bert)
+        matches!(
+            self,
+            ModelArchitecture::Roberta | ModelArchitecture::XlmRoberta
+        )
     }
 }
 
@@ -172,6 +206,16 @@ impl BertConfig {
     pub fn from_file(path: &Path) -> Result<Self> {
         let value: serde_json::Value = super::read_json(path)?;
         let architecture = ModelArchitecture::from_config_value(&value, path)?;
+        if !matches!(
+            architecture,
+            ModelArchitecture::Bert | ModelArchitecture::Roberta | ModelArchitecture::XlmRoberta
+        ) {
+            return Err(InferError::Unsupported(format!(
+                "{}: `{}` is not a BERT-layout config",
+                path.display(),
+                architecture.name()
+            )));
+        }
         if !value.is_object() {
             return Err(InferError::Json {
                 path: path.to_path_buf(),

@@ -114,5 +114,12 @@ pub fn load_encoder(
         ModelArchitecture::Bert | ModelArchitecture::Roberta | ModelArchitecture::XlmRoberta => {
             Box::new(BertModel::load(BertConfig::from_file(config)?, store, be)?)
         }
+        ModelArchitecture::Albert => encoders::albert::load(config, store, be)?,
+        ModelArchitecture::Deberta | ModelArchitecture::DebertaV2 => {
+            encoders::deberta::load(config, store, be)?
+        }
+        ModelArchitecture::T5 | ModelArchitecture::Mt5 => encoders::t5::load(config, store, be)?,
+        ModelArchitecture::NomicBert => encoders::nomic::load(config, store, be)?,
+        ModelArchitecture::JinaBert => encoders::jina::load(config, store, be)?,
     })
 }

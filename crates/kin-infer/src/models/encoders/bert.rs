@@ -212,7 +212,7 @@ impl Encoder for BertModel {
         let mut inter = vec![0.0f32; total * c.intermediate_size];
         for layer in &self.layers {
             layer.qkv.forward(be, &x, total, &mut qkv);
-            be.attention(&qkv, &spans, heads, hd, scale, &mut ctx);
+            be.attention(&qkv, &spans, heads, hd, scale, None, &mut ctx);
             layer.attn_out.forward(be, &ctx, total, &mut tmp);
             be.add(&mut tmp, &x);
             layer.attn_norm.forward(be, &mut tmp);

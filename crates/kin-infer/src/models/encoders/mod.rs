@@ -1,3 +1,8 @@
-//! Encoder families.
+//! Encoder families, one file each.
 
+pub mod albert;
 pub mod bert;
+pub mod deberta;
+pub mod jina;
+pub mod nomic;
+pub mod t5;
