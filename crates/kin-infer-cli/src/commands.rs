@@ -1,59 +1,38 @@
 //! One function per subcommand. Each returns the process exit code or an error (exit 2).
 
-use crate::input::{parse_items, read_source};
-use crate::output::{print_report, push_f32_array, Progress};
+use crate::input::read_all;
+use crate::output::print_report;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use kin_infer::io::golden::{self, GoldenFile};
 use kin_infer::io::hub;
 use kin_infer::{Embedder, EmbedderOptions, Pooling, PoolingMode, NUMERICS_VERSION};
 use serde_json::json;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 #[derive(Args)]
 pub struct ModelArgs {
     /// Model directory, or a Hugging Face repo id found in the local Hugging Face cache.
     #[arg(long)]
-    model: String,
-    /// Worker threads (default: KIN_INFER_THREADS, else all logical CPUs).
+    pub model: String,
+    /// Worker threads (default: KIN_INFER_THREADS, else the resource plan's).
     #[arg(long)]
-    threads: Option<usize>,
+    pub threads: Option<usize>,
 }
 
 #[derive(Args)]
-pub struct EmbedArgs {
+pub struct PlanArgs {
     #[command(flatten)]
     model: ModelArgs,
-    /// Input file (default: stdin): one text per line, or JSON Lines with --jsonl.
+    /// proof (default), throughput, interactive or ci (or KIN_RESOURCE_PROFILE).
     #[arg(long)]
-    input: Option<PathBuf>,
-    /// Output file (default: stdout). Written to a temporary file and renamed when complete.
+    profile: Option<String>,
+    /// Memory budget, e.g. 512M or 2G (default: the profile's share of free memory).
     #[arg(long)]
-    output: Option<PathBuf>,
-    /// Input lines are JSON objects with a string "text" and an optional "id".
+    memory_budget: Option<String>,
     #[arg(long)]
-    jsonl: bool,
-    /// Texts per forward pass (outputs do not depend on it).
-    #[arg(long, default_value_t = 32)]
-    batch_size: usize,
-    /// Pooling: cls, mean, max, mean_sqrt_len_tokens, weightedmean, lasttoken (joined by +
-    /// to concatenate). Default: the model's sentence-transformers config.
-    #[arg(long)]
-    pooling: Option<String>,
-    /// L2-normalize embeddings (default: as the model's modules.json says).
-    #[arg(long, overrides_with = "no_normalize")]
-    normalize: bool,
-    /// Do not L2-normalize embeddings.
-    #[arg(long)]
-    no_normalize: bool,
-    /// Truncate texts to N tokens, special tokens included (default: the model's limit).
-    #[arg(long)]
-    max_length: Option<usize>,
-    /// Keep the first N embedding dimensions (Matryoshka), re-normalized when normalizing.
-    #[arg(long)]
-    dimensions: Option<usize>,
+    json: bool,
 }
 
 #[derive(Args)]
@@ -92,7 +71,7 @@ pub struct BenchArgs {
     json: bool,
 }
 
-fn parse_pooling(s: &str) -> Result<Pooling> {
+pub fn parse_pooling(s: &str) -> Result<Pooling> {
     let modes = s
         .split('+')
         .map(|m| {
@@ -107,7 +86,7 @@ fn parse_pooling(s: &str) -> Result<Pooling> {
     Ok(Pooling::new(modes))
 }
 
-fn load(model: &ModelArgs, mut opts: EmbedderOptions) -> Result<Embedder> {
+pub fn load(model: &ModelArgs, mut opts: EmbedderOptions) -> Result<Embedder> {
     let dir = match hub::resolve_model(&model.model) {
         Ok(d) => d,
         #[cfg(feature = "download")]
@@ -120,113 +99,65 @@ fn load(model: &ModelArgs, mut opts: EmbedderOptions) -> Result<Embedder> {
     Ok(Embedder::load(&dir, &opts)?)
 }
 
-pub fn embed(a: EmbedArgs) -> Result<u8> {
-    if a.batch_size == 0 {
-        bail!("--batch-size must be at least 1");
+pub fn plan(a: PlanArgs) -> Result<u8> {
+    let e = load(&a.model, EmbedderOptions::default())?;
+    let p = crate::embed_cmd::plan_for(&e, a.profile.as_deref(), a.memory_budget.as_deref())?;
+    if a.json {
+        println!("{}", serde_json::to_string(&p)?);
+        return Ok(0);
     }
-    let opts = EmbedderOptions {
-        pooling: a.pooling.as_deref().map(parse_pooling).transpose()?,
-        normalize: if a.normalize {
-            Some(true)
-        } else if a.no_normalize {
-            Some(false)
-        } else {
-            None
-        },
-        max_length: a.max_length,
-        threads: None,
-        tier: None,
-        dimensions: a.dimensions,
-    };
-    let embedder = load(&a.model, opts)?;
-    let source = a
-        .input
-        .as_deref()
-        .map_or_else(|| "<stdin>".to_string(), |p| p.display().to_string());
-    let items = parse_items(&read_source(a.input.as_deref())?, a.jsonl, &source)?;
-    // Fail before any work when text input cannot be tokenized.
-    if !items.is_empty() && embedder.tokenizer().is_none() {
-        embedder.tokenize(&[""])?;
-    }
-
-    let (tmp, mut sink): (Option<PathBuf>, Box<dyn Write>) = match &a.output {
-        Some(p) => {
-            let tmp = tmp_path(p);
-            let f = std::fs::File::create(&tmp)
-                .with_context(|| format!("cannot create {}", tmp.display()))?;
-            (Some(tmp), Box::new(std::io::BufWriter::new(f)))
-        }
-        None => (
-            None,
-            Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    let mib = |b: u64| format!("{} MiB", b >> 20);
+    let opt_mib = |b: Option<u64>| b.map_or("unknown".to_string(), mib);
+    let h = &p.host;
+    let em = &p.embedding;
+    print_report(&[
+        ("format".into(), p.format.into()),
+        ("profile".into(), p.profile.name().into()),
+        ("numerics_version".into(), p.numerics_version.into()),
+        (
+            "cores".into(),
+            format!("{} logical, {} physical", h.logical_cores, h.physical_cores),
         ),
-    };
-    let result = write_embeddings(
-        &embedder,
-        &items,
-        a.batch_size,
-        a.input.is_some(),
-        &mut sink,
-    );
-    let result = result.and_then(|()| sink.flush().context("cannot write output"));
-    drop(sink);
-    match (result, &tmp, &a.output) {
-        (Ok(()), Some(tmp), Some(out)) => {
-            std::fs::rename(tmp, out).with_context(|| format!("cannot write {}", out.display()))?;
-            Ok(0)
-        }
-        (Ok(()), _, _) => Ok(0),
-        (Err(e), tmp, _) => {
-            if let Some(t) = tmp {
-                let _ = std::fs::remove_file(t);
-            }
-            Err(e)
-        }
-    }
-}
-
-fn tmp_path(p: &Path) -> PathBuf {
-    let mut name = p.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".partial-{}", std::process::id()));
-    p.with_file_name(name)
-}
-
-fn write_embeddings(
-    embedder: &Embedder,
-    items: &[crate::input::Item],
-    batch_size: usize,
-    from_file: bool,
-    sink: &mut dyn Write,
-) -> Result<()> {
-    let mut progress = Progress::new(items.len(), from_file);
-    let mut line = String::new();
-    for (b, batch) in items.chunks(batch_size).enumerate() {
-        let texts: Vec<&str> = batch.iter().map(|i| i.text.as_str()).collect();
-        let vecs = embedder.embed_texts(&texts)?;
-        for (j, (item, v)) in batch.iter().zip(&vecs).enumerate() {
-            let index = b * batch_size + j;
-            if v.iter().any(|x| !x.is_finite()) {
-                bail!("item {index}: the model produced a non-finite value (check the weights)");
-            }
-            line.clear();
-            line.push_str("{\"index\":");
-            line.push_str(&index.to_string());
-            line.push_str(",\"id\":");
-            line.push_str(
-                &item
-                    .id
-                    .as_ref()
-                    .map_or_else(|| "null".into(), |v| v.to_string()),
-            );
-            line.push_str(",\"embedding\":");
-            push_f32_array(&mut line, v);
-            line.push_str("}\n");
-            sink.write_all(line.as_bytes())
-                .context("cannot write output")?;
-        }
-        progress.advance(batch.len());
-    }
-    Ok(())
+        (
+            "cgroup cpu limit".into(),
+            h.cgroup_cpu_limit
+                .map_or("none".into(), |c| format!("{c:.2} CPUs")),
+        ),
+        (
+            "memory".into(),
+            format!(
+                "{} total, {} available",
+                opt_mib(h.total_memory_bytes),
+                opt_mib(h.available_memory_bytes)
+            ),
+        ),
+        (
+            "cgroup memory limit".into(),
+            h.cgroup_memory_limit_bytes.map_or("none".into(), mib),
+        ),
+        (
+            "accelerators".into(),
+            if h.accelerators.is_empty() {
+                "none".into()
+            } else {
+                h.accelerators.join(", ")
+            },
+        ),
+        ("simd tiers".into(), h.simd_tiers_available.join(", ")),
+        ("threads".into(), em.threads.to_string()),
+        ("batch size".into(), em.batch_size.to_string()),
+        (
+            "max tokens per batch".into(),
+            em.max_tokens_per_batch.to_string(),
+        ),
+        ("bucketing".into(), em.bucketing.into()),
+        ("memory budget".into(), mib(em.memory_budget_bytes)),
+        ("estimated peak".into(), mib(em.estimated_peak_bytes)),
+        ("kernel tier".into(), p.kernel.tier.into()),
+        ("backend".into(), p.kernel.backend.into()),
+        ("deterministic".into(), p.kernel.deterministic.to_string()),
+    ]);
+    Ok(0)
 }
 
 pub fn describe(a: DescribeArgs) -> Result<u8> {
@@ -342,7 +273,7 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
     let e = load(&a.model, EmbedderOptions::default())?;
     let load_ms = e.info().load_ms;
     let src = a.input.display().to_string();
-    let items = parse_items(&read_source(Some(&a.input))?, false, &src)?;
+    let items = read_all(&a.input)?;
     if items.is_empty() {
         bail!("{src}: no texts to benchmark");
     }

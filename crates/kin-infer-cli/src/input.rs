@@ -1,82 +1,186 @@
 //! Reading `embed` / `bench` input: one text per line, or JSON Lines objects with a string
-//! `text` and an optional `id`. The whole input is validated before any output is written.
+//! `text` and an optional `id`. Files are streamed (memory does not grow with their size);
+//! stdin, which cannot be read twice, is held in memory.
 
 use anyhow::{bail, Context, Result};
-use std::io::Read;
-use std::path::Path;
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
 pub struct Item {
     pub id: Option<serde_json::Value>,
     pub text: String,
 }
 
-/// Reads all of `path` (stdin when `None`).
-pub fn read_source(path: Option<&Path>) -> Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    match path {
-        Some(p) => {
-            buf = std::fs::read(p).with_context(|| format!("cannot read input {}", p.display()))?;
-        }
-        None => {
-            std::io::stdin()
-                .read_to_end(&mut buf)
-                .context("cannot read standard input")?;
-        }
-    }
-    Ok(buf)
+/// Where the input comes from; opened once for validation and once for the run.
+pub enum Source {
+    File(PathBuf),
+    Memory(Vec<u8>),
 }
 
-/// Splits into lines (a final newline does not start an empty item; `\r\n` accepted).
-fn lines(bytes: &[u8], source: &str) -> Result<Vec<String>> {
-    let text = std::str::from_utf8(bytes).map_err(|e| {
-        let line = bytes[..e.valid_up_to()]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
-            + 1;
-        anyhow::anyhow!("{source}: line {line} is not valid UTF-8")
-    })?;
-    let mut out: Vec<String> = text
-        .split('\n')
-        .map(|l| l.strip_suffix('\r').unwrap_or(l).to_string())
-        .collect();
-    if text.ends_with('\n') || text.is_empty() {
-        out.pop();
+impl Source {
+    pub fn new(path: Option<&Path>) -> Result<Self> {
+        Ok(match path {
+            Some(p) => {
+                std::fs::File::open(p)
+                    .with_context(|| format!("cannot read input {}", p.display()))?;
+                Source::File(p.to_path_buf())
+            }
+            None => {
+                let mut buf = Vec::new();
+                std::io::stdin()
+                    .read_to_end(&mut buf)
+                    .context("cannot read standard input")?;
+                Source::Memory(buf)
+            }
+        })
     }
-    Ok(out)
+
+    pub fn name(&self) -> String {
+        match self {
+            Source::File(p) => p.display().to_string(),
+            Source::Memory(_) => "<stdin>".into(),
+        }
+    }
+
+    pub fn reader(&self, jsonl: bool) -> Result<Reader<'_>> {
+        let inner: Box<dyn BufRead + '_> = match self {
+            Source::File(p) => Box::new(BufReader::with_capacity(
+                1 << 16,
+                std::fs::File::open(p)
+                    .with_context(|| format!("cannot read input {}", p.display()))?,
+            )),
+            Source::Memory(b) => Box::new(&b[..]),
+        };
+        Ok(Reader {
+            inner,
+            jsonl,
+            name: self.name(),
+            line: 0,
+            bytes: 0,
+            hash: Xxh3::new(),
+            buf: Vec::new(),
+        })
+    }
 }
 
-pub fn parse_items(bytes: &[u8], jsonl: bool, source: &str) -> Result<Vec<Item>> {
-    let lines = lines(bytes, source)?;
-    if !jsonl {
-        return Ok(lines
-            .into_iter()
-            .map(|text| Item { id: None, text })
-            .collect());
+/// Streams items, counting lines and hashing the bytes consumed (the durable run records
+/// the input prefix it has embedded).
+pub struct Reader<'a> {
+    inner: Box<dyn BufRead + 'a>,
+    jsonl: bool,
+    name: String,
+    line: usize,
+    bytes: u64,
+    hash: Xxh3,
+    buf: Vec<u8>,
+}
+
+impl Reader<'_> {
+    /// Input bytes consumed so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
-    let mut items = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim().is_empty() {
-            continue;
+
+    /// xxh3-128 of the bytes consumed so far.
+    pub fn hasher(&self) -> &Xxh3 {
+        &self.hash
+    }
+
+    pub fn next_item(&mut self) -> Result<Option<Item>> {
+        loop {
+            self.buf.clear();
+            let n = self
+                .inner
+                .read_until(b'\n', &mut self.buf)
+                .with_context(|| format!("cannot read {}", self.name))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.line += 1;
+            self.bytes += n as u64;
+            self.hash.update(&self.buf);
+            let mut raw = &self.buf[..];
+            raw = raw.strip_suffix(b"\n").unwrap_or(raw);
+            raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+            let Ok(text) = std::str::from_utf8(raw) else {
+                bail!("{}: line {} is not valid UTF-8", self.name, self.line);
+            };
+            if !self.jsonl {
+                return Ok(Some(Item {
+                    id: None,
+                    text: text.to_string(),
+                }));
+            }
+            if text.trim().is_empty() {
+                continue;
+            }
+            return parse_jsonl(text, &self.name, self.line).map(Some);
         }
-        let v: serde_json::Value = serde_json::from_str(line)
-            .with_context(|| format!("{source}: line {}: not valid JSON", i + 1))?;
-        let Some(obj) = v.as_object() else {
-            bail!(
-                "{source}: line {}: expected a JSON object with a string `text`",
-                i + 1
-            );
-        };
-        let Some(text) = obj.get("text").and_then(|t| t.as_str()) else {
-            bail!(
-                "{source}: line {}: the object has no string field `text`",
-                i + 1
-            );
-        };
-        items.push(Item {
-            id: obj.get("id").cloned(),
-            text: text.to_string(),
-        });
     }
-    Ok(items)
+
+    /// Reads up to `n` items.
+    pub fn next_batch(&mut self, n: usize) -> Result<Vec<Item>> {
+        let mut v = Vec::with_capacity(n);
+        while v.len() < n {
+            match self.next_item()? {
+                Some(i) => v.push(i),
+                None => break,
+            }
+        }
+        Ok(v)
+    }
+}
+
+fn parse_jsonl(line: &str, source: &str, no: usize) -> Result<Item> {
+    let v: serde_json::Value = serde_json::from_str(line)
+        .with_context(|| format!("{source}: line {no}: not valid JSON"))?;
+    let Some(obj) = v.as_object() else {
+        bail!("{source}: line {no}: expected a JSON object with a string `text`");
+    };
+    let Some(text) = obj.get("text").and_then(|t| t.as_str()) else {
+        bail!("{source}: line {no}: the object has no string field `text`");
+    };
+    Ok(Item {
+        id: obj.get("id").cloned(),
+        text: text.to_string(),
+    })
+}
+
+/// Validates the whole input before any work: every line parses, and no id repeats (the
+/// first repeated ids are listed). Returns the number of items. Holds 16 bytes per id.
+pub fn validate(source: &Source, jsonl: bool) -> Result<u64> {
+    let mut r = source.reader(jsonl)?;
+    let mut seen: HashSet<u128> = HashSet::new();
+    let mut dups: Vec<String> = Vec::new();
+    let mut n = 0u64;
+    while let Some(item) = r.next_item()? {
+        n += 1;
+        if let Some(id) = &item.id {
+            let repr = id.to_string();
+            if !seen.insert(xxh3_128(repr.as_bytes())) && dups.len() < 5 && !dups.contains(&repr) {
+                dups.push(repr);
+            }
+        }
+    }
+    if !dups.is_empty() {
+        bail!(
+            "{}: duplicate ids (each record must have its own): {}",
+            source.name(),
+            dups.join(", ")
+        );
+    }
+    Ok(n)
+}
+
+/// All items of a file (for `bench`).
+pub fn read_all(path: &Path) -> Result<Vec<Item>> {
+    let src = Source::File(path.to_path_buf());
+    let mut r = src.reader(false)?;
+    let mut v = Vec::new();
+    while let Some(i) = r.next_item()? {
+        v.push(i);
+    }
+    Ok(v)
 }

@@ -5,6 +5,7 @@
 mod commands;
 #[cfg(feature = "download")]
 mod download;
+mod embed_cmd;
 mod input;
 mod output;
 
@@ -26,9 +27,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Embed texts (one per line, or JSON Lines with --jsonl) into JSON Lines vectors.
-    Embed(commands::EmbedArgs),
+    Embed(embed_cmd::EmbedArgs),
     /// Describe a model: family, sizes, dtype, pooling, tokenizer, kernel tier, threads.
     Describe(commands::DescribeArgs),
+    /// Print the resource plan (threads, batch size, memory budget, kernel tier) for a model.
+    Plan(commands::PlanArgs),
     /// Replay a golden file against the model and report parity.
     Check(commands::CheckArgs),
     /// Measure embedding throughput on a file of texts.
@@ -50,9 +53,10 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Embed(a) => commands::embed(a),
+        Command::Embed(a) => embed_cmd::embed(a),
         Command::Describe(a) => commands::describe(a),
         Command::Check(a) => commands::check(a),
+        Command::Plan(a) => commands::plan(a),
         Command::Bench(a) => commands::bench(a),
     };
     match result {

@@ -141,6 +141,15 @@ impl Embedder {
     pub fn threads(&self) -> usize {
         self.threads
     }
+
+    /// Changes the worker thread count (outputs do not depend on it).
+    pub fn set_threads(&mut self, n: usize) -> Result<()> {
+        if n != self.threads {
+            self.pool = threads::build_pool(threads::resolve_threads(Some(n))?)?;
+            self.threads = n;
+        }
+        Ok(())
+    }
     pub fn tier(&self) -> Tier {
         self.backend.tier()
     }

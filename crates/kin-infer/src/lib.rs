@@ -6,6 +6,7 @@
 //! ([`gpu::GpuCompute`], CPU today, over the [`kernels`] dispatch table) → pipelines
 //! ([`embed::Embedder`]) → the CLI.
 
+pub mod corpus;
 pub mod embed;
 pub mod error;
 pub mod gpu;
@@ -13,8 +14,10 @@ pub mod io;
 pub mod kernels;
 pub mod models;
 pub mod nn;
+pub mod resource;
 pub mod threads;
 pub mod tokenize;
+pub mod watchdog;
 
 pub use embed::{Embedder, EmbedderOptions};
 pub use error::{InferError, Result};
