@@ -2,6 +2,7 @@
 //! They hold backend-prepared weights and call only [`GpuCompute`] operations.
 
 pub mod pooling;
+pub mod rope;
 
 use crate::error::Result;
 use crate::gpu::{DeviceMatrix, GpuCompute};

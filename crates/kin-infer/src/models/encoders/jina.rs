@@ -1,17 +1,357 @@
-//! JinaBERT v2 layout: symmetric ALiBi bias and a gated GLU feed-forward.
+//! JinaBERT v2 layout (jina-embeddings-v2-*): `model_type: bert` with
+//! `position_embedding_type: "alibi"`. A BERT with three changes:
 //!
-//! Not built yet: loading such a checkpoint is a typed `Unsupported` error.
+//! - no position embeddings: a symmetric ALiBi bias `-slope_h · |i - j|` is added to the scaled
+//!   scores (through the backend's [`AttentionBias`] hook), with the ALiBi paper's head slopes:
+//!   `2^(-8(h+1)/n)` for a power-of-two head count `n`, else those of the closest lower power of
+//!   two followed by every other slope of the next one;
+//! - a gated feed-forward `mlp.gated_layers` (`[2 * intermediate, hidden]`, no bias):
+//!   `act(h[:I]) * h[I:]` (GELU for `feed_forward_type: geglu`, ReLU for `reglu`), then `mlp.wo`;
+//! - that feed-forward's residual + LayerNorm is `mlp.layernorm`.
+//!
+//! Attention is BERT's (`attention.self.{query,key,value}`, `attention.output.dense` +
+//! residual + `attention.output.LayerNorm`); embeddings are `LN(word + token_type)`.
+//! The bias of query `i` depends only on `i`, the key index and the head, so a sequence's rows
+//! never depend on its neighbours in the packed batch.
 
+use super::nomic::{embed, pack, FfnBuffers, Fields, GateAct, GatedFfn, Proj};
 use crate::error::{InferError, Result};
-use crate::gpu::GpuCompute;
-use crate::io::safetensors::WeightStore;
-use crate::models::Encoder;
+use crate::gpu::{AttentionBias, GpuCompute};
+use crate::io::config::ModelArchitecture;
+use crate::io::safetensors::{TensorData, WeightStore, Weights};
+use crate::models::{Encoder, EncoderSpec};
+use crate::nn::rope::exp2_f64;
+use crate::nn::LayerNorm;
+use rayon::prelude::*;
 use std::path::Path;
 
+/// Prefixes a JinaBERT checkpoint may nest its encoder under.
+const PREFIXES: &[&str] = &["", "bert.", "model.", "encoder_model."];
+/// Tensor every checkpoint of the family holds; used to find the weight prefix.
+const PROBE: &str = "embeddings.word_embeddings.weight";
+
+#[derive(Clone, Debug)]
+struct JinaConfig {
+    vocab_size: usize,
+    hidden_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    intermediate_size: usize,
+    type_vocab_size: usize,
+    max_position_embeddings: usize,
+    layer_norm_eps: f32,
+    act: GateAct,
+    pad_token_id: u32,
+    dtype: Option<String>,
+}
+
+impl JinaConfig {
+    fn from_file(path: &Path) -> Result<Self> {
+        let v: serde_json::Value = crate::io::read_json(path)?;
+        let f = Fields::new(&v, path)?;
+        let pe = f.str("position_embedding_type", Some("absolute"))?;
+        if pe != "alibi" {
+            return Err(f.err(
+                "position_embedding_type",
+                format!("`{pe}`: the JinaBERT family needs `alibi`"),
+            ));
+        }
+        let hidden = f.usize("hidden_size", None)?;
+        let heads = f.usize("num_attention_heads", None)?;
+        let layers = f.usize("num_hidden_layers", None)?;
+        let inter = f.usize("intermediate_size", None)?;
+        let vocab = f.usize("vocab_size", None)?;
+        let type_vocab = f.usize("type_vocab_size", Some(2))?;
+        let max_pos = f.usize("max_position_embeddings", None)?;
+        f.check_sizes(&[
+            ("hidden_size", hidden),
+            ("num_attention_heads", heads),
+            ("num_hidden_layers", layers),
+            ("intermediate_size", inter),
+            ("vocab_size", vocab),
+            ("type_vocab_size", type_vocab),
+            ("max_position_embeddings", max_pos),
+        ])?;
+        if hidden % heads != 0 {
+            return Err(f.err(
+                "num_attention_heads",
+                format!("hidden_size {hidden} is not a multiple of num_attention_heads {heads}"),
+            ));
+        }
+        // The published remote code's default is "original" (a plain BERT MLP); every released
+        // v2 checkpoint sets a GLU variant.
+        let act = match f.str("feed_forward_type", Some("original"))?.as_str() {
+            "geglu" => GateAct::GeluErf,
+            "reglu" => GateAct::Relu,
+            other => {
+                return Err(f.err(
+                    "feed_forward_type",
+                    format!("`{other}` is not supported (supported: geglu, reglu)"),
+                ))
+            }
+        };
+        let eps = f.f64("layer_norm_eps", 1e-12)?;
+        Ok(JinaConfig {
+            vocab_size: vocab,
+            hidden_size: hidden,
+            num_hidden_layers: layers,
+            num_attention_heads: heads,
+            intermediate_size: inter,
+            type_vocab_size: type_vocab,
+            max_position_embeddings: max_pos,
+            layer_norm_eps: f.eps(eps, "layer_norm_eps")?,
+            act,
+            pad_token_id: f.pad(vocab)?,
+            dtype: f.dtype()?,
+        })
+    }
+}
+
+/// ALiBi head slopes (Press et al.): `2^(-8(h+1)/n)` for a power-of-two `n`; otherwise the
+/// slopes of the closest lower power of two `p`, then every other slope of `2p`, `n - p` of them.
+/// Computed in deterministic `f64` and rounded once to `f32` (as the reference's
+/// `torch.Tensor(list_of_python_floats)`).
+pub fn alibi_slopes(n: usize) -> Vec<f32> {
+    fn pow2(n: usize) -> Vec<f64> {
+        (0..n)
+            .map(|h| exp2_f64(-8.0 * (h + 1) as f64 / n as f64))
+            .collect()
+    }
+    fn slopes(n: usize) -> Vec<f64> {
+        if n.is_power_of_two() {
+            return pow2(n);
+        }
+        let p = 1usize << (usize::BITS - 1 - n.leading_zeros());
+        let mut s = pow2(p);
+        s.extend(slopes(2 * p).into_iter().step_by(2).take(n - p));
+        s
+    }
+    slopes(n).into_iter().map(|s| s as f32).collect()
+}
+
+/// The symmetric ALiBi bias: `scores[j] += -(slope_h · |i - j|)`.
+struct Alibi<'a> {
+    slopes: &'a [f32],
+}
+
+impl AttentionBias for Alibi<'_> {
+    fn add_row(&self, _seq: usize, head: usize, i: usize, scores: &mut [f32]) {
+        let m = self.slopes[head];
+        for (j, s) in scores.iter_mut().enumerate() {
+            let d = i.abs_diff(j) as f32;
+            *s += -(m * d);
+        }
+    }
+}
+
+struct Layer {
+    /// q, k, v fused: `[3 * hidden, hidden]`.
+    qkv: Proj,
+    attn_out: Proj,
+    attn_norm: LayerNorm,
+    ffn: GatedFfn,
+    ffn_norm: LayerNorm,
+}
+
+/// A JinaBERT (ALiBi) encoder.
+pub struct JinaModel {
+    cfg: JinaConfig,
+    spec: EncoderSpec,
+    /// `[vocab_size, hidden]`
+    word: TensorData,
+    /// `[type_vocab_size, hidden]`
+    token_type: TensorData,
+    emb_norm: LayerNorm,
+    slopes: Vec<f32>,
+    layers: Vec<Layer>,
+    prefix: String,
+}
+
 /// Loads a JinaBERT (ALiBi) encoder from `config` (its `config.json`) and `store`.
-pub fn load(config: &Path, _store: &WeightStore, _be: &dyn GpuCompute) -> Result<Box<dyn Encoder>> {
-    Err(InferError::Unsupported(format!(
-        "{}: JinaBERT (ALiBi) encoders are not supported by this build yet",
-        config.display()
-    )))
+pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<Box<dyn Encoder>> {
+    let cfg = JinaConfig::from_file(config)?;
+    Ok(Box::new(JinaModel::load(cfg, store, be)?))
+}
+
+impl JinaModel {
+    fn load(cfg: JinaConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
+        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
+        let h = cfg.hidden_size;
+        let eps = cfg.layer_norm_eps;
+        for (name, what) in [
+            (
+                "encoder.layer.0.attention.self.layer_norm_q.weight",
+                "query/key LayerNorm",
+            ),
+            (
+                "encoder.layer.0.mlp.up_gated_layer.weight",
+                "`up_gated_layer` feed-forward",
+            ),
+        ] {
+            if w.contains(name) {
+                return Err(InferError::Unsupported(format!(
+                    "{}: JinaBERT checkpoint with a {what} (the jina-bert-v2-qk-post-norm layout) \
+                     is not supported yet",
+                    store.origin().display()
+                )));
+            }
+        }
+        let layers = (0..cfg.num_hidden_layers)
+            .into_par_iter()
+            .map(|i| {
+                let p = format!("encoder.layer.{i}");
+                Ok(Layer {
+                    qkv: Proj::load(
+                        be,
+                        &w,
+                        &[
+                            &format!("{p}.attention.self.query"),
+                            &format!("{p}.attention.self.key"),
+                            &format!("{p}.attention.self.value"),
+                        ],
+                        h,
+                        h,
+                        true,
+                    )?,
+                    attn_out: Proj::load(
+                        be,
+                        &w,
+                        &[&format!("{p}.attention.output.dense")],
+                        h,
+                        h,
+                        true,
+                    )?,
+                    attn_norm: LayerNorm::load(
+                        &w,
+                        &format!("{p}.attention.output.LayerNorm"),
+                        h,
+                        eps,
+                    )?,
+                    ffn: GatedFfn::load(
+                        be,
+                        &w,
+                        &[&format!("{p}.mlp.gated_layers")],
+                        &format!("{p}.mlp.wo"),
+                        h,
+                        cfg.intermediate_size,
+                        false,
+                        true,
+                        cfg.act,
+                    )?,
+                    ffn_norm: LayerNorm::load(&w, &format!("{p}.mlp.layernorm"), h, eps)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let slopes = alibi_slopes(cfg.num_attention_heads);
+        let spec = EncoderSpec {
+            architecture: ModelArchitecture::JinaBert,
+            hidden_size: h,
+            num_hidden_layers: cfg.num_hidden_layers,
+            num_attention_heads: cfg.num_attention_heads,
+            intermediate_size: cfg.intermediate_size,
+            vocab_size: cfg.vocab_size,
+            type_vocab_size: cfg.type_vocab_size,
+            max_sequence_length: cfg.max_position_embeddings,
+            pad_token_id: cfg.pad_token_id,
+            positions: format!(
+                "ALiBi (symmetric -slope*|i-j|, {} head slopes {} .. {})",
+                slopes.len(),
+                slopes.iter().copied().fold(f32::MIN, f32::max),
+                slopes.iter().copied().fold(f32::MAX, f32::min)
+            ),
+            attention: "multi-head softmax + ALiBi bias, post-LayerNorm".into(),
+            ffn: format!(
+                "{} ({}(gated_layers[:I]) * gated_layers[I:] -> wo), post-LayerNorm",
+                cfg.act.glu_name(),
+                cfg.act.name()
+            ),
+            dtype: cfg.dtype.clone(),
+        };
+        Ok(JinaModel {
+            word: w.get(PROBE, &[cfg.vocab_size, h])?,
+            token_type: w.get(
+                "embeddings.token_type_embeddings.weight",
+                &[cfg.type_vocab_size, h],
+            )?,
+            emb_norm: LayerNorm::load(&w, "embeddings.LayerNorm", h, eps)?,
+            prefix: w.prefix().to_string(),
+            cfg,
+            spec,
+            slopes,
+            layers,
+        })
+    }
+}
+
+impl Encoder for JinaModel {
+    fn spec(&self) -> &EncoderSpec {
+        &self.spec
+    }
+
+    fn weight_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn forward(
+        &self,
+        be: &dyn GpuCompute,
+        seqs: &[&[u32]],
+        type_ids: Option<&[&[u32]]>,
+    ) -> Result<Vec<f32>> {
+        let c = &self.cfg;
+        let h = c.hidden_size;
+        let (spans, total) = pack(seqs);
+        let mut x = embed(&self.word, &self.token_type, h, seqs, type_ids, total);
+        self.emb_norm.forward(be, &mut x);
+
+        let heads = c.num_attention_heads;
+        let hd = h / heads;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let alibi = Alibi {
+            slopes: &self.slopes,
+        };
+        let mut qkv = vec![0.0f32; total * 3 * h];
+        let mut ctx = vec![0.0f32; total * h];
+        let mut tmp = vec![0.0f32; total * h];
+        let mut ffn = FfnBuffers::new(total, c.intermediate_size);
+        for layer in &self.layers {
+            layer.qkv.forward(be, &x, total, &mut qkv);
+            be.attention(&qkv, &spans, heads, hd, scale, Some(&alibi), &mut ctx);
+            layer.attn_out.forward(be, &ctx, total, &mut tmp);
+            be.add(&mut tmp, &x);
+            layer.attn_norm.forward(be, &mut tmp);
+            std::mem::swap(&mut x, &mut tmp);
+
+            layer.ffn.forward(be, &x, total, &mut ffn, &mut tmp);
+            be.add(&mut tmp, &x);
+            layer.ffn_norm.forward(be, &mut tmp);
+            std::mem::swap(&mut x, &mut tmp);
+        }
+        Ok(x)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::alibi_slopes;
+
+    #[test]
+    fn slopes_follow_the_alibi_paper() {
+        assert_eq!(alibi_slopes(4), vec![0.25, 0.0625, 0.015625, 0.00390625]);
+        // 5 heads: the 4-head slopes, then every other 8-head slope (2^-1).
+        assert_eq!(
+            alibi_slopes(5),
+            vec![0.25, 0.0625, 0.015625, 0.00390625, 0.5]
+        );
+        // 12 heads (jina-embeddings-v2-base): 8-head slopes 2^-1..2^-8, then 2^-0.5, 2^-1.5, ...
+        let s = alibi_slopes(12);
+        assert_eq!(
+            s[..8],
+            [0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0078125, 0.00390625]
+        );
+        let want = [-0.5f64, -1.5, -2.5, -3.5];
+        for (k, e) in want.iter().enumerate() {
+            assert_eq!(s[8 + k], 2f64.powf(*e) as f32);
+        }
+    }
 }

@@ -1,17 +1,871 @@
-//! nomic-bert: rotary embeddings, SwiGLU, fused QKV.
+//! nomic-bert (nomic-embed-text): rotary position embeddings, a gated SwiGLU feed-forward,
+//! fused QKV, post-LayerNorm blocks, token type embeddings, no learned positions.
 //!
-//! Not built yet: loading such a checkpoint is a typed `Unsupported` error.
+//! Two checkpoint layouts, both `model_type: nomic_bert`:
+//!
+//! - **original** (the published nomic-embed-text checkpoints, contrastors' remote code): config
+//!   keys `n_embd`, `n_head`, `n_layer`, `n_inner`, `rotary_emb_fraction`, `rotary_emb_base`,
+//!   `rotary_emb_interleaved`, `layer_norm_epsilon`, `qkv_proj_bias`, `mlp_fc1_bias`,
+//!   `mlp_fc2_bias`, `n_positions`; tensors `emb_ln`, `encoder.layers.N.attn.Wqkv`,
+//!   `attn.out_proj`, `mlp.fc11` (up) / `mlp.fc12` (gate) / `mlp.fc2`, `norm1`, `norm2`.
+//! - **transformers 5.x** (`NomicBertModel`): `hidden_size`, `num_attention_heads`,
+//!   `rope_parameters.rope_theta` (or `rope_theta`), `hidden_act`; tensors
+//!   `embeddings.LayerNorm`, `layers.N.self_attn.{q,k,v,o}_proj`, `mlp.{gate,up,down}_proj`,
+//!   `post_attention_layernorm`, `post_mlp_layernorm`; full-width rotary, no biases.
+//!
+//! Forward (both): `LN(word + type)`; per layer `x = LN1(x + out(attn(rope(qkv(x)))))`,
+//! `x = LN2(x + down(act(gate(x)) * up(x)))`. Positions restart at 0 in every sequence of the
+//! packed batch, so a sequence's rows never depend on its neighbours.
+//!
+//! The helpers at the bottom (config field access, unbiased/biased projections, the gated
+//! feed-forward) are shared with the JinaBERT family (`jina.rs`).
 
 use crate::error::{InferError, Result};
-use crate::gpu::GpuCompute;
-use crate::io::safetensors::WeightStore;
-use crate::models::Encoder;
+use crate::gpu::{DeviceMatrix, GpuCompute, SeqSpan};
+use crate::io::config::ModelArchitecture;
+use crate::io::safetensors::{TensorData, WeightStore, Weights};
+use crate::kernels::Kernels;
+use crate::models::{Encoder, EncoderSpec};
+use crate::nn::rope::Rotary;
+use crate::nn::LayerNorm;
+use rayon::prelude::*;
 use std::path::Path;
 
+/// Prefixes a nomic-bert checkpoint may nest its encoder under (`nomic_bert.` is what
+/// transformers' task heads write).
+const PREFIXES: &[&str] = &["", "nomic_bert.", "bert.", "model.", "encoder_model."];
+/// Tensor every checkpoint of the family holds; used to find the weight prefix.
+const PROBE: &str = "embeddings.word_embeddings.weight";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// The published checkpoints (`n_embd`, `Wqkv`, `fc11`/`fc12`).
+    Original,
+    /// transformers 5.x `NomicBertModel`.
+    Transformers,
+}
+
+/// A validated nomic-bert config.
+#[derive(Clone, Debug)]
+struct NomicConfig {
+    layout: Layout,
+    vocab_size: usize,
+    hidden_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    head_dim: usize,
+    intermediate_size: usize,
+    type_vocab_size: usize,
+    layer_norm_eps: f32,
+    max_sequence_length: usize,
+    rotary_dim: usize,
+    rotary_base: f64,
+    rotary_interleaved: bool,
+    qkv_bias: bool,
+    fc1_bias: bool,
+    fc2_bias: bool,
+    act: GateAct,
+    pad_token_id: u32,
+    dtype: Option<String>,
+}
+
+impl NomicConfig {
+    fn from_file(path: &Path) -> Result<Self> {
+        let v: serde_json::Value = crate::io::read_json(path)?;
+        let f = Fields::new(&v, path)?;
+        if v.get("n_embd").is_some() {
+            Self::original(&f)
+        } else {
+            Self::transformers(&f)
+        }
+    }
+
+    fn original(f: &Fields) -> Result<Self> {
+        for (field, bad_if_true) in [
+            ("prenorm", "pre-LayerNorm blocks"),
+            ("parallel_block", "parallel attention/MLP blocks"),
+            ("use_rms_norm", "RMSNorm"),
+            ("causal", "causal attention"),
+        ] {
+            if f.bool(field, false)? {
+                return Err(f.err(
+                    field,
+                    format!("{bad_if_true} are not supported (expected false)"),
+                ));
+            }
+        }
+        if f.has("rotary_emb_scale_base") {
+            return Err(f.err(
+                "rotary_emb_scale_base",
+                "xPos rotary scaling is not supported (expected null)".into(),
+            ));
+        }
+        let hidden = f.usize("n_embd", None)?;
+        let heads = f.usize("n_head", None)?;
+        let layers = f.usize("n_layer", None)?;
+        let inner = f.usize("n_inner", Some(4 * hidden))?;
+        let vocab = f.usize("vocab_size", None)?;
+        let type_vocab = f.usize("type_vocab_size", Some(2))?;
+        let eps = f.f64("layer_norm_epsilon", 1e-5)?;
+        f.check_sizes(&[
+            ("n_embd", hidden),
+            ("n_head", heads),
+            ("n_layer", layers),
+            ("n_inner", inner),
+            ("vocab_size", vocab),
+            ("type_vocab_size", type_vocab),
+        ])?;
+        if hidden % heads != 0 {
+            return Err(f.err(
+                "n_head",
+                format!("n_embd {hidden} is not a multiple of n_head {heads}"),
+            ));
+        }
+        let head_dim = hidden / heads;
+        let fraction = f.f64("rotary_emb_fraction", 0.0)?;
+        if !(fraction > 0.0 && fraction <= 1.0) {
+            return Err(f.err(
+                "rotary_emb_fraction",
+                format!("{fraction}: only rotary checkpoints (0 < fraction <= 1) are supported"),
+            ));
+        }
+        let rotary_dim = (head_dim as f64 * fraction) as usize;
+        if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) {
+            return Err(f.err(
+                "rotary_emb_fraction",
+                format!("gives {rotary_dim} rotary features of head_dim {head_dim}; must be even and > 0"),
+            ));
+        }
+        let base = f.f64("rotary_emb_base", 10000.0)?;
+        let n_positions = f.usize("n_positions", Some(2048))?;
+        // Dynamic NTK scaling changes the frequencies only past `max_trained_positions`; up to
+        // there it is plain rotary, so the limit is that length when scaling is configured.
+        let max_len = if f.has("rotary_scaling_factor") {
+            f.usize("max_trained_positions", Some(2048))?
+                .min(n_positions)
+        } else {
+            n_positions
+        };
+        let act = match f.str("activation_function", Some("swiglu"))?.as_str() {
+            "swiglu" => GateAct::Silu,
+            "geglu" => GateAct::GeluErf,
+            other => {
+                return Err(f.err(
+                    "activation_function",
+                    format!("`{other}` is not supported (supported: swiglu, geglu)"),
+                ))
+            }
+        };
+        Ok(NomicConfig {
+            layout: Layout::Original,
+            vocab_size: vocab,
+            hidden_size: hidden,
+            num_hidden_layers: layers,
+            num_attention_heads: heads,
+            head_dim,
+            intermediate_size: inner,
+            type_vocab_size: type_vocab,
+            layer_norm_eps: f.eps(eps, "layer_norm_epsilon")?,
+            max_sequence_length: f.positive("n_positions", max_len)?,
+            rotary_dim,
+            rotary_base: f.positive_f64("rotary_emb_base", base)?,
+            rotary_interleaved: f.bool("rotary_emb_interleaved", false)?,
+            qkv_bias: f.bool("qkv_proj_bias", true)?,
+            fc1_bias: f.bool("mlp_fc1_bias", true)?,
+            fc2_bias: f.bool("mlp_fc2_bias", true)?,
+            act,
+            pad_token_id: f.pad(vocab)?,
+            dtype: f.dtype()?,
+        })
+    }
+
+    fn transformers(f: &Fields) -> Result<Self> {
+        let hidden = f.usize("hidden_size", None)?;
+        let heads = f.usize("num_attention_heads", None)?;
+        let layers = f.usize("num_hidden_layers", None)?;
+        let inner = f.usize("intermediate_size", None)?;
+        let vocab = f.usize("vocab_size", None)?;
+        let type_vocab = f.usize("type_vocab_size", Some(2))?;
+        let max_pos = f.usize("max_position_embeddings", Some(2048))?;
+        f.check_sizes(&[
+            ("hidden_size", hidden),
+            ("num_attention_heads", heads),
+            ("num_hidden_layers", layers),
+            ("intermediate_size", inner),
+            ("vocab_size", vocab),
+            ("type_vocab_size", type_vocab),
+            ("max_position_embeddings", max_pos),
+        ])?;
+        let head_dim = match f.opt_usize("head_dim")? {
+            Some(d) => d,
+            None if hidden % heads == 0 => hidden / heads,
+            None => {
+                return Err(f.err(
+                    "num_attention_heads",
+                    format!(
+                        "hidden_size {hidden} is not a multiple of num_attention_heads {heads}"
+                    ),
+                ))
+            }
+        };
+        if head_dim == 0 || !head_dim.is_multiple_of(2) {
+            return Err(f.err(
+                "head_dim",
+                format!("{head_dim}: rotary needs an even head_dim"),
+            ));
+        }
+        let (base, field) = match f.v.get("rope_parameters") {
+            Some(serde_json::Value::Object(rp)) => {
+                if let Some(t) = rp.get("rope_type").and_then(|t| t.as_str()) {
+                    if t != "default" {
+                        return Err(f.err(
+                            "rope_parameters.rope_type",
+                            format!("`{t}` is not supported (supported: default)"),
+                        ));
+                    }
+                }
+                match rp.get("rope_theta") {
+                    Some(x) => (
+                        x.as_f64().ok_or_else(|| {
+                            f.err(
+                                "rope_parameters.rope_theta",
+                                format!("expected a number, found {x}"),
+                            )
+                        })?,
+                        "rope_parameters.rope_theta",
+                    ),
+                    None => (f.f64("rope_theta", 1000.0)?, "rope_theta"),
+                }
+            }
+            None | Some(serde_json::Value::Null) => (f.f64("rope_theta", 1000.0)?, "rope_theta"),
+            Some(x) => {
+                return Err(f.err("rope_parameters", format!("expected an object, found {x}")))
+            }
+        };
+        let act = match f.str("hidden_act", Some("silu"))?.as_str() {
+            "silu" | "swish" => GateAct::Silu,
+            "gelu" => GateAct::GeluErf,
+            "gelu_new" | "gelu_pytorch_tanh" => GateAct::GeluTanh,
+            "relu" => GateAct::Relu,
+            other => {
+                return Err(f.err(
+                    "hidden_act",
+                    format!(
+                    "`{other}` is not supported (supported: silu, gelu, gelu_pytorch_tanh, relu)"
+                ),
+                ))
+            }
+        };
+        let eps = f.f64("layer_norm_eps", 1e-12)?;
+        Ok(NomicConfig {
+            layout: Layout::Transformers,
+            vocab_size: vocab,
+            hidden_size: hidden,
+            num_hidden_layers: layers,
+            num_attention_heads: heads,
+            head_dim,
+            intermediate_size: inner,
+            type_vocab_size: type_vocab,
+            layer_norm_eps: f.eps(eps, "layer_norm_eps")?,
+            max_sequence_length: max_pos,
+            rotary_dim: head_dim,
+            rotary_base: f.positive_f64(field, base)?,
+            rotary_interleaved: false,
+            qkv_bias: false,
+            fc1_bias: false,
+            fc2_bias: false,
+            act,
+            pad_token_id: f.pad(vocab)?,
+            dtype: f.dtype()?,
+        })
+    }
+
+    fn inner(&self) -> usize {
+        self.num_attention_heads * self.head_dim
+    }
+}
+
+struct Layer {
+    /// q, k, v fused: `[3 * heads * head_dim, hidden]`.
+    qkv: Proj,
+    out: Proj,
+    norm1: LayerNorm,
+    ffn: GatedFfn,
+    norm2: LayerNorm,
+}
+
+/// A nomic-bert encoder.
+pub struct NomicModel {
+    cfg: NomicConfig,
+    spec: EncoderSpec,
+    /// `[vocab_size, hidden]`
+    word: TensorData,
+    /// `[type_vocab_size, hidden]`
+    token_type: TensorData,
+    emb_norm: LayerNorm,
+    rotary: Rotary,
+    layers: Vec<Layer>,
+    prefix: String,
+}
+
 /// Loads a nomic-bert encoder from `config` (its `config.json`) and `store`.
-pub fn load(config: &Path, _store: &WeightStore, _be: &dyn GpuCompute) -> Result<Box<dyn Encoder>> {
-    Err(InferError::Unsupported(format!(
-        "{}: nomic-bert encoders are not supported by this build yet",
-        config.display()
-    )))
+pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<Box<dyn Encoder>> {
+    let cfg = NomicConfig::from_file(config)?;
+    Ok(Box::new(NomicModel::load(cfg, store, be)?))
+}
+
+impl NomicModel {
+    fn load(cfg: NomicConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
+        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
+        let h = cfg.hidden_size;
+        let inner = cfg.inner();
+        let ffn = cfg.intermediate_size;
+        let eps = cfg.layer_norm_eps;
+        let orig = cfg.layout == Layout::Original;
+        // transformers 5.x reads both namings and *writes* the original one (its conversion
+        // mapping runs in reverse on save), so the tensor naming is detected from the tensors,
+        // independently of which config form the checkpoint carries.
+        let orig_names =
+            w.contains("emb_ln.weight") || w.contains("encoder.layers.0.attn.Wqkv.weight");
+        let word = w.get(PROBE, &[cfg.vocab_size, h])?;
+        let token_type = w.get(
+            "embeddings.token_type_embeddings.weight",
+            &[cfg.type_vocab_size, h],
+        )?;
+        let emb_norm = LayerNorm::load(
+            &w,
+            if orig_names {
+                "emb_ln"
+            } else {
+                "embeddings.LayerNorm"
+            },
+            h,
+            eps,
+        )?;
+        let layers = (0..cfg.num_hidden_layers)
+            .into_par_iter()
+            .map(|i| {
+                Ok(if orig_names {
+                    let p = format!("encoder.layers.{i}");
+                    Layer {
+                        qkv: Proj::load(
+                            be,
+                            &w,
+                            &[&format!("{p}.attn.Wqkv")],
+                            h,
+                            3 * inner,
+                            cfg.qkv_bias,
+                        )?,
+                        out: Proj::load(
+                            be,
+                            &w,
+                            &[&format!("{p}.attn.out_proj")],
+                            inner,
+                            h,
+                            cfg.qkv_bias,
+                        )?,
+                        norm1: LayerNorm::load(&w, &format!("{p}.norm1"), h, eps)?,
+                        // gate (fc12) first, then up (fc11): one GEMM, `act(gate) * up`.
+                        ffn: GatedFfn::load(
+                            be,
+                            &w,
+                            &[&format!("{p}.mlp.fc12"), &format!("{p}.mlp.fc11")],
+                            &format!("{p}.mlp.fc2"),
+                            h,
+                            ffn,
+                            cfg.fc1_bias,
+                            cfg.fc2_bias,
+                            cfg.act,
+                        )?,
+                        norm2: LayerNorm::load(&w, &format!("{p}.norm2"), h, eps)?,
+                    }
+                } else {
+                    let p = format!("layers.{i}");
+                    Layer {
+                        qkv: Proj::load(
+                            be,
+                            &w,
+                            &[
+                                &format!("{p}.self_attn.q_proj"),
+                                &format!("{p}.self_attn.k_proj"),
+                                &format!("{p}.self_attn.v_proj"),
+                            ],
+                            h,
+                            inner,
+                            cfg.qkv_bias,
+                        )?,
+                        out: Proj::load(
+                            be,
+                            &w,
+                            &[&format!("{p}.self_attn.o_proj")],
+                            inner,
+                            h,
+                            cfg.qkv_bias,
+                        )?,
+                        norm1: LayerNorm::load(
+                            &w,
+                            &format!("{p}.post_attention_layernorm"),
+                            h,
+                            eps,
+                        )?,
+                        ffn: GatedFfn::load(
+                            be,
+                            &w,
+                            &[&format!("{p}.mlp.gate_proj"), &format!("{p}.mlp.up_proj")],
+                            &format!("{p}.mlp.down_proj"),
+                            h,
+                            ffn,
+                            cfg.fc1_bias,
+                            cfg.fc2_bias,
+                            cfg.act,
+                        )?,
+                        norm2: LayerNorm::load(&w, &format!("{p}.post_mlp_layernorm"), h, eps)?,
+                    }
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let rotary = Rotary::new(
+            cfg.rotary_dim,
+            cfg.rotary_base,
+            cfg.rotary_interleaved,
+            cfg.max_sequence_length,
+        );
+        let spec = EncoderSpec {
+            architecture: ModelArchitecture::NomicBert,
+            hidden_size: h,
+            num_hidden_layers: cfg.num_hidden_layers,
+            num_attention_heads: cfg.num_attention_heads,
+            intermediate_size: ffn,
+            vocab_size: cfg.vocab_size,
+            type_vocab_size: cfg.type_vocab_size,
+            max_sequence_length: cfg.max_sequence_length,
+            pad_token_id: cfg.pad_token_id,
+            positions: format!(
+                "rotary ({}, {} of {} head dims, base {})",
+                if cfg.rotary_interleaved {
+                    "interleaved"
+                } else {
+                    "rotate-half"
+                },
+                cfg.rotary_dim,
+                cfg.head_dim,
+                cfg.rotary_base
+            ),
+            attention: format!(
+                "multi-head softmax, fused QKV{}, post-LayerNorm ({} config, {} tensor names)",
+                if cfg.qkv_bias { " + bias" } else { "" },
+                if orig {
+                    "original nomic"
+                } else {
+                    "transformers"
+                },
+                if orig_names {
+                    "original"
+                } else {
+                    "transformers"
+                }
+            ),
+            ffn: format!(
+                "gated {} ({}(gate) * up -> down{})",
+                cfg.act.glu_name(),
+                cfg.act.name(),
+                if cfg.fc1_bias || cfg.fc2_bias {
+                    ", biased"
+                } else {
+                    ""
+                }
+            ),
+            dtype: cfg.dtype.clone(),
+        };
+        Ok(NomicModel {
+            prefix: w.prefix().to_string(),
+            cfg,
+            spec,
+            word,
+            token_type,
+            emb_norm,
+            rotary,
+            layers,
+        })
+    }
+}
+
+impl Encoder for NomicModel {
+    fn spec(&self) -> &EncoderSpec {
+        &self.spec
+    }
+
+    fn weight_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn forward(
+        &self,
+        be: &dyn GpuCompute,
+        seqs: &[&[u32]],
+        type_ids: Option<&[&[u32]]>,
+    ) -> Result<Vec<f32>> {
+        let c = &self.cfg;
+        let h = c.hidden_size;
+        let (spans, total) = pack(seqs);
+        let mut x = embed(&self.word, &self.token_type, h, seqs, type_ids, total);
+        self.emb_norm.forward(be, &mut x);
+        let positions: Vec<u32> = seqs.iter().flat_map(|s| 0..s.len() as u32).collect();
+
+        let heads = c.num_attention_heads;
+        let hd = c.head_dim;
+        let inner = c.inner();
+        let scale = 1.0 / (hd as f32).sqrt();
+        let mut qkv = vec![0.0f32; total * 3 * inner];
+        let mut ctx = vec![0.0f32; total * inner];
+        let mut tmp = vec![0.0f32; total * h];
+        let mut ffn = FfnBuffers::new(total, c.intermediate_size);
+        for layer in &self.layers {
+            layer.qkv.forward(be, &x, total, &mut qkv);
+            self.rotary.apply_qkv(&mut qkv, &positions, heads, hd);
+            be.attention(&qkv, &spans, heads, hd, scale, None, &mut ctx);
+            layer.out.forward(be, &ctx, total, &mut tmp);
+            be.add(&mut tmp, &x);
+            layer.norm1.forward(be, &mut tmp);
+            std::mem::swap(&mut x, &mut tmp);
+
+            layer.ffn.forward(be, &x, total, &mut ffn, &mut tmp);
+            be.add(&mut tmp, &x);
+            layer.norm2.forward(be, &mut tmp);
+            std::mem::swap(&mut x, &mut tmp);
+        }
+        Ok(x)
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Shared with jina.rs
+// ------------------------------------------------------------------------------------------
+
+/// Spans of a packed batch and its total row count.
+pub(crate) fn pack(seqs: &[&[u32]]) -> (Vec<SeqSpan>, usize) {
+    let mut spans = Vec::with_capacity(seqs.len());
+    let mut total = 0;
+    for ids in seqs {
+        spans.push(SeqSpan {
+            start: total,
+            len: ids.len(),
+        });
+        total += ids.len();
+    }
+    (spans, total)
+}
+
+/// `word[id] + token_type[type]` per token of the packed batch (no positions).
+pub(crate) fn embed(
+    word: &[f32],
+    token_type: &[f32],
+    h: usize,
+    seqs: &[&[u32]],
+    type_ids: Option<&[&[u32]]>,
+    total: usize,
+) -> Vec<f32> {
+    let mut x = vec![0.0f32; total * h];
+    let mut r = 0;
+    for (s, ids) in seqs.iter().enumerate() {
+        for (i, &t) in ids.iter().enumerate() {
+            let tt = type_ids.map_or(0, |t| t[s][i]) as usize;
+            let row = &mut x[r * h..][..h];
+            let wrow = &word[t as usize * h..][..h];
+            let trow = &token_type[tt * h..][..h];
+            for j in 0..h {
+                row[j] = wrow[j] + trow[j];
+            }
+            r += 1;
+        }
+    }
+    x
+}
+
+/// `y = x · Wᵀ (+ b)`: parts (torch-layout `[out_i, in]`) fused into one matrix, with or without
+/// biases (`nn::Linear` always carries one).
+pub(crate) struct Proj {
+    weight: DeviceMatrix,
+    bias: Option<Vec<f32>>,
+}
+
+impl Proj {
+    /// Loads `{name}.weight` for every name (each `out_dim` rows of `in_dim`, or one name with
+    /// `out_dim` rows), and `{name}.bias` when `bias`.
+    pub(crate) fn load(
+        be: &dyn GpuCompute,
+        w: &Weights,
+        names: &[&str],
+        in_dim: usize,
+        out_dim: usize,
+        bias: bool,
+    ) -> Result<Self> {
+        let mut weights = Vec::with_capacity(names.len());
+        let mut b = Vec::new();
+        for name in names {
+            weights.push(w.get(&format!("{name}.weight"), &[out_dim, in_dim])?);
+            if bias {
+                b.extend_from_slice(&w.get(&format!("{name}.bias"), &[out_dim])?);
+            }
+        }
+        let parts: Vec<&[f32]> = weights.iter().map(|t| t.as_slice()).collect();
+        Ok(Proj {
+            weight: be.prepare_matrix(&parts, in_dim),
+            bias: bias.then_some(b),
+        })
+    }
+
+    pub(crate) fn forward(&self, be: &dyn GpuCompute, x: &[f32], rows: usize, out: &mut [f32]) {
+        be.linear(
+            x,
+            rows,
+            &self.weight,
+            self.bias.as_deref(),
+            &mut out[..rows * self.weight.n()],
+        );
+    }
+}
+
+/// Activation on the gate half of a GLU feed-forward.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GateAct {
+    Silu,
+    GeluErf,
+    GeluTanh,
+    Relu,
+}
+
+impl GateAct {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            GateAct::Silu => "silu",
+            GateAct::GeluErf => "gelu (erf)",
+            GateAct::GeluTanh => "gelu (tanh)",
+            GateAct::Relu => "relu",
+        }
+    }
+
+    pub(crate) fn glu_name(self) -> &'static str {
+        match self {
+            GateAct::Silu => "SwiGLU",
+            GateAct::GeluErf | GateAct::GeluTanh => "GeGLU",
+            GateAct::Relu => "ReGLU",
+        }
+    }
+
+    fn apply(self, k: &Kernels, x: &mut [f32]) {
+        match self {
+            GateAct::Silu => k.silu(x),
+            GateAct::GeluErf => k.gelu_erf(x),
+            GateAct::GeluTanh => k.gelu_tanh(x),
+            GateAct::Relu => x.iter_mut().for_each(|v| *v = v.max(0.0)),
+        }
+    }
+}
+
+/// Scratch of a [`GatedFfn`] forward, allocated once per batch.
+pub(crate) struct FfnBuffers {
+    /// `[rows, 2 * intermediate]`: `[gate | up]` per row.
+    gate_up: Vec<f32>,
+    /// `[rows, intermediate]`
+    hidden: Vec<f32>,
+}
+
+impl FfnBuffers {
+    pub(crate) fn new(rows: usize, intermediate: usize) -> Self {
+        FfnBuffers {
+            gate_up: vec![0.0; rows * 2 * intermediate],
+            hidden: vec![0.0; rows * intermediate],
+        }
+    }
+}
+
+/// `down(act(gate(x)) * up(x))`: gate and up are one GEMM (`[gate | up]` per row), the product
+/// is elementwise (one rounding per element, the same on every tier).
+pub(crate) struct GatedFfn {
+    gate_up: Proj,
+    down: Proj,
+    act: GateAct,
+    intermediate: usize,
+}
+
+impl GatedFfn {
+    /// `gate_up`: the gate part then the up part, each `[intermediate, hidden]` (or a single
+    /// `[2 * intermediate, hidden]` tensor whose first half is the gate).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn load(
+        be: &dyn GpuCompute,
+        w: &Weights,
+        gate_up: &[&str],
+        down: &str,
+        hidden: usize,
+        intermediate: usize,
+        gate_up_bias: bool,
+        down_bias: bool,
+        act: GateAct,
+    ) -> Result<Self> {
+        let part_rows = 2 * intermediate / gate_up.len();
+        Ok(GatedFfn {
+            gate_up: Proj::load(be, w, gate_up, hidden, part_rows, gate_up_bias)?,
+            down: Proj::load(be, w, &[down], intermediate, hidden, down_bias)?,
+            act,
+            intermediate,
+        })
+    }
+
+    /// `out` gets `rows * hidden`.
+    pub(crate) fn forward(
+        &self,
+        be: &dyn GpuCompute,
+        x: &[f32],
+        rows: usize,
+        buf: &mut FfnBuffers,
+        out: &mut [f32],
+    ) {
+        let i = self.intermediate;
+        self.gate_up.forward(be, x, rows, &mut buf.gate_up);
+        let k = be.host_kernels();
+        let act = self.act;
+        buf.hidden[..rows * i]
+            .par_chunks_mut(i)
+            .zip(buf.gate_up[..rows * 2 * i].par_chunks_mut(2 * i))
+            .for_each(|(hrow, gu)| {
+                let (gate, up) = gu.split_at_mut(i);
+                act.apply(k, gate);
+                for j in 0..i {
+                    hrow[j] = gate[j] * up[j];
+                }
+            });
+        self.down.forward(be, &buf.hidden[..rows * i], rows, out);
+    }
+}
+
+/// Typed field access on a raw `config.json`, so every error names its field.
+pub(crate) struct Fields<'a> {
+    pub(crate) v: &'a serde_json::Value,
+    path: &'a Path,
+}
+
+impl<'a> Fields<'a> {
+    pub(crate) fn new(v: &'a serde_json::Value, path: &'a Path) -> Result<Self> {
+        if !v.is_object() {
+            return Err(InferError::Json {
+                path: path.to_path_buf(),
+                reason: "expected a JSON object".into(),
+            });
+        }
+        Ok(Fields { v, path })
+    }
+
+    pub(crate) fn err(&self, field: &str, reason: String) -> InferError {
+        InferError::Config {
+            path: self.path.to_path_buf(),
+            field: field.into(),
+            reason,
+        }
+    }
+
+    /// Present and not null.
+    pub(crate) fn has(&self, field: &str) -> bool {
+        !matches!(self.v.get(field), None | Some(serde_json::Value::Null))
+    }
+
+    pub(crate) fn opt_usize(&self, field: &str) -> Result<Option<usize>> {
+        match self.v.get(field) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(x) => x.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
+                self.err(field, format!("expected a non-negative integer, found {x}"))
+            }),
+        }
+    }
+
+    pub(crate) fn usize(&self, field: &str, default: Option<usize>) -> Result<usize> {
+        match (self.opt_usize(field)?, default) {
+            (Some(n), _) | (None, Some(n)) => Ok(n),
+            (None, None) => Err(self.err(field, "missing".into())),
+        }
+    }
+
+    pub(crate) fn f64(&self, field: &str, default: f64) -> Result<f64> {
+        match self.v.get(field) {
+            None | Some(serde_json::Value::Null) => Ok(default),
+            Some(x) => x
+                .as_f64()
+                .ok_or_else(|| self.err(field, format!("expected a number, found {x}"))),
+        }
+    }
+
+    pub(crate) fn bool(&self, field: &str, default: bool) -> Result<bool> {
+        match self.v.get(field) {
+            None | Some(serde_json::Value::Null) => Ok(default),
+            Some(x) => x
+                .as_bool()
+                .ok_or_else(|| self.err(field, format!("expected true or false, found {x}"))),
+        }
+    }
+
+    pub(crate) fn str(&self, field: &str, default: Option<&str>) -> Result<String> {
+        match self.v.get(field) {
+            None | Some(serde_json::Value::Null) => default
+                .map(String::from)
+                .ok_or_else(|| self.err(field, "missing".into())),
+            Some(x) => x
+                .as_str()
+                .map(String::from)
+                .ok_or_else(|| self.err(field, format!("expected a string, found {x}"))),
+        }
+    }
+
+    /// Every size must be in `1..=2^24`.
+    pub(crate) fn check_sizes(&self, sizes: &[(&str, usize)]) -> Result<()> {
+        for &(field, v) in sizes {
+            if v == 0 || v > (1 << 24) {
+                return Err(self.err(field, format!("value {v} is out of range")));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn positive(&self, field: &str, v: usize) -> Result<usize> {
+        self.check_sizes(&[(field, v)])?;
+        Ok(v)
+    }
+
+    pub(crate) fn positive_f64(&self, field: &str, v: f64) -> Result<f64> {
+        if v.is_finite() && v > 1.0 {
+            Ok(v)
+        } else {
+            Err(self.err(field, format!("{v}: must be a finite number > 1")))
+        }
+    }
+
+    pub(crate) fn eps(&self, v: f64, field: &str) -> Result<f32> {
+        if v.is_finite() && v >= 0.0 {
+            Ok(v as f32)
+        } else {
+            Err(self.err(field, "must be finite and >= 0".into()))
+        }
+    }
+
+    /// `pad_token_id` (default 0), inside the vocabulary.
+    pub(crate) fn pad(&self, vocab: usize) -> Result<u32> {
+        let pad = self.opt_usize("pad_token_id")?.unwrap_or(0);
+        if pad >= vocab {
+            return Err(self.err(
+                "pad_token_id",
+                format!("{pad} is outside the vocabulary (size {vocab})"),
+            ));
+        }
+        Ok(pad as u32)
+    }
+
+    /// `dtype` (transformers 5.x) or `torch_dtype` (the Hub's older spelling).
+    pub(crate) fn dtype(&self) -> Result<Option<String>> {
+        for field in ["dtype", "torch_dtype"] {
+            if self.has(field) {
+                return self.str(field, None).map(Some);
+            }
+        }
+        Ok(None)
+    }
 }

@@ -1,0 +1,314 @@
+//! Rotary position embeddings (RoPE), written once for every family that uses them.
+//!
+//! A [`Rotary`] holds `cos`/`sin` tables for positions `0..max_positions`, built at load time:
+//! frequencies `inv_freq[i] = 1 / base^(2i / dim)` and angles `pos · inv_freq[i]` are computed in
+//! `f32` exactly as PyTorch computes them (`position_ids.float() * inv_freq`); `cos`/`sin` of
+//! those angles come from the deterministic `f64` routines below (our own argument reduction and
+//! series, plain IEEE arithmetic), rounded once to `f32`. No platform libm is involved, so the
+//! tables, and everything built on them, are the same bits on every OS, CPU and SIMD tier.
+//!
+//! Two layouts of the rotated pairs:
+//! - non-interleaved (GPT-NeoX / Llama `rotate_half`): feature `i` pairs with `i + dim/2`;
+//! - interleaved (GPT-J): feature `2i` pairs with `2i + 1`.
+//!
+//! Partial rotary (`rotary_emb_fraction`, `partial_rotary_factor`): only the first `dim`
+//! features of each head rotate; the rest pass through.
+//!
+//! The rotation is `out1 = x1·cos − x2·sin`, `out2 = x2·cos + x1·sin`, two products and one
+//! add/sub each (the order PyTorch's `q * cos + rotate_half(q) * sin` rounds in), scalar code
+//! shared by every tier.
+
+use rayon::prelude::*;
+
+/// Rotary tables for one head geometry.
+#[derive(Clone, Debug)]
+pub struct Rotary {
+    /// Rotated features per head (even, `<= head_dim`).
+    dim: usize,
+    interleaved: bool,
+    /// `[max_positions, dim / 2]`
+    cos: Vec<f32>,
+    /// `[max_positions, dim / 2]`
+    sin: Vec<f32>,
+    max_positions: usize,
+}
+
+impl Rotary {
+    /// Tables for `dim` rotated features (even), frequency base `base`, positions
+    /// `0..max_positions`.
+    pub fn new(dim: usize, base: f64, interleaved: bool, max_positions: usize) -> Self {
+        assert!(
+            dim.is_multiple_of(2) && dim > 0,
+            "rotary dim must be even and positive"
+        );
+        let inv = inv_freq(dim, base);
+        let half = dim / 2;
+        let mut cos = vec![0.0f32; max_positions * half];
+        let mut sin = vec![0.0f32; max_positions * half];
+        cos.par_chunks_mut(half)
+            .zip(sin.par_chunks_mut(half))
+            .enumerate()
+            .for_each(|(p, (c, s))| {
+                for i in 0..half {
+                    let angle = (p as f32) * inv[i];
+                    let (sv, cv) = sin_cos_f64(angle as f64);
+                    c[i] = cv as f32;
+                    s[i] = sv as f32;
+                }
+            });
+        Rotary {
+            dim,
+            interleaved,
+            cos,
+            sin,
+            max_positions,
+        }
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    pub fn interleaved(&self) -> bool {
+        self.interleaved
+    }
+
+    pub fn max_positions(&self) -> usize {
+        self.max_positions
+    }
+
+    /// `(cos, sin)` rows of position `pos` (`dim / 2` each).
+    pub fn row(&self, pos: usize) -> (&[f32], &[f32]) {
+        let half = self.dim / 2;
+        (
+            &self.cos[pos * half..(pos + 1) * half],
+            &self.sin[pos * half..(pos + 1) * half],
+        )
+    }
+
+    /// Rotates one head vector `x` (`>= dim` features; only the first `dim` change) at `pos`.
+    #[inline]
+    pub fn apply(&self, x: &mut [f32], pos: usize) {
+        let half = self.dim / 2;
+        let (c, s) = self.row(pos);
+        if self.interleaved {
+            for i in 0..half {
+                let (x1, x2) = (x[2 * i], x[2 * i + 1]);
+                x[2 * i] = x1 * c[i] - x2 * s[i];
+                x[2 * i + 1] = x2 * c[i] + x1 * s[i];
+            }
+        } else {
+            let (a, b) = x[..self.dim].split_at_mut(half);
+            for i in 0..half {
+                let (x1, x2) = (a[i], b[i]);
+                a[i] = x1 * c[i] - x2 * s[i];
+                b[i] = x2 * c[i] + x1 * s[i];
+            }
+        }
+    }
+
+    /// Rotates q and k in a packed fused-QKV buffer: row `r` (stride `3 * heads * head_dim`,
+    /// layout `[q | k | v]`, heads contiguous) is at position `positions[r]`.
+    pub fn apply_qkv(&self, qkv: &mut [f32], positions: &[u32], heads: usize, head_dim: usize) {
+        let inner = heads * head_dim;
+        qkv.par_chunks_mut(3 * inner)
+            .zip(positions.par_iter())
+            .for_each(|(row, &p)| {
+                for h in 0..2 * heads {
+                    self.apply(&mut row[h * head_dim..(h + 1) * head_dim], p as usize);
+                }
+            });
+    }
+}
+
+/// `inv_freq[i] = 1 / base^(2i / dim)` in `f32`, as PyTorch computes it: the exponent is an `f32`
+/// division, the power is evaluated (here in `f64`, deterministically) and rounded to `f32`, the
+/// reciprocal is an `f32` division.
+pub fn inv_freq(dim: usize, base: f64) -> Vec<f32> {
+    (0..dim / 2)
+        .map(|i| {
+            let e = (2 * i) as f32 / dim as f32;
+            let p = pow_f64(base, e as f64) as f32;
+            1.0f32 / p
+        })
+        .collect()
+}
+
+// ------------------------------------------------------------------------------------------
+// Deterministic f64 elementary functions for building tables (RoPE frequencies and angles,
+// ALiBi slopes). Plain IEEE f64 arithmetic in a fixed order: identical bits everywhere.
+// Accuracy ~1e-16 relative, far below the f32 rounding applied to every result.
+// ------------------------------------------------------------------------------------------
+
+const LN2_HI: f64 = 0.693_147_180_369_123_8;
+const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
+
+/// `2^k` for an integer `k` in the normal range.
+fn exp2i(k: i64) -> f64 {
+    debug_assert!((-1022..=1023).contains(&k));
+    f64::from_bits(((k + 1023) as u64) << 52)
+}
+
+/// Natural logarithm of a positive, finite `x`.
+pub fn ln_f64(x: f64) -> f64 {
+    assert!(x > 0.0 && x.is_finite(), "ln of {x}");
+    // x = m · 2^k with m in [sqrt(1/2), sqrt(2)).
+    let bits = x.to_bits();
+    let mut k = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let mut m = f64::from_bits((bits & ((1u64 << 52) - 1)) | (1023u64 << 52));
+    if m > std::f64::consts::SQRT_2 {
+        m *= 0.5;
+        k += 1;
+    }
+    // ln m = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172: 2 (s + s^3/3 + ... + s^31/31).
+    let s = (m - 1.0) / (m + 1.0);
+    let s2 = s * s;
+    let mut acc = 0.0;
+    let mut n = 31;
+    while n >= 3 {
+        acc = (acc + 1.0 / n as f64) * s2;
+        n -= 2;
+    }
+    let lnm = 2.0 * (s + s * acc);
+    (k as f64) * LN2_HI + ((k as f64) * LN2_LO + lnm)
+}
+
+/// `e^x` for `|x| < 700`.
+pub fn exp_f64(x: f64) -> f64 {
+    assert!(x.abs() < 700.0, "exp of {x}");
+    let k = (x / std::f64::consts::LN_2).round();
+    let r = (x - k * LN2_HI) - k * LN2_LO; // |r| <= 0.347
+                                           // Taylor series to r^24 / 24!, Horner from the top.
+    let mut acc = 1.0;
+    let mut n = 24;
+    while n >= 1 {
+        acc = 1.0 + acc * r / n as f64;
+        n -= 1;
+    }
+    acc * exp2i(k as i64)
+}
+
+/// `base^e` for `base > 0`; exact for an integer power of two raised to an integer.
+pub fn pow_f64(base: f64, e: f64) -> f64 {
+    if e == 0.0 {
+        return 1.0;
+    }
+    exp_f64(e * ln_f64(base))
+}
+
+/// `2^e`: exact when `e` is an integer, else `2^floor(e) · e^(frac · ln 2)`.
+pub fn exp2_f64(e: f64) -> f64 {
+    let k = e.floor();
+    let f = e - k;
+    let p = if f == 0.0 {
+        1.0
+    } else {
+        exp_f64(f * std::f64::consts::LN_2)
+    };
+    p * exp2i(k as i64)
+}
+
+/// `(sin x, cos x)` for `|x| < 2^30`.
+pub fn sin_cos_f64(x: f64) -> (f64, f64) {
+    assert!(x.abs() < (1u64 << 30) as f64, "sin/cos of {x}");
+    // Cody-Waite reduction by pi/2 in three 33-bit pieces (fdlibm's constants): with |k| < 2^30
+    // each product k·PIO2_n is exact.
+    const PIO2_1: f64 = 1.570_796_326_734_125_6;
+    const PIO2_2: f64 = 6.077_100_506_303_966e-11;
+    const PIO2_3: f64 = 2.022_266_248_711_166_5e-21;
+    const PIO2_3T: f64 = 8.478_427_660_368_9e-32;
+    let k = (x * std::f64::consts::FRAC_2_PI).round();
+    let r = ((x - k * PIO2_1) - k * PIO2_2) - k * PIO2_3 - k * PIO2_3T;
+    let r2 = r * r;
+    // |r| <= pi/4: Taylor series to r^23 (sin) and r^22 (cos).
+    let mut s = 0.0;
+    let mut c = 0.0;
+    let mut n = 11;
+    while n >= 1 {
+        // sin: terms (-1)^n r^(2n+1)/(2n+1)!;  cos: (-1)^n r^(2n)/(2n)!
+        s = 1.0 - s * r2 / ((2 * n) as f64 * (2 * n + 1) as f64);
+        c = 1.0 - c * r2 / ((2 * n - 1) as f64 * (2 * n) as f64);
+        n -= 1;
+    }
+    let sin_r = r * s;
+    let cos_r = c;
+    match (k as i64).rem_euclid(4) {
+        0 => (sin_r, cos_r),
+        1 => (cos_r, -sin_r),
+        2 => (-sin_r, -cos_r),
+        _ => (-cos_r, sin_r),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f64_functions_match_std_closely() {
+        for &x in &[1e-3, 0.5, 1.0, 2.0, 10.0, 1000.0, 10000.0, 123456.789] {
+            let l = ln_f64(x);
+            assert!(
+                (l - x.ln()).abs() <= 4e-16 * x.ln().abs().max(1.0),
+                "ln {x}"
+            );
+        }
+        for &x in &[-20.0, -1.0, -1e-3, 0.0, 0.3, 1.0, 5.5, 40.0] {
+            let e = exp_f64(x);
+            assert!(((e - x.exp()) / x.exp()).abs() < 1e-15, "exp {x}");
+        }
+        for i in 0..2000 {
+            let x = (i as f64) * 4.1 - 1000.0;
+            let (s, c) = sin_cos_f64(x);
+            assert!(
+                (s - x.sin()).abs() < 1e-15 && (c - x.cos()).abs() < 1e-15,
+                "sincos {x}"
+            );
+        }
+        assert_eq!(exp2_f64(-2.0), 0.25);
+        assert_eq!(exp2_f64(-8.0 / 4.0 * 3.0), 0.015625);
+        assert!((pow_f64(10000.0, 0.25) - 10.0).abs() < 1e-14);
+    }
+
+    #[test]
+    fn rotation_matches_the_formula() {
+        let r = Rotary::new(4, 10000.0, false, 8);
+        let mut x = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+        r.apply(&mut x, 3);
+        let inv = inv_freq(4, 10000.0);
+        let a0 = 3.0f64 * inv[0] as f64;
+        let a1 = 3.0f64 * inv[1] as f64;
+        let want = [
+            1.0 * a0.cos() - 3.0 * a0.sin(),
+            2.0 * a1.cos() - 4.0 * a1.sin(),
+            3.0 * a0.cos() + 1.0 * a0.sin(),
+            4.0 * a1.cos() + 2.0 * a1.sin(),
+        ];
+        for i in 0..4 {
+            assert!(
+                (x[i] as f64 - want[i]).abs() < 1e-5,
+                "{i}: {} vs {}",
+                x[i],
+                want[i]
+            );
+        }
+        assert_eq!(&x[4..], &[5.0, 6.0]);
+
+        let ri = Rotary::new(4, 10000.0, true, 8);
+        let mut y = [1.0f32, 2.0, 3.0, 4.0];
+        ri.apply(&mut y, 3);
+        let want = [
+            1.0 * a0.cos() - 2.0 * a0.sin(),
+            2.0 * a0.cos() + 1.0 * a0.sin(),
+            3.0 * a1.cos() - 4.0 * a1.sin(),
+            4.0 * a1.cos() + 3.0 * a1.sin(),
+        ];
+        for i in 0..4 {
+            assert!((y[i] as f64 - want[i]).abs() < 1e-5, "interleaved {i}");
+        }
+        // position 0 is the identity
+        let mut z = [1.0f32, 2.0, 3.0, 4.0];
+        r.apply(&mut z, 0);
+        assert_eq!(z, [1.0, 2.0, 3.0, 4.0]);
+    }
+}
