@@ -9,6 +9,7 @@ use crate::io::safetensors::{StorageDtype, WeightStore};
 use crate::io::st_config::SentenceConfig;
 use crate::kernels::Tier;
 use crate::models::{load_encoder, Encoder, EncoderSpec};
+use crate::nn::dense::Dense;
 use crate::nn::pooling::{l2_normalize, Pooling};
 use crate::threads;
 use crate::tokenize::{Encoded, TextTokenizer};
@@ -49,6 +50,8 @@ pub struct Embedder {
     info: ModelInfo,
     tokenizer: Option<TextTokenizer>,
     pooling: Pooling,
+    /// sentence-transformers `Dense` modules applied after pooling, in order.
+    dense: Vec<Dense>,
     normalize: bool,
     max_length: usize,
     dimensions: Option<usize>,
@@ -101,7 +104,26 @@ impl Embedder {
             load_ms: t0.elapsed().as_secs_f64() * 1e3,
         };
         let pooling = opts.pooling.clone().unwrap_or(st.pooling);
-        let full_dim = pooling.output_dim(model.spec().hidden_size);
+        // The widths chain (checked before any Dense weight is read), then the weights load.
+        let mut full_dim = pooling.output_dim(model.spec().hidden_size);
+        for c in &st.dense {
+            if c.in_features != full_dim {
+                return Err(InferError::Config {
+                    path: c.dir.join("config.json"),
+                    field: "in_features".into(),
+                    reason: format!(
+                        "{} does not match the {full_dim}-wide embedding it receives",
+                        c.in_features
+                    ),
+                });
+            }
+            full_dim = c.out_features;
+        }
+        let dense = st
+            .dense
+            .iter()
+            .map(|c| Dense::load(c, backend.as_ref()))
+            .collect::<Result<Vec<_>>>()?;
         if let Some(d) = opts.dimensions {
             if d == 0 || d > full_dim {
                 return Err(InferError::Input(format!(
@@ -115,6 +137,7 @@ impl Embedder {
             info,
             tokenizer,
             pooling,
+            dense,
             normalize: opts.normalize.unwrap_or(st.normalize),
             max_length,
             backend,
@@ -159,10 +182,20 @@ impl Embedder {
     pub fn tokenizer(&self) -> Option<&TextTokenizer> {
         self.tokenizer.as_ref()
     }
+    /// The `Dense` modules between pooling and normalization.
+    pub fn dense(&self) -> &[Dense] {
+        &self.dense
+    }
     /// Length of each embedding.
     pub fn dim(&self) -> usize {
-        self.dimensions
-            .unwrap_or_else(|| self.pooling.output_dim(self.model.spec().hidden_size))
+        self.dimensions.unwrap_or_else(|| self.full_dim())
+    }
+    /// Length of the embedding before any `dimensions` truncation.
+    fn full_dim(&self) -> usize {
+        self.dense.last().map_or_else(
+            || self.pooling.output_dim(self.model.spec().hidden_size),
+            |d| d.out_features(),
+        )
     }
 
     /// Tokenizes texts (truncated to the model's limit).
@@ -195,10 +228,26 @@ impl Embedder {
         let hidden = self.hidden_states(ids, type_ids)?;
         let h = self.model.spec().hidden_size;
         let k = self.backend.host_kernels();
-        Ok(hidden
+        let mut pooled: Vec<Vec<f32>> = hidden
             .iter()
-            .map(|states| {
-                let mut v = self.pooling.pool(states, h);
+            .map(|states| self.pooling.pool(states, h))
+            .collect();
+        // pooling → Dense → truncate → normalize. Dense rows never interact, so the
+        // embeddings stay batch-invariant.
+        if !self.dense.is_empty() && !pooled.is_empty() {
+            let rows = pooled.len();
+            let mut x: Vec<f32> = pooled.concat();
+            for d in &self.dense {
+                x = self
+                    .pool
+                    .install(|| d.forward(self.backend.as_ref(), &x, rows));
+            }
+            let o = x.len() / rows;
+            pooled = x.chunks_exact(o).map(<[f32]>::to_vec).collect();
+        }
+        Ok(pooled
+            .into_iter()
+            .map(|mut v| {
                 if let Some(d) = self.dimensions {
                     v.truncate(d);
                 }

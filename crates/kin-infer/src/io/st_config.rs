@@ -1,7 +1,9 @@
 //! The sentence-transformers layout around a checkpoint: `modules.json`, the pooling module's
-//! `config.json`, `Normalize`, and the sequence limit in `sentence_bert_config.json`.
+//! `config.json`, `Dense` projections, `Normalize`, and the sequence limit in
+//! `sentence_bert_config.json`.
 
 use crate::error::{InferError, Result};
+use crate::nn::dense::{DenseActivation, DenseConfig};
 use crate::nn::pooling::{Pooling, PoolingMode};
 use serde::Deserialize;
 use std::path::Path;
@@ -11,6 +13,8 @@ use std::path::Path;
 pub struct SentenceConfig {
     pub pooling: Pooling,
     pub normalize: bool,
+    /// `Dense` modules between pooling and normalization, in pipeline order.
+    pub dense: Vec<DenseConfig>,
     /// `max_seq_length` from `sentence_bert_config.json`.
     pub max_seq_length: Option<usize>,
     /// Whether `modules.json` was present (else the defaults of a plain checkpoint apply).
@@ -53,6 +57,7 @@ impl SentenceConfig {
             return Ok(SentenceConfig {
                 pooling: Pooling::new(vec![PoolingMode::Mean]),
                 normalize: false,
+                dense: Vec::new(),
                 max_seq_length,
                 from_modules: false,
             });
@@ -60,6 +65,7 @@ impl SentenceConfig {
         let modules: Vec<ModuleEntry> = super::read_json(&modules_path)?;
         let mut pooling = None;
         let mut normalize = false;
+        let mut dense = Vec::new();
         for m in &modules {
             let kind = m.kind.rsplit('.').next().unwrap_or(&m.kind);
             match kind {
@@ -77,9 +83,18 @@ impl SentenceConfig {
                     pooling = Some(pooling_from_file(&file, &p)?);
                 }
                 "Normalize" => normalize = true,
+                "Dense" => {
+                    if pooling.is_none() || normalize {
+                        return Err(InferError::Unsupported(format!(
+                            "{}: a Dense module is supported only between Pooling and Normalize",
+                            modules_path.display()
+                        )));
+                    }
+                    dense.push(read_dense(&dir.join(&m.path))?);
+                }
                 other => {
                     return Err(InferError::Unsupported(format!(
-                        "{}: sentence-transformers module `{other}` (supported: Transformer, Pooling, Normalize)",
+                        "{}: sentence-transformers module `{other}` (supported: Transformer, Pooling, Dense, Normalize)",
                         modules_path.display()
                     )))
                 }
@@ -88,10 +103,97 @@ impl SentenceConfig {
         Ok(SentenceConfig {
             pooling: pooling.unwrap_or_else(|| Pooling::new(vec![PoolingMode::Mean])),
             normalize,
+            dense,
             max_seq_length,
             from_modules: true,
         })
     }
+}
+
+/// A `Dense` module's `config.json` (sentence-transformers' `Dense.get_config_dict`).
+fn read_dense(dir: &Path) -> Result<DenseConfig> {
+    let path = dir.join("config.json");
+    let v: serde_json::Value = super::read_json(&path)?;
+    let bad = |field: &str, reason: String| InferError::Config {
+        path: path.clone(),
+        field: field.into(),
+        reason,
+    };
+    let dim = |field: &str| -> Result<usize> {
+        match v.get(field) {
+            None | Some(serde_json::Value::Null) => Err(bad(field, "missing".into())),
+            Some(x) => match x.as_u64() {
+                Some(n) if n > 0 && n <= 1 << 24 => Ok(n as usize),
+                _ => Err(bad(
+                    field,
+                    format!("expected a positive integer, found {x}"),
+                )),
+            },
+        }
+    };
+    let flag = |field: &str, default: bool| -> Result<bool> {
+        match v.get(field) {
+            None | Some(serde_json::Value::Null) => Ok(default),
+            Some(x) => x
+                .as_bool()
+                .ok_or_else(|| bad(field, format!("expected true or false, found {x}"))),
+        }
+    };
+    let in_features = dim("in_features")?;
+    let out_features = dim("out_features")?;
+    let bias = flag("bias", true)?;
+    let use_residual = flag("use_residual", false)?;
+    let activation = match v.get("activation_function") {
+        // The constructor's default.
+        None | Some(serde_json::Value::Null) => DenseActivation::Tanh,
+        Some(x) => {
+            let s = x.as_str().ok_or_else(|| {
+                bad(
+                    "activation_function",
+                    format!("expected a string, found {x}"),
+                )
+            })?;
+            if s.starts_with("torch.") {
+                DenseActivation::from_class_path(s).ok_or_else(|| {
+                    bad(
+                        "activation_function",
+                        format!(
+                            "unsupported activation `{s}` (supported: {})",
+                            DenseActivation::NAMES
+                        ),
+                    )
+                })?
+            } else {
+                // sentence-transformers loads a non-torch class only with trust_remote_code; we
+                // cannot run arbitrary code, so this is an error rather than its Tanh fallback.
+                return Err(bad(
+                    "activation_function",
+                    format!(
+                        "`{s}` is not a torch activation (supported: {})",
+                        DenseActivation::NAMES
+                    ),
+                ));
+            }
+        }
+    };
+    for field in ["module_input_name", "module_output_name"] {
+        if let Some(x) = v.get(field).filter(|x| !x.is_null()) {
+            if x.as_str() != Some("sentence_embedding") {
+                return Err(InferError::Unsupported(format!(
+                    "{}: field `{field}` is {x}; only Dense modules on `sentence_embedding` are supported",
+                    path.display()
+                )));
+            }
+        }
+    }
+    Ok(DenseConfig {
+        dir: dir.to_path_buf(),
+        in_features,
+        out_features,
+        bias,
+        activation,
+        use_residual,
+    })
 }
 
 fn pooling_from_file(f: &PoolingFile, path: &Path) -> Result<Pooling> {

@@ -1,6 +1,7 @@
 //! Shared building blocks, written once for every family: linear layers, norms, pooling.
 //! They hold backend-prepared weights and call only [`GpuCompute`] operations.
 
+pub mod dense;
 pub mod pooling;
 pub mod rope;
 

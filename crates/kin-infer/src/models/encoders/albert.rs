@@ -1,17 +1,344 @@
-//! ALBERT: factorized embeddings and one shared layer group.
+//! ALBERT: factorized embeddings (`embedding_size` wide, LayerNorm there, then
+//! `encoder.embedding_hidden_mapping_in` up to `hidden_size`) and cross-layer parameter
+//! sharing: `num_hidden_groups` groups of `inner_group_num` BERT-style post-LayerNorm layers,
+//! layer `i` running group `int(i / (num_hidden_layers / num_hidden_groups))` as transformers
+//! computes it. Learned absolute positions and token types as BERT.
 //!
-//! Not built yet: loading such a checkpoint is a typed `Unsupported` error.
+//! The batch is packed exactly as for BERT: attention runs per sequence over its own keys.
 
+use super::t5::ConfigFields;
 use crate::error::{InferError, Result};
-use crate::gpu::GpuCompute;
-use crate::io::safetensors::WeightStore;
-use crate::models::Encoder;
+use crate::gpu::{GpuCompute, SeqSpan};
+use crate::io::config::{Activation, ModelArchitecture};
+use crate::io::safetensors::{TensorData, WeightStore, Weights};
+use crate::models::{Encoder, EncoderSpec};
+use crate::nn::{LayerNorm, Linear};
+use rayon::prelude::*;
 use std::path::Path;
 
-/// Loads a ALBERT encoder from `config` (its `config.json`) and `store`.
-pub fn load(config: &Path, _store: &WeightStore, _be: &dyn GpuCompute) -> Result<Box<dyn Encoder>> {
-    Err(InferError::Unsupported(format!(
-        "{}: ALBERT encoders are not supported by this build yet",
-        config.display()
-    )))
+/// Where checkpoints nest the encoder (`AlbertForMaskedLM` etc. save under `albert.`).
+const PREFIXES: &[&str] = &["", "albert.", "model.", "encoder_model."];
+/// Tensor every ALBERT checkpoint has; finds the prefix.
+const PROBE: &str = "encoder.embedding_hidden_mapping_in.weight";
+
+/// A validated ALBERT config.
+#[derive(Clone, Debug)]
+struct AlbertConfig {
+    vocab_size: usize,
+    embedding_size: usize,
+    hidden_size: usize,
+    num_hidden_layers: usize,
+    num_hidden_groups: usize,
+    inner_group_num: usize,
+    num_attention_heads: usize,
+    intermediate_size: usize,
+    hidden_act: Activation,
+    max_position_embeddings: usize,
+    type_vocab_size: usize,
+    layer_norm_eps: f32,
+    pad_token_id: u32,
+    dtype: Option<String>,
+}
+
+impl AlbertConfig {
+    fn from_file(path: &Path) -> Result<Self> {
+        let value: serde_json::Value = crate::io::read_json(path)?;
+        if !value.is_object() {
+            return Err(InferError::Json {
+                path: path.to_path_buf(),
+                reason: "expected a JSON object".into(),
+            });
+        }
+        let f = ConfigFields { v: &value, path };
+        // Defaults are transformers' AlbertConfig defaults.
+        let vocab_size = f.dim(&["vocab_size"], Some(30000))?;
+        let embedding_size = f.dim(&["embedding_size"], Some(128))?;
+        let hidden_size = f.dim(&["hidden_size"], None)?;
+        let num_hidden_layers = f.dim(&["num_hidden_layers"], None)?;
+        let num_hidden_groups = f.dim(&["num_hidden_groups"], Some(1))?;
+        let inner_group_num = f.dim(&["inner_group_num"], Some(1))?;
+        let num_attention_heads = f.dim(&["num_attention_heads"], None)?;
+        let intermediate_size = f.dim(&["intermediate_size"], None)?;
+        let max_position_embeddings = f.dim(&["max_position_embeddings"], Some(512))?;
+        let type_vocab_size = f.dim(&["type_vocab_size"], Some(2))?;
+        let layer_norm_eps = f.eps("layer_norm_eps", 1e-12)?;
+        let hidden_act = match f.opt_str("hidden_act")?.unwrap_or("gelu_new") {
+            "gelu" => Activation::GeluErf,
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
+            "relu" => Activation::Relu,
+            other => {
+                return Err(f.err(
+                    "hidden_act",
+                    format!("unsupported activation `{other}` (supported: gelu, gelu_new, gelu_pytorch_tanh, relu)"),
+                ))
+            }
+        };
+        if let Some(p) = f.opt_str("position_embedding_type")? {
+            if p != "absolute" {
+                return Err(f.err(
+                    "position_embedding_type",
+                    format!("`{p}` is not supported (this build supports `absolute`)"),
+                ));
+            }
+        }
+        if hidden_size % num_attention_heads != 0 {
+            return Err(f.err(
+                "num_attention_heads",
+                format!("hidden_size {hidden_size} is not a multiple of num_attention_heads {num_attention_heads}"),
+            ));
+        }
+        if num_hidden_groups > num_hidden_layers {
+            return Err(f.err(
+                "num_hidden_groups",
+                format!("{num_hidden_groups} groups for {num_hidden_layers} layers"),
+            ));
+        }
+        Ok(AlbertConfig {
+            pad_token_id: f.pad_token_id(0, vocab_size)?,
+            dtype: f.dtype()?,
+            vocab_size,
+            embedding_size,
+            hidden_size,
+            num_hidden_layers,
+            num_hidden_groups,
+            inner_group_num,
+            num_attention_heads,
+            intermediate_size,
+            hidden_act,
+            max_position_embeddings,
+            type_vocab_size,
+            layer_norm_eps,
+        })
+    }
+
+    /// transformers: `int(i / (num_hidden_layers / num_hidden_groups))`, in Python floats.
+    fn group_of_layer(&self, i: usize) -> usize {
+        let per = self.num_hidden_layers as f64 / self.num_hidden_groups as f64;
+        ((i as f64 / per) as usize).min(self.num_hidden_groups - 1)
+    }
+}
+
+struct Embeddings {
+    /// `[vocab_size, embedding_size]`
+    word: TensorData,
+    /// `[max_position_embeddings, embedding_size]`
+    position: TensorData,
+    /// `[type_vocab_size, embedding_size]`
+    token_type: TensorData,
+    norm: LayerNorm,
+    /// `embedding_size` → `hidden_size`.
+    mapping_in: Linear,
+}
+
+struct Layer {
+    /// q, k, v fused: `[3 * hidden, hidden]`.
+    qkv: Linear,
+    dense: Linear,
+    attn_norm: LayerNorm,
+    ffn: Linear,
+    ffn_output: Linear,
+    out_norm: LayerNorm,
+}
+
+/// An ALBERT encoder.
+pub struct AlbertModel {
+    cfg: AlbertConfig,
+    spec: EncoderSpec,
+    emb: Embeddings,
+    /// `[group][inner layer]`
+    groups: Vec<Vec<Layer>>,
+    prefix: String,
+}
+
+/// Loads an ALBERT encoder from `config` (its `config.json`) and `store`.
+pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<Box<dyn Encoder>> {
+    Ok(Box::new(AlbertModel::load(config, store, be)?))
+}
+
+impl AlbertModel {
+    pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
+        let cfg = AlbertConfig::from_file(config)?;
+        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
+        let (e, h, eps) = (cfg.embedding_size, cfg.hidden_size, cfg.layer_norm_eps);
+        let emb = Embeddings {
+            word: w.get("embeddings.word_embeddings.weight", &[cfg.vocab_size, e])?,
+            position: w.get(
+                "embeddings.position_embeddings.weight",
+                &[cfg.max_position_embeddings, e],
+            )?,
+            token_type: w.get(
+                "embeddings.token_type_embeddings.weight",
+                &[cfg.type_vocab_size, e],
+            )?,
+            norm: LayerNorm::load(&w, "embeddings.LayerNorm", e, eps)?,
+            mapping_in: Linear::load(be, &w, "encoder.embedding_hidden_mapping_in", e, h)?,
+        };
+        let pairs: Vec<(usize, usize)> = (0..cfg.num_hidden_groups)
+            .flat_map(|g| (0..cfg.inner_group_num).map(move |l| (g, l)))
+            .collect();
+        let layers = pairs
+            .into_par_iter()
+            .map(|(g, l)| {
+                let p = format!("encoder.albert_layer_groups.{g}.albert_layers.{l}");
+                Ok(Layer {
+                    qkv: Linear::load_fused(
+                        be,
+                        &w,
+                        &[
+                            &format!("{p}.attention.query"),
+                            &format!("{p}.attention.key"),
+                            &format!("{p}.attention.value"),
+                        ],
+                        h,
+                        h,
+                    )?,
+                    dense: Linear::load(be, &w, &format!("{p}.attention.dense"), h, h)?,
+                    attn_norm: LayerNorm::load(&w, &format!("{p}.attention.LayerNorm"), h, eps)?,
+                    ffn: Linear::load(be, &w, &format!("{p}.ffn"), h, cfg.intermediate_size)?,
+                    ffn_output: Linear::load(
+                        be,
+                        &w,
+                        &format!("{p}.ffn_output"),
+                        cfg.intermediate_size,
+                        h,
+                    )?,
+                    out_norm: LayerNorm::load(&w, &format!("{p}.full_layer_layer_norm"), h, eps)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut it = layers.into_iter();
+        let groups = (0..cfg.num_hidden_groups)
+            .map(|_| it.by_ref().take(cfg.inner_group_num).collect())
+            .collect();
+        let spec = EncoderSpec {
+            architecture: ModelArchitecture::Albert,
+            hidden_size: h,
+            num_hidden_layers: cfg.num_hidden_layers,
+            num_attention_heads: cfg.num_attention_heads,
+            intermediate_size: cfg.intermediate_size,
+            vocab_size: cfg.vocab_size,
+            type_vocab_size: cfg.type_vocab_size,
+            max_sequence_length: cfg.max_position_embeddings,
+            pad_token_id: cfg.pad_token_id,
+            positions: format!("learned absolute (factorized embeddings: {e} → {h})"),
+            attention: format!(
+                "multi-head softmax, post-LayerNorm; {} layers sharing {} group(s) of {} layer(s)",
+                cfg.num_hidden_layers, cfg.num_hidden_groups, cfg.inner_group_num
+            ),
+            ffn: format!("dense + {}", cfg.hidden_act.name()),
+            dtype: cfg.dtype.clone(),
+        };
+        Ok(AlbertModel {
+            spec,
+            emb,
+            groups,
+            prefix: w.prefix().to_string(),
+            cfg,
+        })
+    }
+}
+
+impl Encoder for AlbertModel {
+    fn spec(&self) -> &EncoderSpec {
+        &self.spec
+    }
+
+    fn weight_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn forward(
+        &self,
+        be: &dyn GpuCompute,
+        seqs: &[&[u32]],
+        type_ids: Option<&[&[u32]]>,
+    ) -> Result<Vec<f32>> {
+        let c = &self.cfg;
+        let (e, h) = (c.embedding_size, c.hidden_size);
+        let mut spans = Vec::with_capacity(seqs.len());
+        let mut total = 0;
+        for ids in seqs {
+            spans.push(SeqSpan {
+                start: total,
+                len: ids.len(),
+            });
+            total += ids.len();
+        }
+
+        // Embeddings: (word + token_type) + position, LayerNorm, all `embedding_size` wide.
+        let mut emb = vec![0.0f32; total * e];
+        for (s, ids) in seqs.iter().enumerate() {
+            for (i, &t) in ids.iter().enumerate() {
+                let tt = type_ids.map_or(0, |t| t[s][i]) as usize;
+                let row = &mut emb[(spans[s].start + i) * e..][..e];
+                let wrow = &self.emb.word[t as usize * e..][..e];
+                let trow = &self.emb.token_type[tt * e..][..e];
+                let prow = &self.emb.position[i * e..][..e];
+                for j in 0..e {
+                    row[j] = (wrow[j] + trow[j]) + prow[j];
+                }
+            }
+        }
+        self.emb.norm.forward(be, &mut emb);
+        let mut x = vec![0.0f32; total * h];
+        self.emb.mapping_in.forward(be, &emb, total, &mut x);
+
+        let heads = c.num_attention_heads;
+        let hd = h / heads;
+        let scale = 1.0 / (hd as f32).sqrt();
+        let mut qkv = vec![0.0f32; total * 3 * h];
+        let mut ctx = vec![0.0f32; total * h];
+        let mut tmp = vec![0.0f32; total * h];
+        let mut inter = vec![0.0f32; total * c.intermediate_size];
+        for i in 0..c.num_hidden_layers {
+            for layer in &self.groups[c.group_of_layer(i)] {
+                layer.qkv.forward(be, &x, total, &mut qkv);
+                be.attention(&qkv, &spans, heads, hd, scale, None, &mut ctx);
+                layer.dense.forward(be, &ctx, total, &mut tmp);
+                // transformers: LayerNorm(hidden_states + attn_output).
+                be.add(&mut tmp, &x);
+                layer.attn_norm.forward(be, &mut tmp);
+                std::mem::swap(&mut x, &mut tmp);
+
+                layer.ffn.forward(be, &x, total, &mut inter);
+                be.activation(&mut inter, c.hidden_act);
+                layer.ffn_output.forward(be, &inter, total, &mut tmp);
+                // full_layer_layer_norm(ffn_output + attention_output).
+                be.add(&mut tmp, &x);
+                layer.out_norm.forward(be, &mut tmp);
+                std::mem::swap(&mut x, &mut tmp);
+            }
+        }
+        Ok(x)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn layer_groups_follow_transformers() {
+        // int(i / (5 / 2)) for i in 0..5 = 0, 0, 0, 1, 1; int(i / (12 / 5)) for 12 layers.
+        let cfg = |layers, groups| super::AlbertConfig {
+            vocab_size: 1,
+            embedding_size: 1,
+            hidden_size: 1,
+            num_hidden_layers: layers,
+            num_hidden_groups: groups,
+            inner_group_num: 1,
+            num_attention_heads: 1,
+            intermediate_size: 1,
+            hidden_act: crate::io::config::Activation::Relu,
+            max_position_embeddings: 1,
+            type_vocab_size: 1,
+            layer_norm_eps: 0.0,
+            pad_token_id: 0,
+            dtype: None,
+        };
+        let c = cfg(5, 2);
+        let g: Vec<usize> = (0..5).map(|i| c.group_of_layer(i)).collect();
+        assert_eq!(g, vec![0, 0, 0, 1, 1]);
+        let c = cfg(12, 5);
+        let g: Vec<usize> = (0..12).map(|i| c.group_of_layer(i)).collect();
+        assert_eq!(g, vec![0, 0, 0, 1, 1, 2, 2, 2, 3, 3, 4, 4]);
+    }
 }

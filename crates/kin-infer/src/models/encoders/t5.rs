@@ -1,17 +1,678 @@
-//! T5 and mT5 encoders: RMSNorm, bucketed relative position bias.
+//! T5 and mT5 encoders (`T5EncoderModel`, `MT5EncoderModel`, the encoder half of a full
+//! checkpoint): pre-norm blocks with T5's RMSNorm (no mean, no bias), unscaled attention over
+//! an inner width `d_kv * num_heads` independent of `d_model`, a bucketed relative position
+//! bias computed by the first block and shared by every block, a `relu` / `gelu` or gated
+//! (`gated-gelu` = GeGLU with the tanh GELU, `gated-relu`, `gated-silu`) feed-forward without
+//! biases, and a final RMSNorm.
 //!
-//! Not built yet: loading such a checkpoint is a typed `Unsupported` error.
+//! The batch is packed (no padding rows); the position bias is an [`AttentionBias`] reading a
+//! per-head table over relative distance built once per forward, so a query row gets exactly
+//! the values its own sequence would give it alone.
 
 use crate::error::{InferError, Result};
-use crate::gpu::GpuCompute;
-use crate::io::safetensors::WeightStore;
-use crate::models::Encoder;
+use crate::gpu::{AttentionBias, DeviceMatrix, GpuCompute, SeqSpan};
+use crate::io::config::{Activation, ModelArchitecture};
+use crate::io::safetensors::{TensorData, WeightStore, Weights};
+use crate::kernels::Kernels;
+use crate::models::{Encoder, EncoderSpec};
+use rayon::prelude::*;
 use std::path::Path;
 
-/// Loads a T5 encoder from `config` (its `config.json`) and `store`.
-pub fn load(config: &Path, _store: &WeightStore, _be: &dyn GpuCompute) -> Result<Box<dyn Encoder>> {
-    Err(InferError::Unsupported(format!(
-        "{}: T5 encoders are not supported by this build yet",
-        config.display()
-    )))
+/// Where a checkpoint may nest the encoder (`T5EncoderModel` and full `T5Model` /
+/// `T5ForConditionalGeneration` checkpoints use no prefix).
+const PREFIXES: &[&str] = &["", "t5.", "model.", "transformer."];
+/// Tensor every T5 encoder has; finds the prefix.
+const PROBE: &str = "encoder.block.0.layer.0.SelfAttention.q.weight";
+/// Sequence limit when the config names none (T5 has no position table; 512 is the limit the
+/// T5 tokenizers and sentence-t5 use).
+const DEFAULT_MAX_LEN: usize = 512;
+/// Rows per parallel task for row-wise host work.
+const ROW_CHUNK: usize = 16;
+
+/// Typed field access on a raw `config.json`, so every error names its field. Shared with the
+/// other encoder files that parse their own config.
+pub(crate) struct ConfigFields<'a> {
+    pub v: &'a serde_json::Value,
+    pub path: &'a Path,
+}
+
+impl<'a> ConfigFields<'a> {
+    pub fn err(&self, field: &str, reason: impl Into<String>) -> InferError {
+        InferError::Config {
+            path: self.path.to_path_buf(),
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    fn get(&self, field: &str) -> Option<&'a serde_json::Value> {
+        match self.v.get(field) {
+            None | Some(serde_json::Value::Null) => None,
+            Some(x) => Some(x),
+        }
+    }
+
+    /// The first present of `names` (the Hub spelling first, then aliases), as an integer.
+    pub fn opt_usize_any(&self, names: &[&str]) -> Result<Option<usize>> {
+        for n in names {
+            if let Some(x) = self.get(n) {
+                return x.as_u64().map(|v| Some(v as usize)).ok_or_else(|| {
+                    self.err(n, format!("expected a non-negative integer, found {x}"))
+                });
+            }
+        }
+        Ok(None)
+    }
+
+    /// A positive integer within `1..=2^24` (first present of `names`, else `default`).
+    pub fn dim(&self, names: &[&str], default: Option<usize>) -> Result<usize> {
+        match (self.opt_usize_any(names)?, default) {
+            (Some(v), _) | (None, Some(v)) => {
+                if v == 0 || v > (1 << 24) {
+                    Err(self.err(names[0], format!("value {v} is out of range")))
+                } else {
+                    Ok(v)
+                }
+            }
+            (None, None) => Err(self.err(names[0], "missing")),
+        }
+    }
+
+    pub fn opt_str(&self, field: &str) -> Result<Option<&'a str>> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(x) => x
+                .as_str()
+                .map(Some)
+                .ok_or_else(|| self.err(field, format!("expected a string, found {x}"))),
+        }
+    }
+
+    /// A finite, non-negative epsilon.
+    pub fn eps(&self, field: &str, default: f64) -> Result<f32> {
+        let v = match self.get(field) {
+            None => default,
+            Some(x) => x
+                .as_f64()
+                .ok_or_else(|| self.err(field, format!("expected a number, found {x}")))?,
+        };
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(self.err(field, "must be finite and >= 0"));
+        }
+        Ok(v as f32)
+    }
+
+    /// `dtype` (transformers 5.x) or `torch_dtype` (the Hub's older spelling).
+    pub fn dtype(&self) -> Result<Option<String>> {
+        Ok(self
+            .opt_str("dtype")?
+            .or(self.opt_str("torch_dtype")?)
+            .map(String::from))
+    }
+
+    /// `pad_token_id` (default `default`), checked against the vocabulary.
+    pub fn pad_token_id(&self, default: usize, vocab: usize) -> Result<u32> {
+        let pad = self.opt_usize_any(&["pad_token_id"])?.unwrap_or(default);
+        if pad >= vocab {
+            return Err(self.err(
+                "pad_token_id",
+                format!("{pad} is outside the vocabulary (size {vocab})"),
+            ));
+        }
+        Ok(pad as u32)
+    }
+}
+
+/// The feed-forward activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FfnAct {
+    Relu,
+    GeluErf,
+    GeluTanh,
+    Silu,
+}
+
+impl FfnAct {
+    fn name(self) -> &'static str {
+        match self {
+            FfnAct::Relu => "relu",
+            FfnAct::GeluErf => "gelu (erf)",
+            FfnAct::GeluTanh => "gelu (tanh)",
+            FfnAct::Silu => "silu",
+        }
+    }
+
+    fn apply(self, be: &dyn GpuCompute, x: &mut [f32]) {
+        match self {
+            FfnAct::Relu => be.activation(x, Activation::Relu),
+            FfnAct::GeluErf => be.activation(x, Activation::GeluErf),
+            FfnAct::GeluTanh => be.activation(x, Activation::GeluTanh),
+            FfnAct::Silu => {
+                let k = be.host_kernels();
+                x.par_chunks_mut(4096).for_each(|c| k.silu(c));
+            }
+        }
+    }
+}
+
+/// A validated T5 / mT5 encoder config.
+#[derive(Clone, Debug)]
+struct T5Config {
+    architecture: ModelArchitecture,
+    vocab_size: usize,
+    d_model: usize,
+    d_kv: usize,
+    num_heads: usize,
+    d_ff: usize,
+    num_layers: usize,
+    num_buckets: usize,
+    max_distance: usize,
+    eps: f32,
+    act: FfnAct,
+    gated: bool,
+    feed_forward_proj: String,
+    pad_token_id: u32,
+    max_len: usize,
+    dtype: Option<String>,
+}
+
+impl T5Config {
+    fn from_file(path: &Path) -> Result<Self> {
+        let value: serde_json::Value = crate::io::read_json(path)?;
+        if !value.is_object() {
+            return Err(InferError::Json {
+                path: path.to_path_buf(),
+                reason: "expected a JSON object".into(),
+            });
+        }
+        let architecture = ModelArchitecture::detect(path)?;
+        let f = ConfigFields { v: &value, path };
+        // transformers' attribute_map aliases are accepted after the T5 names.
+        let vocab_size = f.dim(&["vocab_size"], None)?;
+        let d_model = f.dim(&["d_model", "hidden_size"], None)?;
+        let d_kv = f.dim(&["d_kv", "head_dim"], None)?;
+        let num_heads = f.dim(&["num_heads", "num_attention_heads"], None)?;
+        let d_ff = f.dim(&["d_ff"], None)?;
+        let num_layers = f.dim(&["num_layers", "num_hidden_layers"], None)?;
+        let num_buckets = f.dim(&["relative_attention_num_buckets"], Some(32))?;
+        let max_distance = f.dim(&["relative_attention_max_distance"], Some(128))?;
+        let eps = f.eps("layer_norm_epsilon", 1e-6)?;
+        let proj = f
+            .opt_str("feed_forward_proj")?
+            .unwrap_or("relu")
+            .to_string();
+        let parts: Vec<&str> = proj.split('-').collect();
+        let gated = parts[0] == "gated";
+        if parts.len() > 2 || (parts.len() == 2 && !gated) {
+            return Err(f.err(
+                "feed_forward_proj",
+                format!("`{proj}` is not of the form `ACT` or `gated-ACT`"),
+            ));
+        }
+        let act = match (proj.as_str(), *parts.last().unwrap_or(&"")) {
+            // transformers maps `gated-gelu` to gelu_new for backward compatibility.
+            ("gated-gelu", _) => FfnAct::GeluTanh,
+            (_, "relu") => FfnAct::Relu,
+            (_, "gelu") => FfnAct::GeluErf,
+            (_, "gelu_new") | (_, "gelu_pytorch_tanh") => FfnAct::GeluTanh,
+            (_, "silu") | (_, "swish") => FfnAct::Silu,
+            (_, other) => {
+                return Err(f.err(
+                    "feed_forward_proj",
+                    format!("unsupported activation `{other}` (supported: relu, gelu, gelu_new, gelu_pytorch_tanh, silu, each optionally `gated-`)"),
+                ))
+            }
+        };
+        // Buckets: half per direction, half of those exact, the rest logarithmic up to
+        // max_distance, which must lie past the exact range.
+        let max_exact = num_buckets / 4;
+        if num_buckets < 4 {
+            return Err(f.err(
+                "relative_attention_num_buckets",
+                format!("{num_buckets} is too small (at least 4)"),
+            ));
+        }
+        if max_distance <= max_exact {
+            return Err(f.err(
+                "relative_attention_max_distance",
+                format!("{max_distance} must exceed the {max_exact} exact buckets per direction"),
+            ));
+        }
+        if value.get("is_decoder") == Some(&serde_json::Value::Bool(true)) {
+            return Err(InferError::Unsupported(format!(
+                "{}: a T5 decoder config (is_decoder: true); only encoders are supported",
+                path.display()
+            )));
+        }
+        let max_len = f.dim(&["n_positions"], Some(DEFAULT_MAX_LEN))?;
+        Ok(T5Config {
+            architecture,
+            vocab_size,
+            d_model,
+            d_kv,
+            num_heads,
+            d_ff,
+            num_layers,
+            num_buckets,
+            max_distance,
+            eps,
+            act,
+            gated,
+            feed_forward_proj: proj,
+            pad_token_id: f.pad_token_id(0, vocab_size)?,
+            max_len,
+            dtype: f.dtype()?,
+        })
+    }
+
+    fn inner(&self) -> usize {
+        self.d_kv * self.num_heads
+    }
+}
+
+/// A torch `Linear` without bias (`[out, in]` weight), prepared by the backend.
+struct Proj {
+    w: DeviceMatrix,
+}
+
+impl Proj {
+    /// Loads and fuses `{name}.weight` of every name (each `[out_dim, in_dim]`).
+    fn load(
+        be: &dyn GpuCompute,
+        w: &Weights,
+        names: &[String],
+        in_dim: usize,
+        out_dim: usize,
+    ) -> Result<Self> {
+        let tensors = names
+            .iter()
+            .map(|n| w.get(&format!("{n}.weight"), &[out_dim, in_dim]))
+            .collect::<Result<Vec<_>>>()?;
+        let parts: Vec<&[f32]> = tensors.iter().map(|t| t.as_slice()).collect();
+        Ok(Proj {
+            w: be.prepare_matrix(&parts, in_dim),
+        })
+    }
+
+    fn forward(&self, be: &dyn GpuCompute, x: &[f32], rows: usize, out: &mut [f32]) {
+        be.linear(x, rows, &self.w, None, out);
+    }
+}
+
+/// T5's RMSNorm: `w * (x * 1/sqrt(mean(x²) + eps))`, no mean subtraction, no bias.
+struct RmsNorm {
+    weight: Vec<f32>,
+    eps: f32,
+}
+
+impl RmsNorm {
+    fn load(w: &Weights, name: &str, dim: usize, eps: f32) -> Result<Self> {
+        Ok(RmsNorm {
+            weight: w.get(&format!("{name}.weight"), &[dim])?.to_vec(),
+            eps,
+        })
+    }
+
+    /// Normalizes each row of `src` into `dst` (same shape).
+    fn forward(&self, k: &Kernels, src: &[f32], dst: &mut [f32]) {
+        let width = self.weight.len();
+        dst.par_chunks_mut(width * ROW_CHUNK)
+            .zip(src.par_chunks(width * ROW_CHUNK))
+            .for_each(|(d, s)| {
+                for (drow, srow) in d.chunks_exact_mut(width).zip(s.chunks_exact(width)) {
+                    rms_row(k, srow, &self.weight, self.eps, drow);
+                }
+            });
+    }
+}
+
+/// One row: the mean of squares is the canonical dot product over the width; then two
+/// roundings per element as torch (`x * inv`, then `w * that`).
+fn rms_row(k: &Kernels, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let var = k.dot(x, x) / x.len() as f32;
+    let inv = 1.0 / (var + eps).sqrt();
+    for ((o, &xv), &wv) in out.iter_mut().zip(x).zip(w) {
+        *o = wv * (xv * inv);
+    }
+}
+
+struct Block {
+    attn_norm: RmsNorm,
+    /// q, k, v fused: `[3 * inner, d_model]`.
+    qkv: Proj,
+    o: Proj,
+    ff_norm: RmsNorm,
+    /// `wi` (plain) or `wi_0` (gated: the activated half).
+    wi: Proj,
+    /// `wi_1`, the linear half of a gated feed-forward.
+    wi_1: Option<Proj>,
+    wo: Proj,
+}
+
+/// A T5 / mT5 encoder.
+pub struct T5Encoder {
+    cfg: T5Config,
+    spec: EncoderSpec,
+    /// `[vocab_size, d_model]`, usually borrowed from the map.
+    embed: TensorData,
+    /// `[num_buckets, num_heads]` from the first block.
+    rel_bias: Vec<f32>,
+    /// Bucket of each absolute relative distance `0..max_distance` for a key before the query
+    /// (one after it adds `num_buckets / 2`); distances past the table take the last bucket.
+    buckets: Vec<usize>,
+    blocks: Vec<Block>,
+    final_norm: RmsNorm,
+    prefix: String,
+}
+
+/// Loads a T5 / mT5 encoder from `config` (its `config.json`) and `store`.
+pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<Box<dyn Encoder>> {
+    Ok(Box::new(T5Encoder::load(config, store, be)?))
+}
+
+impl T5Encoder {
+    pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
+        let cfg = T5Config::from_file(config)?;
+        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
+        let (h, inner, ff, eps) = (cfg.d_model, cfg.inner(), cfg.d_ff, cfg.eps);
+        // Tied checkpoints hold `shared.weight`; some keep only the encoder's copy.
+        let embed_name =
+            if w.contains("shared.weight") || !w.contains("encoder.embed_tokens.weight") {
+                "shared.weight"
+            } else {
+                "encoder.embed_tokens.weight"
+            };
+        let embed = w.get(embed_name, &[cfg.vocab_size, h])?;
+        let rel_bias = w
+            .get(
+                "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+                &[cfg.num_buckets, cfg.num_heads],
+            )?
+            .to_vec();
+        let blocks = (0..cfg.num_layers)
+            .into_par_iter()
+            .map(|i| {
+                let p = format!("encoder.block.{i}.layer");
+                let a = format!("{p}.0.SelfAttention");
+                let d = format!("{p}.1.DenseReluDense");
+                let (wi, wi_1) = if cfg.gated {
+                    (
+                        Proj::load(be, &w, &[format!("{d}.wi_0")], h, ff)?,
+                        Some(Proj::load(be, &w, &[format!("{d}.wi_1")], h, ff)?),
+                    )
+                } else {
+                    (Proj::load(be, &w, &[format!("{d}.wi")], h, ff)?, None)
+                };
+                Ok(Block {
+                    attn_norm: RmsNorm::load(&w, &format!("{p}.0.layer_norm"), h, eps)?,
+                    qkv: Proj::load(
+                        be,
+                        &w,
+                        &[format!("{a}.q"), format!("{a}.k"), format!("{a}.v")],
+                        h,
+                        inner,
+                    )?,
+                    o: Proj::load(be, &w, &[format!("{a}.o")], inner, h)?,
+                    ff_norm: RmsNorm::load(&w, &format!("{p}.1.layer_norm"), h, eps)?,
+                    wi,
+                    wi_1,
+                    wo: Proj::load(be, &w, &[format!("{d}.wo")], ff, h)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let final_norm = RmsNorm::load(&w, "encoder.final_layer_norm", h, eps)?;
+        let buckets = (0..cfg.max_distance)
+            .map(|n| bucket_of_distance(n, cfg.num_buckets, cfg.max_distance))
+            .collect();
+        let ffn = if cfg.gated {
+            let glu = match cfg.act {
+                FfnAct::GeluTanh | FfnAct::GeluErf => "GeGLU",
+                FfnAct::Relu => "ReGLU",
+                FfnAct::Silu => "SwiGLU",
+            };
+            format!(
+                "{glu}: {}(x·wi_0) × (x·wi_1), no biases [{}]",
+                cfg.act.name(),
+                cfg.feed_forward_proj
+            )
+        } else {
+            format!(
+                "dense + {}, no biases [{}]",
+                cfg.act.name(),
+                cfg.feed_forward_proj
+            )
+        };
+        let spec = EncoderSpec {
+            architecture: cfg.architecture,
+            hidden_size: h,
+            num_hidden_layers: cfg.num_layers,
+            num_attention_heads: cfg.num_heads,
+            intermediate_size: ff,
+            vocab_size: cfg.vocab_size,
+            type_vocab_size: 1,
+            max_sequence_length: cfg.max_len,
+            pad_token_id: cfg.pad_token_id,
+            positions: format!(
+                "relative (T5 buckets: {}, max distance {}; bias from block 0, shared)",
+                cfg.num_buckets, cfg.max_distance
+            ),
+            attention: format!(
+                "multi-head softmax, unscaled, {} heads × d_kv {} (inner {}), pre-RMSNorm",
+                cfg.num_heads, cfg.d_kv, inner
+            ),
+            ffn,
+            dtype: cfg.dtype.clone(),
+        };
+        Ok(T5Encoder {
+            spec,
+            embed,
+            rel_bias,
+            buckets,
+            blocks,
+            final_norm,
+            prefix: w.prefix().to_string(),
+            cfg,
+        })
+    }
+
+    /// The bucket of `key - query`.
+    fn bucket(&self, rel: isize) -> usize {
+        let n = rel.unsigned_abs();
+        let b = self
+            .buckets
+            .get(n)
+            .copied()
+            .unwrap_or(self.cfg.num_buckets / 2 - 1);
+        if rel > 0 {
+            b + self.cfg.num_buckets / 2
+        } else {
+            b
+        }
+    }
+}
+
+/// transformers' `_relative_position_bucket` (bidirectional) for `|key - query| = n`, without
+/// the direction offset. The logarithmic branch reproduces torch's float32 arithmetic
+/// (`f32(ln(f32(n) / f32(max_exact)))  / f32(ln(max_distance / max_exact)) * f32(...)`,
+/// truncated); the logarithm comes from [`ln_f64`] rounded to f32, not the platform's libm, so
+/// the table is the same everywhere (checked against torch for every distance below 3000 over
+/// bucket counts 4..256 and max distances 2..1024 when this was written).
+fn bucket_of_distance(n: usize, num_buckets: usize, max_distance: usize) -> usize {
+    let half = num_buckets / 2;
+    let max_exact = half / 2;
+    if n < max_exact {
+        return n;
+    }
+    let ratio = n as f32 / max_exact as f32;
+    let log = ln_f64(ratio as f64) as f32;
+    let denom = ln_f64(max_distance as f64 / max_exact as f64) as f32;
+    let v = (log / denom) * (half - max_exact) as f32;
+    (max_exact + v as usize).min(half - 1)
+}
+
+/// Natural logarithm of a positive finite `x` in f64, platform-independent: `x = m·2^e` with
+/// `m` in [√½, √2), `ln m = 2·atanh(s)`, `s = (m-1)/(m+1)`, |s| ≤ 0.172, summed to 1e-19.
+fn ln_f64(x: f64) -> f64 {
+    debug_assert!(x > 0.0 && x.is_finite());
+    const LN2: f64 = std::f64::consts::LN_2;
+    let bits = x.to_bits();
+    let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let mut m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
+    if m > std::f64::consts::SQRT_2 {
+        m /= 2.0;
+        e += 1;
+    }
+    let s = (m - 1.0) / (m + 1.0);
+    let s2 = s * s;
+    let mut term = s;
+    let mut sum = 0.0;
+    for k in 0..14 {
+        sum += term / (2 * k + 1) as f64;
+        term *= s2;
+    }
+    2.0 * sum + e as f64 * LN2
+}
+
+/// The position bias of one forward: per head, a row over relative distance
+/// `-(max_len-1) ..= max_len-1`, so a query's bias row is one contiguous slice.
+struct RelBias<'a> {
+    k: &'a Kernels,
+    /// `[heads][2 * max_len - 1]`
+    table: Vec<f32>,
+    max_len: usize,
+}
+
+impl AttentionBias for RelBias<'_> {
+    fn add_row(&self, _seq: usize, head: usize, i: usize, scores: &mut [f32]) {
+        let width = 2 * self.max_len - 1;
+        // key j has relative distance j - i, at column (j - i) + max_len - 1.
+        let start = head * width + self.max_len - 1 - i;
+        self.k.add(scores, &self.table[start..start + scores.len()]);
+    }
+}
+
+impl Encoder for T5Encoder {
+    fn spec(&self) -> &EncoderSpec {
+        &self.spec
+    }
+
+    fn weight_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn forward(
+        &self,
+        be: &dyn GpuCompute,
+        seqs: &[&[u32]],
+        _type_ids: Option<&[&[u32]]>,
+    ) -> Result<Vec<f32>> {
+        let c = &self.cfg;
+        let h = c.d_model;
+        let inner = c.inner();
+        let k = be.host_kernels();
+        let mut spans = Vec::with_capacity(seqs.len());
+        let mut total = 0;
+        for ids in seqs {
+            spans.push(SeqSpan {
+                start: total,
+                len: ids.len(),
+            });
+            total += ids.len();
+        }
+        let max_len = spans.iter().map(|s| s.len).max().unwrap_or(0);
+        if total == 0 {
+            return Ok(Vec::new());
+        }
+
+        // The bias table depends only on relative distance: the same values for every
+        // sequence, whatever the longest one in the batch.
+        let width = 2 * max_len - 1;
+        let mut table = vec![0.0f32; c.num_heads * width];
+        for col in 0..width {
+            let b = self.bucket(col as isize - (max_len as isize - 1));
+            for head in 0..c.num_heads {
+                table[head * width + col] = self.rel_bias[b * c.num_heads + head];
+            }
+        }
+        let bias = RelBias { k, table, max_len };
+
+        let mut x = vec![0.0f32; total * h];
+        for (row, &t) in x
+            .chunks_exact_mut(h)
+            .zip(seqs.iter().flat_map(|s| s.iter()))
+        {
+            row.copy_from_slice(&self.embed[t as usize * h..][..h]);
+        }
+
+        let mut normed = vec![0.0f32; total * h];
+        let mut qkv = vec![0.0f32; total * 3 * inner];
+        let mut ctx = vec![0.0f32; total * inner];
+        let mut tmp = vec![0.0f32; total * h];
+        let mut gate = vec![0.0f32; total * c.d_ff];
+        let mut lin = if c.gated {
+            vec![0.0f32; total * c.d_ff]
+        } else {
+            Vec::new()
+        };
+        for b in &self.blocks {
+            b.attn_norm.forward(k, &x, &mut normed);
+            b.qkv.forward(be, &normed, total, &mut qkv);
+            be.attention(
+                &qkv,
+                &spans,
+                c.num_heads,
+                c.d_kv,
+                1.0,
+                Some(&bias),
+                &mut ctx,
+            );
+            b.o.forward(be, &ctx, total, &mut tmp);
+            be.add(&mut x, &tmp);
+
+            b.ff_norm.forward(k, &x, &mut normed);
+            b.wi.forward(be, &normed, total, &mut gate);
+            c.act.apply(be, &mut gate);
+            if let Some(wi_1) = &b.wi_1 {
+                wi_1.forward(be, &normed, total, &mut lin);
+                gate.par_chunks_mut(4096)
+                    .zip(lin.par_chunks(4096))
+                    .for_each(|(g, l)| g.iter_mut().zip(l).for_each(|(a, b)| *a *= b));
+            }
+            b.wo.forward(be, &gate, total, &mut tmp);
+            be.add(&mut x, &tmp);
+        }
+        self.final_norm.forward(k, &x, &mut normed);
+        Ok(normed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ln_matches_std_to_an_ulp_or_two() {
+        for &x in &[0.5, 1.0, 1.5, 2.0, 3.0, 16.0, 1e-3, 12345.678, 0.999999] {
+            let a = ln_f64(x);
+            let b = f64::ln(x);
+            assert!(
+                (a - b).abs() <= 4.0 * f64::EPSILON * b.abs().max(1.0),
+                "{x}: {a} {b}"
+            );
+        }
+    }
+
+    #[test]
+    fn buckets_match_transformers() {
+        // torch: T5Attention._relative_position_bucket(-arange(0, 38), True, 32, 128) and
+        // (-arange(0, 12), True, 16, 8): keys before the query, no direction offset.
+        let want_32_128 = vec![
+            0, 1, 2, 3, 4, 5, 6, 7, 8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11,
+            11, 11, 11, 11, 11, 11, 12, 12, 12, 12, 12, 12,
+        ];
+        let got: Vec<usize> = (0..38).map(|n| bucket_of_distance(n, 32, 128)).collect();
+        assert_eq!(got, want_32_128);
+        let got: Vec<usize> = (0..12).map(|n| bucket_of_distance(n, 16, 8)).collect();
+        assert_eq!(got, vec![0, 1, 2, 3, 4, 5, 6, 7, 7, 7, 7, 7]);
+    }
 }
