@@ -116,8 +116,15 @@ def test_golden_format():
         cfg = json.load(open(os.path.join(d, "config.json")))
         pool = json.load(open(os.path.join(d, "1_Pooling", "config.json")))
         modes = sum(1 for k, v in pool.items() if k.startswith("pooling_mode_") and v is True)
+        # T5/mT5 write d_model, nomic-bert (original layout) n_embd
+        hidden = next(cfg[k] for k in ("hidden_size", "d_model", "n_embd") if k in cfg)
+        dim = modes * hidden
+        # sentence-transformers Dense modules change the embedding width.
+        for m in json.load(open(os.path.join(d, "modules.json"))):
+            if m["type"].rsplit(".", 1)[-1] == "Dense":
+                dim = json.load(open(os.path.join(d, m["path"], "config.json")))["out_features"]
         p = os.path.join(d, "golden.json")
-        check_golden_doc(p, json.load(open(p, encoding="utf-8")), cfg["hidden_size"], modes * cfg["hidden_size"])
+        check_golden_doc(p, json.load(open(p, encoding="utf-8")), hidden, dim)
     for p in sorted(glob.glob(os.path.join(GOLDEN_DIR, "*.json"))):
         check_golden_doc(p, json.load(open(p, encoding="utf-8")))
 
@@ -199,10 +206,14 @@ def _regenerated_fixtures():
     import shutil
 
     import gen_fixtures
+    import gen_fixtures_albert_t5
+    import gen_fixtures_nomic_jina
 
     tmp = tempfile.mkdtemp(prefix="kin-fixtures-")
     atexit.register(shutil.rmtree, tmp, True)
     gen_fixtures.main(["--out", tmp])
+    gen_fixtures_albert_t5.main(["--out", tmp])
+    gen_fixtures_nomic_jina.main(["--out", tmp])
     return tmp
 
 
@@ -211,10 +222,12 @@ def test_fixtures_regenerate():
     if missing:
         skip(f"torch stack not importable ({missing}); pip install -r python/requirements.txt")
     import gen_fixtures
+    import gen_fixtures_albert_t5
+    import gen_fixtures_nomic_jina
 
     fresh_root = _regenerated_fixtures()
     problems = []
-    for fx in gen_fixtures.FIXTURES:
+    for fx in gen_fixtures.FIXTURES + gen_fixtures_albert_t5.FIXTURES + gen_fixtures_nomic_jina.FIXTURES:
         committed = os.path.join(FIXTURES, fx["name"])
         if not os.path.isdir(committed):
             problems.append(f"{fx['name']}: not committed")
