@@ -196,6 +196,7 @@ pub fn describe(a: DescribeArgs) -> Result<u8> {
         "shards": info.shards,
         "weight_prefix": info.weight_prefix,
         "pooling": e.pooling().name(),
+        "dense": if e.dense().is_empty() { "none".to_string() } else { e.dense().iter().map(|d| d.describe()).collect::<Vec<_>>().join("; ") },
         "normalize": e.normalize(),
         "embedding_dim": e.dim(),
         "tokenizer": tokenizer,
