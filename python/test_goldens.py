@@ -207,6 +207,7 @@ def _regenerated_fixtures():
 
     import gen_fixtures
     import gen_fixtures_albert_t5
+    import gen_fixtures_deberta
     import gen_fixtures_nomic_jina
 
     tmp = tempfile.mkdtemp(prefix="kin-fixtures-")
@@ -214,6 +215,7 @@ def _regenerated_fixtures():
     gen_fixtures.main(["--out", tmp])
     gen_fixtures_albert_t5.main(["--out", tmp])
     gen_fixtures_nomic_jina.main(["--out", tmp])
+    gen_fixtures_deberta.main(["--out", tmp])
     return tmp
 
 
@@ -223,11 +225,12 @@ def test_fixtures_regenerate():
         skip(f"torch stack not importable ({missing}); pip install -r python/requirements.txt")
     import gen_fixtures
     import gen_fixtures_albert_t5
+    import gen_fixtures_deberta
     import gen_fixtures_nomic_jina
 
     fresh_root = _regenerated_fixtures()
     problems = []
-    for fx in gen_fixtures.FIXTURES + gen_fixtures_albert_t5.FIXTURES + gen_fixtures_nomic_jina.FIXTURES:
+    for fx in gen_fixtures.FIXTURES + gen_fixtures_albert_t5.FIXTURES + gen_fixtures_nomic_jina.FIXTURES + gen_fixtures_deberta.FIXTURES:
         committed = os.path.join(FIXTURES, fx["name"])
         if not os.path.isdir(committed):
             problems.append(f"{fx['name']}: not committed")

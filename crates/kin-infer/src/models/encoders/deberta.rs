@@ -1,17 +1,607 @@
-//! DeBERTa v1 and v2/v3: disentangled attention over relative positions.
+//! DeBERTa (v1, `model_type: deberta`) and DeBERTa-v2/v3 (`deberta-v2`): disentangled
+//! attention over relative positions, post-LayerNorm blocks, GELU feed-forward.
 //!
-//! Not built yet: loading such a checkpoint is a typed `Unsupported` error.
+//! - Embeddings: `(word + position?) + token_type?`, optional `embed_proj`, LayerNorm (the
+//!   attention-mask multiply that follows is the identity on a packed batch: no pad rows).
+//! - Attention scores: `q·k + c2p + p2c`, all over `sqrt(head_dim · scale_factor)` with
+//!   `scale_factor = 1 + |pos_att_type|` (see [`attention`] for the terms and their order).
+//!   v1 fuses q, k, v into `in_proj` (rows interleaved per head, no bias) with separate
+//!   `q_bias` / `v_bias`, and clamps relative positions at `max_relative_positions`; v2 has
+//!   `query_proj`/`key_proj`/`value_proj`, log buckets (`position_buckets`), `share_att_key`
+//!   (the position projections reuse key/query), `norm_rel_ebd: layer_norm`, and an optional
+//!   convolution after the first layer (`conv_kernel_size`, `conv_act`, `conv_groups`).
+//! - The relative tables (`pos_proj(rel_embeddings)` etc.) depend only on weights: computed
+//!   once at load, per layer.
+//!
+//! The batch is packed and every term is computed per (sequence, head) from that sequence's
+//! own rows, relative positions depend only on `i - j`: a sequence's output never depends
+//! on its neighbours.
 
-use crate::error::{InferError, Result};
-use crate::gpu::GpuCompute;
-use crate::io::safetensors::WeightStore;
-use crate::models::Encoder;
+mod attention;
+mod config;
+
+use crate::error::Result;
+use crate::gpu::{DeviceMatrix, GpuCompute, SeqSpan};
+use crate::io::safetensors::{TensorData, WeightStore, Weights};
+use crate::models::{Encoder, EncoderSpec};
+use crate::nn::{LayerNorm, Linear};
+use attention::{BiasParams, DisentangledBias, RelIndex, RelTables};
+use config::{spec_of, ConvConfig, DebertaConfig};
+use rayon::prelude::*;
 use std::path::Path;
 
+/// Where DeBERTa checkpoints keep the encoder (`DebertaForMaskedLM` etc. nest it).
+const PREFIXES: &[&str] = &["", "deberta.", "model.", "encoder_model."];
+/// Tensor every checkpoint of the family holds; used to find the weight prefix.
+const PROBE: &str = "embeddings.word_embeddings.weight";
+/// Disentangled-bias floats held at once (per chunk of sequences): 32 MiB.
+const BIAS_BUDGET: usize = 1 << 23;
+
+/// `y = x · Wᵀ (+ b)`, for the projections `nn::Linear` does not cover (no bias, reordered).
+struct Proj {
+    w: DeviceMatrix,
+    bias: Option<Vec<f32>>,
+}
+
+impl Proj {
+    fn forward(&self, be: &dyn GpuCompute, x: &[f32], rows: usize, out: &mut [f32]) {
+        be.linear(x, rows, &self.w, self.bias.as_deref(), out);
+    }
+}
+
+enum Qkv {
+    /// v1 `in_proj` regrouped to `[q | k | v]` with bias `[q_bias | 0 | v_bias]`.
+    Fused(Proj),
+    /// v2 `query_proj`, `key_proj`, `value_proj`.
+    Separate(Linear),
+}
+
+impl Qkv {
+    fn forward(&self, be: &dyn GpuCompute, x: &[f32], rows: usize, out: &mut [f32]) {
+        match self {
+            Qkv::Fused(p) => p.forward(be, x, rows, out),
+            Qkv::Separate(l) => l.forward(be, x, rows, out),
+        }
+    }
+}
+
+struct Layer {
+    qkv: Qkv,
+    rel: RelTables,
+    attn_out: Linear,
+    attn_norm: LayerNorm,
+    intermediate: Linear,
+    output: Linear,
+    out_norm: LayerNorm,
+}
+
+struct Embeddings {
+    /// `[vocab_size, embedding_size]`
+    word: TensorData,
+    /// `[max_position_embeddings, embedding_size]` when `position_biased_input`.
+    position: Option<TensorData>,
+    /// `[type_vocab_size, embedding_size]` when `type_vocab_size > 0`.
+    token_type: Option<TensorData>,
+    /// `embedding_size -> hidden_size` when they differ.
+    proj: Option<Proj>,
+    norm: LayerNorm,
+}
+
+/// The v2 convolution after the first layer, one GEMM per group over im2col rows.
+struct Conv {
+    cfg: ConvConfig,
+    /// Per group `[hidden/groups outputs, kernel · hidden/groups]`, columns `(tap, channel)`.
+    groups: Vec<Proj>,
+    norm: LayerNorm,
+}
+
+/// A DeBERTa / DeBERTa-v2 encoder.
+pub struct DebertaModel {
+    cfg: DebertaConfig,
+    spec: EncoderSpec,
+    emb: Embeddings,
+    layers: Vec<Layer>,
+    conv: Option<Conv>,
+    index: RelIndex,
+    prefix: String,
+    /// Disentangled-bias floats held at once ([`BIAS_BUDGET`]; smaller in tests).
+    bias_budget: usize,
+}
+
 /// Loads a DeBERTa encoder from `config` (its `config.json`) and `store`.
-pub fn load(config: &Path, _store: &WeightStore, _be: &dyn GpuCompute) -> Result<Box<dyn Encoder>> {
-    Err(InferError::Unsupported(format!(
-        "{}: DeBERTa encoders are not supported by this build yet",
-        config.display()
-    )))
+pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<Box<dyn Encoder>> {
+    let cfg = DebertaConfig::from_file(config)?;
+    Ok(Box::new(DebertaModel::load(cfg, store, be)?))
+}
+
+impl DebertaModel {
+    fn load(cfg: DebertaConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
+        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
+        let h = cfg.hidden_size;
+        let e = cfg.embedding_size;
+        let eps = cfg.layer_norm_eps;
+        let emb = Embeddings {
+            word: w.get(PROBE, &[cfg.vocab_size, e])?,
+            position: if cfg.position_biased_input {
+                Some(w.get(
+                    "embeddings.position_embeddings.weight",
+                    &[cfg.max_position_embeddings, e],
+                )?)
+            } else {
+                None
+            },
+            token_type: if cfg.type_vocab_size > 0 {
+                Some(w.get(
+                    "embeddings.token_type_embeddings.weight",
+                    &[cfg.type_vocab_size, e],
+                )?)
+            } else {
+                None
+            },
+            proj: if e != h {
+                let t = w.get("embeddings.embed_proj.weight", &[h, e])?;
+                Some(Proj {
+                    w: be.prepare_matrix(&[&t], e),
+                    bias: None,
+                })
+            } else {
+                None
+            },
+            norm: LayerNorm::load(&w, "embeddings.LayerNorm", h, eps)?,
+        };
+
+        // The relative embedding table, LayerNorm'ed once (v2 `norm_rel_ebd`).
+        let span = cfg.span();
+        let rel_embeddings = if cfg.disentangled() {
+            let mut t = w
+                .get("encoder.rel_embeddings.weight", &[2 * span, h])?
+                .to_vec();
+            if cfg.norm_rel_ebd {
+                LayerNorm::load(&w, "encoder.LayerNorm", h, eps)?.forward(be, &mut t);
+            }
+            Some(t)
+        } else {
+            None
+        };
+        let scale = cfg.scale();
+
+        let layers = (0..cfg.num_hidden_layers)
+            .into_par_iter()
+            .map(|i| {
+                let p = format!("encoder.layer.{i}");
+                let a = format!("{p}.attention.self");
+                let qkv = if cfg.v2 {
+                    Qkv::Separate(Linear::load_fused(
+                        be,
+                        &w,
+                        &[
+                            &format!("{a}.query_proj"),
+                            &format!("{a}.key_proj"),
+                            &format!("{a}.value_proj"),
+                        ],
+                        h,
+                        h,
+                    )?)
+                } else {
+                    Qkv::Fused(load_in_proj(be, &w, &a, h, cfg.num_attention_heads)?)
+                };
+                let rel = match &rel_embeddings {
+                    Some(t) => rel_tables(&cfg, be, &w, &a, &qkv, t, scale)?,
+                    None => RelTables {
+                        pos_key: None,
+                        pos_query: None,
+                    },
+                };
+                Ok(Layer {
+                    qkv,
+                    rel,
+                    attn_out: Linear::load(be, &w, &format!("{p}.attention.output.dense"), h, h)?,
+                    attn_norm: LayerNorm::load(
+                        &w,
+                        &format!("{p}.attention.output.LayerNorm"),
+                        h,
+                        eps,
+                    )?,
+                    intermediate: Linear::load(
+                        be,
+                        &w,
+                        &format!("{p}.intermediate.dense"),
+                        h,
+                        cfg.intermediate_size,
+                    )?,
+                    output: Linear::load(
+                        be,
+                        &w,
+                        &format!("{p}.output.dense"),
+                        cfg.intermediate_size,
+                        h,
+                    )?,
+                    out_norm: LayerNorm::load(&w, &format!("{p}.output.LayerNorm"), h, eps)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+
+        let conv = match &cfg.conv {
+            Some(c) => Some(load_conv(be, &w, c, h, eps)?),
+            None => None,
+        };
+        let index = RelIndex::new(
+            cfg.max_position_embeddings,
+            span,
+            cfg.position_buckets
+                .map(|b| (b, cfg.max_relative_positions)),
+        );
+        let spec = spec_of(&cfg);
+        Ok(DebertaModel {
+            prefix: w.prefix().to_string(),
+            cfg,
+            spec,
+            emb,
+            layers,
+            conv,
+            index,
+            bias_budget: BIAS_BUDGET,
+        })
+    }
+}
+
+/// v1 `in_proj` (`[3·hidden, hidden]`, rows `[q_h | k_h | v_h]` per head) regrouped to
+/// `[q | k | v]`, with `q_bias` and `v_bias` as the GEMM bias (added after the product, as
+/// transformers adds them to `in_proj(x)`).
+fn load_in_proj(be: &dyn GpuCompute, w: &Weights, a: &str, h: usize, heads: usize) -> Result<Proj> {
+    let hd = h / heads;
+    let in_proj = w.get(&format!("{a}.in_proj.weight"), &[3 * h, h])?;
+    let mut rows = Vec::with_capacity(3 * h * h);
+    for part in 0..3 {
+        for head in 0..heads {
+            let r0 = head * 3 * hd + part * hd;
+            rows.extend_from_slice(&in_proj[r0 * h..(r0 + hd) * h]);
+        }
+    }
+    let mut bias = w.get(&format!("{a}.q_bias"), &[h])?.to_vec();
+    bias.extend(std::iter::repeat_n(0.0, h));
+    bias.extend_from_slice(&w.get(&format!("{a}.v_bias"), &[h])?);
+    Ok(Proj {
+        w: be.prepare_matrix(&[&rows], h),
+        bias: Some(bias),
+    })
+}
+
+/// One layer's position projections of the relative table.
+fn rel_tables(
+    cfg: &DebertaConfig,
+    be: &dyn GpuCompute,
+    w: &Weights,
+    a: &str,
+    qkv: &Qkv,
+    rel: &[f32],
+    scale: f32,
+) -> Result<RelTables> {
+    let h = cfg.hidden_size;
+    let rows = rel.len() / h;
+    let project = |name: &str, bias: bool| -> Result<Vec<f32>> {
+        let wt = w.get(&format!("{a}.{name}.weight"), &[h, h])?;
+        let p = Proj {
+            w: be.prepare_matrix(&[&wt], h),
+            bias: if bias {
+                Some(w.get(&format!("{a}.{name}.bias"), &[h])?.to_vec())
+            } else {
+                None
+            },
+        };
+        let mut out = vec![0.0f32; rows * h];
+        p.forward(be, rel, rows, &mut out);
+        Ok(out)
+    };
+    // share_att_key: query_proj(rel) and key_proj(rel), through the fused q|k|v matrix
+    // (each output element is computed as it would be alone).
+    let shared = if cfg.share_att_key {
+        let mut out = vec![0.0f32; rows * 3 * h];
+        qkv.forward(be, rel, rows, &mut out);
+        Some(out)
+    } else {
+        None
+    };
+    let part = |all: &[f32], which: usize| -> Vec<f32> {
+        all.chunks_exact(3 * h)
+            .flat_map(|r| r[which * h..(which + 1) * h].iter().copied())
+            .collect()
+    };
+    let pos_key = if !cfg.c2p {
+        None
+    } else if let Some(s) = &shared {
+        Some(part(s, 1))
+    } else if cfg.v2 {
+        Some(project("pos_key_proj", true)?)
+    } else {
+        Some(project("pos_proj", false)?)
+    };
+    let pos_query = if !cfg.p2c {
+        None
+    } else if let Some(s) = &shared {
+        Some(part(s, 0))
+    } else if cfg.v2 {
+        Some(project("pos_query_proj", true)?)
+    } else {
+        // v1: `pos_query_layer /= scale` before the product
+        let mut t = project("pos_q_proj", true)?;
+        t.iter_mut().for_each(|v| *v /= scale);
+        Some(t)
+    };
+    Ok(RelTables { pos_key, pos_query })
+}
+
+/// `conv.weight` `[hidden, hidden/groups, kernel]` regrouped per group to GEMM rows over
+/// im2col columns ordered `(tap, channel)`.
+fn load_conv(be: &dyn GpuCompute, w: &Weights, c: &ConvConfig, h: usize, eps: f32) -> Result<Conv> {
+    let cg = h / c.groups;
+    let k = c.kernel;
+    let weight = w.get("encoder.conv.conv.weight", &[h, cg, k])?;
+    let bias = w.get("encoder.conv.conv.bias", &[h])?;
+    let groups = (0..c.groups)
+        .map(|g| {
+            let mut rows = Vec::with_capacity(cg * k * cg);
+            for o in g * cg..(g + 1) * cg {
+                for tap in 0..k {
+                    for ch in 0..cg {
+                        rows.push(weight[(o * cg + ch) * k + tap]);
+                    }
+                }
+            }
+            Proj {
+                w: be.prepare_matrix(&[&rows], k * cg),
+                bias: Some(bias[g * cg..(g + 1) * cg].to_vec()),
+            }
+        })
+        .collect();
+    Ok(Conv {
+        cfg: c.clone(),
+        groups,
+        norm: LayerNorm::load(w, "encoder.conv.LayerNorm", h, eps)?,
+    })
+}
+
+/// Divides columns `from..from + width` of every `stride`-wide row by `s` (transformers
+/// divides q (v1) or k (v2) by the scale before the product).
+fn divide_columns(x: &mut [f32], stride: usize, from: usize, width: usize, s: f32) {
+    x.par_chunks_mut(stride * 64).for_each(|rows| {
+        for row in rows.chunks_exact_mut(stride) {
+            row[from..from + width].iter_mut().for_each(|v| *v /= s);
+        }
+    });
+}
+
+impl DebertaModel {
+    fn embed(
+        &self,
+        be: &dyn GpuCompute,
+        seqs: &[&[u32]],
+        type_ids: Option<&[&[u32]]>,
+        total: usize,
+    ) -> Vec<f32> {
+        let e = self.cfg.embedding_size;
+        let mut x = vec![0.0f32; total * e];
+        let mut row0 = 0;
+        for (s, ids) in seqs.iter().enumerate() {
+            for (i, &t) in ids.iter().enumerate() {
+                let row = &mut x[(row0 + i) * e..][..e];
+                row.copy_from_slice(&self.emb.word[t as usize * e..][..e]);
+                if let Some(p) = &self.emb.position {
+                    be.host_kernels().add(row, &p[i * e..][..e]);
+                }
+                if let Some(tt) = &self.emb.token_type {
+                    let ty = type_ids.map_or(0, |t| t[s][i]) as usize;
+                    be.host_kernels().add(row, &tt[ty * e..][..e]);
+                }
+            }
+            row0 += ids.len();
+        }
+        let mut x = match &self.emb.proj {
+            Some(p) => {
+                let mut out = vec![0.0f32; total * self.cfg.hidden_size];
+                p.forward(be, &x, total, &mut out);
+                out
+            }
+            None => x,
+        };
+        self.emb.norm.forward(be, &mut x);
+        x
+    }
+
+    /// Disentangled self-attention of one layer into `ctx`; `qkv` is consumed (scaled).
+    fn attention(
+        &self,
+        be: &dyn GpuCompute,
+        layer: &Layer,
+        qkv: &mut [f32],
+        spans: &[SeqSpan],
+        ctx: &mut [f32],
+    ) {
+        let c = &self.cfg;
+        let h = c.hidden_size;
+        let heads = c.num_attention_heads;
+        let hd = c.head_dim();
+        let scale = c.scale();
+        if !c.v2 {
+            // v1: query_layer / scale, then q·k, c2p from the scaled q
+            divide_columns(qkv, 3 * h, 0, h, scale);
+        }
+        if !c.disentangled() {
+            if c.v2 {
+                divide_columns(qkv, 3 * h, h, h, scale);
+            }
+            be.attention(qkv, spans, heads, hd, 1.0, None, ctx);
+            return;
+        }
+        let params = BiasParams {
+            heads,
+            head_dim: hd,
+            divide_terms_by: c.v2.then_some(scale),
+            index: &self.index,
+        };
+        let k = be.host_kernels();
+        let mut first = 0;
+        while first < spans.len() {
+            // a run of sequences whose biases fit the budget (at least one)
+            let mut last = first + 1;
+            let mut used = spans[first].len * spans[first].len * heads;
+            while last < spans.len() {
+                let n = spans[last].len * spans[last].len * heads;
+                if used + n > self.bias_budget {
+                    break;
+                }
+                used += n;
+                last += 1;
+            }
+            let run = &spans[first..last];
+            let bias = DisentangledBias::compute(k, &params, &layer.rel, qkv, run);
+            let rows = run[0].start..run[run.len() - 1].start + run[run.len() - 1].len;
+            if c.v2 {
+                // v2: q · (k / scale); p2c above used the unscaled k
+                divide_columns(
+                    &mut qkv[rows.start * 3 * h..rows.end * 3 * h],
+                    3 * h,
+                    h,
+                    h,
+                    scale,
+                );
+            }
+            be.attention(qkv, run, heads, hd, 1.0, Some(&bias), ctx);
+            first = last;
+        }
+    }
+
+    /// v2 ConvLayer: `LayerNorm(layer_out + act(conv(embeddings)))`, zero beyond each
+    /// sequence's ends (the padded reference multiplies pad rows of its input by the mask).
+    fn conv(
+        &self,
+        be: &dyn GpuCompute,
+        conv: &Conv,
+        input: &[f32],
+        spans: &[SeqSpan],
+        x: &mut [f32],
+    ) {
+        let h = self.cfg.hidden_size;
+        let total = x.len() / h;
+        let k = conv.cfg.kernel;
+        let pad = (k - 1) / 2;
+        let cg = h / conv.cfg.groups;
+        let mut out = vec![0.0f32; total * h];
+        let mut cols = vec![0.0f32; total * k * cg];
+        let mut part = vec![0.0f32; total * cg];
+        for (g, proj) in conv.groups.iter().enumerate() {
+            cols.iter_mut().for_each(|v| *v = 0.0);
+            for sp in spans {
+                for t in 0..sp.len {
+                    let row = &mut cols[(sp.start + t) * k * cg..][..k * cg];
+                    for tap in 0..k {
+                        let src = t as isize + tap as isize - pad as isize;
+                        if src >= 0 && (src as usize) < sp.len {
+                            let from = (sp.start + src as usize) * h + g * cg;
+                            row[tap * cg..(tap + 1) * cg].copy_from_slice(&input[from..from + cg]);
+                        }
+                    }
+                }
+            }
+            proj.forward(be, &cols, total, &mut part);
+            for (dst, src) in out.chunks_exact_mut(h).zip(part.chunks_exact(cg)) {
+                dst[g * cg..(g + 1) * cg].copy_from_slice(src);
+            }
+        }
+        conv.cfg.act.apply(be, &mut out);
+        be.add(&mut out, x);
+        conv.norm.forward(be, &mut out);
+        x.copy_from_slice(&out);
+    }
+}
+
+impl Encoder for DebertaModel {
+    fn spec(&self) -> &EncoderSpec {
+        &self.spec
+    }
+
+    fn weight_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn forward(
+        &self,
+        be: &dyn GpuCompute,
+        seqs: &[&[u32]],
+        type_ids: Option<&[&[u32]]>,
+    ) -> Result<Vec<f32>> {
+        let c = &self.cfg;
+        let h = c.hidden_size;
+        let mut spans = Vec::with_capacity(seqs.len());
+        let mut total = 0;
+        for ids in seqs {
+            spans.push(SeqSpan {
+                start: total,
+                len: ids.len(),
+            });
+            total += ids.len();
+        }
+        let mut x = self.embed(be, seqs, type_ids, total);
+        let conv_input = self.conv.as_ref().map(|_| x.clone());
+
+        let mut qkv = vec![0.0f32; total * 3 * h];
+        let mut ctx = vec![0.0f32; total * h];
+        let mut tmp = vec![0.0f32; total * h];
+        let mut inter = vec![0.0f32; total * c.intermediate_size];
+        for (li, layer) in self.layers.iter().enumerate() {
+            layer.qkv.forward(be, &x, total, &mut qkv);
+            self.attention(be, layer, &mut qkv, &spans, &mut ctx);
+            layer.attn_out.forward(be, &ctx, total, &mut tmp);
+            be.add(&mut tmp, &x);
+            layer.attn_norm.forward(be, &mut tmp);
+            std::mem::swap(&mut x, &mut tmp);
+
+            layer.intermediate.forward(be, &x, total, &mut inter);
+            be.activation(&mut inter, c.hidden_act);
+            layer.output.forward(be, &inter, total, &mut tmp);
+            be.add(&mut tmp, &x);
+            layer.out_norm.forward(be, &mut tmp);
+            std::mem::swap(&mut x, &mut tmp);
+
+            if li == 0 {
+                if let (Some(conv), Some(input)) = (&self.conv, &conv_input) {
+                    self.conv(be, conv, input, &spans, &mut x);
+                }
+            }
+        }
+        Ok(x)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::CpuCompute;
+
+    /// Splitting the batch into runs of sequences for the bias buffers changes no bit.
+    #[test]
+    fn bias_runs_do_not_change_results() {
+        let dir =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/deberta_v2_conv");
+        let store = WeightStore::open_dir(&dir).unwrap();
+        let be = CpuCompute::new().unwrap();
+        let cfg = DebertaConfig::from_file(&dir.join("config.json")).unwrap();
+        let mut m = DebertaModel::load(cfg, &store, &be).unwrap();
+        let seqs: Vec<Vec<u32>> = (1..12)
+            .map(|n| (0..n * 5).map(|i| 4 + (i * 7 + n) as u32 % 70).collect())
+            .collect();
+        let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+        let whole = m.forward(&be, &refs, None).unwrap();
+        for budget in [1, 700, 5000] {
+            m.bias_budget = budget;
+            let split = m.forward(&be, &refs, None).unwrap();
+            assert!(
+                whole
+                    .iter()
+                    .zip(&split)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "budget {budget}"
+            );
+        }
+    }
 }
