@@ -3,6 +3,7 @@
 //! Field names mirror the Hugging Face keys so the struct reads like the file. Both the Hub's
 //! spelling and the one transformers 5.x writes (`dtype` for `torch_dtype`) are accepted.
 
+use super::config_fields::ConfigFields;
 use crate::error::{InferError, Result};
 use std::path::{Path, PathBuf};
 
@@ -131,57 +132,6 @@ impl Activation {
     }
 }
 
-/// Typed field access on the raw JSON, so every error names its field.
-struct Fields<'a> {
-    v: &'a serde_json::Value,
-    path: &'a Path,
-}
-
-impl Fields<'_> {
-    fn err(&self, field: &str, reason: String) -> InferError {
-        InferError::Config {
-            path: self.path.to_path_buf(),
-            field: field.into(),
-            reason,
-        }
-    }
-
-    fn opt_usize(&self, field: &str) -> Result<Option<usize>> {
-        match self.v.get(field) {
-            None | Some(serde_json::Value::Null) => Ok(None),
-            Some(x) => x.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
-                self.err(field, format!("expected a non-negative integer, found {x}"))
-            }),
-        }
-    }
-
-    fn usize(&self, field: &str, default: Option<usize>) -> Result<usize> {
-        match (self.opt_usize(field)?, default) {
-            (Some(n), _) | (None, Some(n)) => Ok(n),
-            (None, None) => Err(self.err(field, "missing".into())),
-        }
-    }
-
-    fn opt_str(&self, field: &str) -> Result<Option<&str>> {
-        match self.v.get(field) {
-            None | Some(serde_json::Value::Null) => Ok(None),
-            Some(x) => x
-                .as_str()
-                .map(Some)
-                .ok_or_else(|| self.err(field, format!("expected a string, found {x}"))),
-        }
-    }
-
-    fn f64(&self, field: &str, default: f64) -> Result<f64> {
-        match self.v.get(field) {
-            None | Some(serde_json::Value::Null) => Ok(default),
-            Some(x) => x
-                .as_f64()
-                .ok_or_else(|| self.err(field, format!("expected a number, found {x}"))),
-        }
-    }
-}
-
 /// A validated BERT-family encoder config.
 #[derive(Debug, Clone)]
 pub struct BertConfig {
@@ -216,13 +166,7 @@ impl BertConfig {
                 architecture.name()
             )));
         }
-        if !value.is_object() {
-            return Err(InferError::Json {
-                path: path.to_path_buf(),
-                reason: "expected a JSON object".into(),
-            });
-        }
-        let f = Fields { v: &value, path };
+        let f = ConfigFields::new(&value, path)?;
         let vocab_size = f.usize("vocab_size", None)?;
         let hidden_size = f.usize("hidden_size", None)?;
         let num_hidden_layers = f.usize("num_hidden_layers", None)?;
@@ -233,10 +177,7 @@ impl BertConfig {
         let layer_norm_eps = f.f64("layer_norm_eps", 1e-12)?;
         let hidden_act_name = f.opt_str("hidden_act")?.unwrap_or("gelu").to_string();
         let position_embedding_type = f.opt_str("position_embedding_type")?;
-        let dtype = f
-            .opt_str("dtype")?
-            .or(f.opt_str("torch_dtype")?)
-            .map(String::from);
+        let dtype = f.dtype()?;
         let pad_token_id = f.opt_usize("pad_token_id")?;
         let hidden_act = match hidden_act_name.as_str() {
             "gelu" => Activation::GeluErf,
@@ -257,7 +198,7 @@ impl BertConfig {
                 )));
             }
         }
-        for (field, v) in [
+        f.check_sizes(&[
             ("vocab_size", vocab_size),
             ("hidden_size", hidden_size),
             ("num_hidden_layers", num_hidden_layers),
@@ -265,11 +206,7 @@ impl BertConfig {
             ("intermediate_size", intermediate_size),
             ("max_position_embeddings", max_position_embeddings),
             ("type_vocab_size", type_vocab_size),
-        ] {
-            if v == 0 || v > (1 << 24) {
-                return Err(f.err(field, format!("value {v} is out of range")));
-            }
-        }
+        ])?;
         if hidden_size % num_attention_heads != 0 {
             return Err(f.err(
                 "num_attention_heads",
@@ -280,23 +217,17 @@ impl BertConfig {
             ));
         }
         if !(layer_norm_eps.is_finite() && layer_norm_eps >= 0.0) {
-            return Err(f.err("layer_norm_eps", "must be finite and >= 0".into()));
+            return Err(f.err("layer_norm_eps", "must be finite and >= 0"));
         }
         let default_pad = match architecture {
             ModelArchitecture::Bert => 0,
             _ => 1,
         };
-        let pad = pad_token_id.unwrap_or(default_pad);
-        if pad >= vocab_size {
-            return Err(f.err(
-                "pad_token_id",
-                format!("{pad} is outside the vocabulary (size {})", vocab_size),
-            ));
-        }
+        let pad = f.check_pad(pad_token_id.unwrap_or(default_pad), vocab_size)?;
         if architecture.offset_positions() && pad as usize + 2 > max_position_embeddings {
             return Err(f.err(
                 "max_position_embeddings",
-                "too small for the padding offset of RoBERTa-style positions".into(),
+                "too small for the padding offset of RoBERTa-style positions",
             ));
         }
         Ok(BertConfig {
@@ -310,7 +241,7 @@ impl BertConfig {
             max_position_embeddings,
             type_vocab_size,
             layer_norm_eps: layer_norm_eps as f32,
-            pad_token_id: pad as u32,
+            pad_token_id: pad,
             dtype,
             path: path.to_path_buf(),
         })

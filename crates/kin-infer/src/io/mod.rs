@@ -2,6 +2,7 @@
 //! `config.json`, sentence-transformers module configs, golden files, the Hugging Face cache.
 
 pub mod config;
+pub(crate) mod config_fields;
 pub mod golden;
 pub mod hub;
 pub mod safetensors;

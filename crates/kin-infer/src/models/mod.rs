@@ -7,7 +7,7 @@
 pub mod encoders;
 
 use crate::error::{InferError, Result};
-use crate::gpu::GpuCompute;
+use crate::gpu::{GpuCompute, SeqSpan};
 use crate::io::config::{BertConfig, ModelArchitecture};
 use crate::io::safetensors::WeightStore;
 use std::path::Path;
@@ -101,6 +101,21 @@ pub trait Encoder: Send + Sync {
         seqs: &[&[u32]],
         type_ids: Option<&[&[u32]]>,
     ) -> Result<Vec<f32>>;
+}
+
+/// Lays a batch out as one packed buffer: each sequence's rows follow the previous one's,
+/// with no padding. Returns each sequence's span and the total row count.
+pub(crate) fn pack_spans(seqs: &[&[u32]]) -> (Vec<SeqSpan>, usize) {
+    let mut spans = Vec::with_capacity(seqs.len());
+    let mut total = 0;
+    for ids in seqs {
+        spans.push(SeqSpan {
+            start: total,
+            len: ids.len(),
+        });
+        total += ids.len();
+    }
+    (spans, total)
 }
 
 /// Reads `config.json`, detects the family and loads its weights.

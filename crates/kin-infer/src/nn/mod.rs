@@ -1,7 +1,10 @@
-//! Shared building blocks, written once for every family: linear layers, norms, pooling.
+//! Shared building blocks, written once for every family: linear layers, norms, gated
+//! feed-forwards, embedding sums, pooling.
 //! They hold backend-prepared weights and call only [`GpuCompute`] operations.
 
 pub mod dense;
+pub(crate) mod embeddings;
+pub(crate) mod ffn;
 pub mod pooling;
 pub mod rope;
 
@@ -37,26 +40,52 @@ impl Linear {
         in_dim: usize,
         out_dim: usize,
     ) -> Result<Self> {
+        Self::load_with(be, w, names, in_dim, out_dim, true)
+    }
+
+    /// As [`Linear::load_fused`], reading `{name}.bias` only when `bias` (T5 and the
+    /// transformers nomic layout have none; the original nomic layout makes it a config flag).
+    pub fn load_with(
+        be: &dyn GpuCompute,
+        w: &Weights,
+        names: &[&str],
+        in_dim: usize,
+        out_dim: usize,
+        bias: bool,
+    ) -> Result<Self> {
         let mut weights = Vec::with_capacity(names.len());
-        let mut bias = Vec::with_capacity(names.len() * out_dim);
+        let mut b = Vec::with_capacity(if bias { names.len() * out_dim } else { 0 });
         for name in names {
             weights.push(w.get(&format!("{name}.weight"), &[out_dim, in_dim])?);
-            bias.extend_from_slice(&w.get(&format!("{name}.bias"), &[out_dim])?);
+            if bias {
+                b.extend_from_slice(&w.get(&format!("{name}.bias"), &[out_dim])?);
+            }
         }
         let parts: Vec<&[f32]> = weights.iter().map(|t| t.as_slice()).collect();
         Ok(Linear {
             weight: be.prepare_matrix(&parts, in_dim),
-            bias: Some(bias),
+            bias: bias.then_some(b),
         })
+    }
+
+    /// A weight the caller has already laid out (regrouped rows, unfolded convolutions).
+    pub fn from_parts(weight: DeviceMatrix, bias: Option<Vec<f32>>) -> Self {
+        Linear { weight, bias }
     }
 
     pub fn out_dim(&self) -> usize {
         self.weight.n()
     }
 
-    /// `out` must hold `rows * out_dim` floats.
+    /// Writes the first `rows * out_dim` floats of `out` (scratch may be longer).
     pub fn forward(&self, be: &dyn GpuCompute, x: &[f32], rows: usize, out: &mut [f32]) {
-        be.linear(x, rows, &self.weight, self.bias.as_deref(), out);
+        be.linear(
+            x,
+            rows,
+            &self.weight,
+            self.bias.as_deref(),
+            &mut out[..rows * self.weight.n()],
+        );
     }
 }
 

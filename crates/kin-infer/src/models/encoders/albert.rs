@@ -6,12 +6,13 @@
 //!
 //! The batch is packed exactly as for BERT: attention runs per sequence over its own keys.
 
-use super::t5::ConfigFields;
-use crate::error::{InferError, Result};
-use crate::gpu::{GpuCompute, SeqSpan};
+use crate::error::Result;
+use crate::gpu::GpuCompute;
 use crate::io::config::{Activation, ModelArchitecture};
+use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::{TensorData, WeightStore, Weights};
-use crate::models::{Encoder, EncoderSpec};
+use crate::models::{pack_spans, Encoder, EncoderSpec};
+use crate::nn::embeddings::sum_embeddings;
 use crate::nn::{LayerNorm, Linear};
 use rayon::prelude::*;
 use std::path::Path;
@@ -43,13 +44,7 @@ struct AlbertConfig {
 impl AlbertConfig {
     fn from_file(path: &Path) -> Result<Self> {
         let value: serde_json::Value = crate::io::read_json(path)?;
-        if !value.is_object() {
-            return Err(InferError::Json {
-                path: path.to_path_buf(),
-                reason: "expected a JSON object".into(),
-            });
-        }
-        let f = ConfigFields { v: &value, path };
+        let f = ConfigFields::new(&value, path)?;
         // Defaults are transformers' AlbertConfig defaults.
         let vocab_size = f.dim(&["vocab_size"], Some(30000))?;
         let embedding_size = f.dim(&["embedding_size"], Some(128))?;
@@ -255,30 +250,19 @@ impl Encoder for AlbertModel {
     ) -> Result<Vec<f32>> {
         let c = &self.cfg;
         let (e, h) = (c.embedding_size, c.hidden_size);
-        let mut spans = Vec::with_capacity(seqs.len());
-        let mut total = 0;
-        for ids in seqs {
-            spans.push(SeqSpan {
-                start: total,
-                len: ids.len(),
-            });
-            total += ids.len();
-        }
+        let (spans, total) = pack_spans(seqs);
 
         // Embeddings: (word + token_type) + position, LayerNorm, all `embedding_size` wide.
-        let mut emb = vec![0.0f32; total * e];
-        for (s, ids) in seqs.iter().enumerate() {
-            for (i, &t) in ids.iter().enumerate() {
-                let tt = type_ids.map_or(0, |t| t[s][i]) as usize;
-                let row = &mut emb[(spans[s].start + i) * e..][..e];
-                let wrow = &self.emb.word[t as usize * e..][..e];
-                let trow = &self.emb.token_type[tt * e..][..e];
-                let prow = &self.emb.position[i * e..][..e];
-                for j in 0..e {
-                    row[j] = (wrow[j] + trow[j]) + prow[j];
-                }
-            }
-        }
+        let positions = |ids: &[u32]| (0..ids.len()).collect();
+        let mut emb = sum_embeddings(
+            e,
+            &self.emb.word,
+            &self.emb.token_type,
+            Some((&self.emb.position, &positions)),
+            seqs,
+            type_ids,
+            total,
+        );
         self.emb.norm.forward(be, &mut emb);
         let mut x = vec![0.0f32; total * h];
         self.emb.mapping_in.forward(be, &emb, total, &mut x);

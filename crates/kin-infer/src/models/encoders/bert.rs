@@ -7,10 +7,11 @@
 //! is spent on padding.
 
 use crate::error::Result;
-use crate::gpu::{GpuCompute, SeqSpan};
+use crate::gpu::GpuCompute;
 use crate::io::config::BertConfig;
 use crate::io::safetensors::{TensorData, WeightStore, Weights};
-use crate::models::{Encoder, EncoderSpec};
+use crate::models::{pack_spans, Encoder, EncoderSpec};
+use crate::nn::embeddings::sum_embeddings;
 use crate::nn::{LayerNorm, Linear};
 use rayon::prelude::*;
 
@@ -176,31 +177,19 @@ impl Encoder for BertModel {
     ) -> Result<Vec<f32>> {
         let c = &self.cfg;
         let h = c.hidden_size;
-        let mut spans = Vec::with_capacity(seqs.len());
-        let mut total = 0;
-        for ids in seqs {
-            spans.push(SeqSpan {
-                start: total,
-                len: ids.len(),
-            });
-            total += ids.len();
-        }
+        let (spans, total) = pack_spans(seqs);
 
         // Embeddings: (word + token_type) + position, then LayerNorm (transformers' order).
-        let mut x = vec![0.0f32; total * h];
-        for (s, ids) in seqs.iter().enumerate() {
-            let pos = self.positions(ids);
-            for (i, &t) in ids.iter().enumerate() {
-                let tt = type_ids.map_or(0, |t| t[s][i]) as usize;
-                let row = &mut x[(spans[s].start + i) * h..][..h];
-                let wrow = &self.emb.word[t as usize * h..][..h];
-                let trow = &self.emb.token_type[tt * h..][..h];
-                let prow = &self.emb.position[pos[i] * h..][..h];
-                for j in 0..h {
-                    row[j] = (wrow[j] + trow[j]) + prow[j];
-                }
-            }
-        }
+        let positions = |ids: &[u32]| self.positions(ids);
+        let mut x = sum_embeddings(
+            h,
+            &self.emb.word,
+            &self.emb.token_type,
+            Some((&self.emb.position, &positions)),
+            seqs,
+            type_ids,
+            total,
+        );
         self.emb.norm.forward(be, &mut x);
 
         let heads = c.num_attention_heads;

@@ -21,9 +21,9 @@ mod attention;
 mod config;
 
 use crate::error::Result;
-use crate::gpu::{DeviceMatrix, GpuCompute, SeqSpan};
+use crate::gpu::{GpuCompute, SeqSpan};
 use crate::io::safetensors::{TensorData, WeightStore, Weights};
-use crate::models::{Encoder, EncoderSpec};
+use crate::models::{pack_spans, Encoder, EncoderSpec};
 use crate::nn::{LayerNorm, Linear};
 use attention::{BiasParams, DisentangledBias, RelIndex, RelTables};
 use config::{spec_of, ConvConfig, DebertaConfig};
@@ -37,36 +37,10 @@ const PROBE: &str = "embeddings.word_embeddings.weight";
 /// Disentangled-bias floats held at once (per chunk of sequences): 32 MiB.
 const BIAS_BUDGET: usize = 1 << 23;
 
-/// `y = x · Wᵀ (+ b)`, for the projections `nn::Linear` does not cover (no bias, reordered).
-struct Proj {
-    w: DeviceMatrix,
-    bias: Option<Vec<f32>>,
-}
-
-impl Proj {
-    fn forward(&self, be: &dyn GpuCompute, x: &[f32], rows: usize, out: &mut [f32]) {
-        be.linear(x, rows, &self.w, self.bias.as_deref(), out);
-    }
-}
-
-enum Qkv {
-    /// v1 `in_proj` regrouped to `[q | k | v]` with bias `[q_bias | 0 | v_bias]`.
-    Fused(Proj),
-    /// v2 `query_proj`, `key_proj`, `value_proj`.
-    Separate(Linear),
-}
-
-impl Qkv {
-    fn forward(&self, be: &dyn GpuCompute, x: &[f32], rows: usize, out: &mut [f32]) {
-        match self {
-            Qkv::Fused(p) => p.forward(be, x, rows, out),
-            Qkv::Separate(l) => l.forward(be, x, rows, out),
-        }
-    }
-}
-
 struct Layer {
-    qkv: Qkv,
+    /// `[q | k | v]`: v2's `query_proj`, `key_proj`, `value_proj` fused, or v1's `in_proj`
+    /// regrouped with bias `[q_bias | 0 | v_bias]`.
+    qkv: Linear,
     rel: RelTables,
     attn_out: Linear,
     attn_norm: LayerNorm,
@@ -83,7 +57,7 @@ struct Embeddings {
     /// `[type_vocab_size, embedding_size]` when `type_vocab_size > 0`.
     token_type: Option<TensorData>,
     /// `embedding_size -> hidden_size` when they differ.
-    proj: Option<Proj>,
+    proj: Option<Linear>,
     norm: LayerNorm,
 }
 
@@ -91,7 +65,7 @@ struct Embeddings {
 struct Conv {
     cfg: ConvConfig,
     /// Per group `[hidden/groups outputs, kernel · hidden/groups]`, columns `(tap, channel)`.
-    groups: Vec<Proj>,
+    groups: Vec<Linear>,
     norm: LayerNorm,
 }
 
@@ -140,10 +114,7 @@ impl DebertaModel {
             },
             proj: if e != h {
                 let t = w.get("embeddings.embed_proj.weight", &[h, e])?;
-                Some(Proj {
-                    w: be.prepare_matrix(&[&t], e),
-                    bias: None,
-                })
+                Some(Linear::from_parts(be.prepare_matrix(&[&t], e), None))
             } else {
                 None
             },
@@ -171,7 +142,7 @@ impl DebertaModel {
                 let p = format!("encoder.layer.{i}");
                 let a = format!("{p}.attention.self");
                 let qkv = if cfg.v2 {
-                    Qkv::Separate(Linear::load_fused(
+                    Linear::load_fused(
                         be,
                         &w,
                         &[
@@ -181,9 +152,9 @@ impl DebertaModel {
                         ],
                         h,
                         h,
-                    )?)
+                    )?
                 } else {
-                    Qkv::Fused(load_in_proj(be, &w, &a, h, cfg.num_attention_heads)?)
+                    load_in_proj(be, &w, &a, h, cfg.num_attention_heads)?
                 };
                 let rel = match &rel_embeddings {
                     Some(t) => rel_tables(&cfg, be, &w, &a, &qkv, t, scale)?,
@@ -248,7 +219,13 @@ impl DebertaModel {
 /// v1 `in_proj` (`[3·hidden, hidden]`, rows `[q_h | k_h | v_h]` per head) regrouped to
 /// `[q | k | v]`, with `q_bias` and `v_bias` as the GEMM bias (added after the product, as
 /// transformers adds them to `in_proj(x)`).
-fn load_in_proj(be: &dyn GpuCompute, w: &Weights, a: &str, h: usize, heads: usize) -> Result<Proj> {
+fn load_in_proj(
+    be: &dyn GpuCompute,
+    w: &Weights,
+    a: &str,
+    h: usize,
+    heads: usize,
+) -> Result<Linear> {
     let hd = h / heads;
     let in_proj = w.get(&format!("{a}.in_proj.weight"), &[3 * h, h])?;
     let mut rows = Vec::with_capacity(3 * h * h);
@@ -261,10 +238,10 @@ fn load_in_proj(be: &dyn GpuCompute, w: &Weights, a: &str, h: usize, heads: usiz
     let mut bias = w.get(&format!("{a}.q_bias"), &[h])?.to_vec();
     bias.extend(std::iter::repeat_n(0.0, h));
     bias.extend_from_slice(&w.get(&format!("{a}.v_bias"), &[h])?);
-    Ok(Proj {
-        w: be.prepare_matrix(&[&rows], h),
-        bias: Some(bias),
-    })
+    Ok(Linear::from_parts(
+        be.prepare_matrix(&[&rows], h),
+        Some(bias),
+    ))
 }
 
 /// One layer's position projections of the relative table.
@@ -273,7 +250,7 @@ fn rel_tables(
     be: &dyn GpuCompute,
     w: &Weights,
     a: &str,
-    qkv: &Qkv,
+    qkv: &Linear,
     rel: &[f32],
     scale: f32,
 ) -> Result<RelTables> {
@@ -281,14 +258,14 @@ fn rel_tables(
     let rows = rel.len() / h;
     let project = |name: &str, bias: bool| -> Result<Vec<f32>> {
         let wt = w.get(&format!("{a}.{name}.weight"), &[h, h])?;
-        let p = Proj {
-            w: be.prepare_matrix(&[&wt], h),
-            bias: if bias {
+        let p = Linear::from_parts(
+            be.prepare_matrix(&[&wt], h),
+            if bias {
                 Some(w.get(&format!("{a}.{name}.bias"), &[h])?.to_vec())
             } else {
                 None
             },
-        };
+        );
         let mut out = vec![0.0f32; rows * h];
         p.forward(be, rel, rows, &mut out);
         Ok(out)
@@ -348,10 +325,10 @@ fn load_conv(be: &dyn GpuCompute, w: &Weights, c: &ConvConfig, h: usize, eps: f3
                     }
                 }
             }
-            Proj {
-                w: be.prepare_matrix(&[&rows], k * cg),
-                bias: Some(bias[g * cg..(g + 1) * cg].to_vec()),
-            }
+            Linear::from_parts(
+                be.prepare_matrix(&[&rows], k * cg),
+                Some(bias[g * cg..(g + 1) * cg].to_vec()),
+            )
         })
         .collect();
     Ok(Conv {
@@ -532,15 +509,7 @@ impl Encoder for DebertaModel {
     ) -> Result<Vec<f32>> {
         let c = &self.cfg;
         let h = c.hidden_size;
-        let mut spans = Vec::with_capacity(seqs.len());
-        let mut total = 0;
-        for ids in seqs {
-            spans.push(SeqSpan {
-                start: total,
-                len: ids.len(),
-            });
-            total += ids.len();
-        }
+        let (spans, total) = pack_spans(seqs);
         let mut x = self.embed(be, seqs, type_ids, total);
         let conv_input = self.conv.as_ref().map(|_| x.clone());
 

@@ -14,14 +14,16 @@
 //! The bias of query `i` depends only on `i`, the key index and the head, so a sequence's rows
 //! never depend on its neighbours in the packed batch.
 
-use super::nomic::{embed, pack, FfnBuffers, Fields, GateAct, GatedFfn, Proj};
 use crate::error::{InferError, Result};
 use crate::gpu::{AttentionBias, GpuCompute};
 use crate::io::config::ModelArchitecture;
+use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::{TensorData, WeightStore, Weights};
-use crate::models::{Encoder, EncoderSpec};
+use crate::models::{pack_spans, Encoder, EncoderSpec};
+use crate::nn::embeddings::sum_embeddings;
+use crate::nn::ffn::{FfnAct, FfnBuffers, GatedFfn};
 use crate::nn::rope::exp2_f64;
-use crate::nn::LayerNorm;
+use crate::nn::{LayerNorm, Linear};
 use rayon::prelude::*;
 use std::path::Path;
 
@@ -40,7 +42,7 @@ struct JinaConfig {
     type_vocab_size: usize,
     max_position_embeddings: usize,
     layer_norm_eps: f32,
-    act: GateAct,
+    act: FfnAct,
     pad_token_id: u32,
     dtype: Option<String>,
 }
@@ -48,7 +50,7 @@ struct JinaConfig {
 impl JinaConfig {
     fn from_file(path: &Path) -> Result<Self> {
         let v: serde_json::Value = crate::io::read_json(path)?;
-        let f = Fields::new(&v, path)?;
+        let f = ConfigFields::new(&v, path)?;
         let pe = f.str("position_embedding_type", Some("absolute"))?;
         if pe != "alibi" {
             return Err(f.err(
@@ -81,8 +83,8 @@ impl JinaConfig {
         // The published remote code's default is "original" (a plain BERT MLP); every released
         // v2 checkpoint sets a GLU variant.
         let act = match f.str("feed_forward_type", Some("original"))?.as_str() {
-            "geglu" => GateAct::GeluErf,
-            "reglu" => GateAct::Relu,
+            "geglu" => FfnAct::GeluErf,
+            "reglu" => FfnAct::Relu,
             other => {
                 return Err(f.err(
                     "feed_forward_type",
@@ -99,9 +101,9 @@ impl JinaConfig {
             intermediate_size: inter,
             type_vocab_size: type_vocab,
             max_position_embeddings: max_pos,
-            layer_norm_eps: f.eps(eps, "layer_norm_eps")?,
+            layer_norm_eps: f.check_eps("layer_norm_eps", eps)?,
             act,
-            pad_token_id: f.pad(vocab)?,
+            pad_token_id: f.pad_token_id(0, vocab)?,
             dtype: f.dtype()?,
         })
     }
@@ -146,8 +148,8 @@ impl AttentionBias for Alibi<'_> {
 
 struct Layer {
     /// q, k, v fused: `[3 * hidden, hidden]`.
-    qkv: Proj,
-    attn_out: Proj,
+    qkv: Linear,
+    attn_out: Linear,
     attn_norm: LayerNorm,
     ffn: GatedFfn,
     ffn_norm: LayerNorm,
@@ -201,7 +203,7 @@ impl JinaModel {
             .map(|i| {
                 let p = format!("encoder.layer.{i}");
                 Ok(Layer {
-                    qkv: Proj::load(
+                    qkv: Linear::load_with(
                         be,
                         &w,
                         &[
@@ -213,7 +215,7 @@ impl JinaModel {
                         h,
                         true,
                     )?,
-                    attn_out: Proj::load(
+                    attn_out: Linear::load_with(
                         be,
                         &w,
                         &[&format!("{p}.attention.output.dense")],
@@ -300,8 +302,8 @@ impl Encoder for JinaModel {
     ) -> Result<Vec<f32>> {
         let c = &self.cfg;
         let h = c.hidden_size;
-        let (spans, total) = pack(seqs);
-        let mut x = embed(&self.word, &self.token_type, h, seqs, type_ids, total);
+        let (spans, total) = pack_spans(seqs);
+        let mut x = sum_embeddings(h, &self.word, &self.token_type, None, seqs, type_ids, total);
         self.emb_norm.forward(be, &mut x);
 
         let heads = c.num_attention_heads;

@@ -16,18 +16,17 @@
 //! Forward (both): `LN(word + type)`; per layer `x = LN1(x + out(attn(rope(qkv(x)))))`,
 //! `x = LN2(x + down(act(gate(x)) * up(x)))`. Positions restart at 0 in every sequence of the
 //! packed batch, so a sequence's rows never depend on its neighbours.
-//!
-//! The helpers at the bottom (config field access, unbiased/biased projections, the gated
-//! feed-forward) are shared with the JinaBERT family (`jina.rs`).
 
-use crate::error::{InferError, Result};
-use crate::gpu::{DeviceMatrix, GpuCompute, SeqSpan};
+use crate::error::Result;
+use crate::gpu::GpuCompute;
 use crate::io::config::ModelArchitecture;
+use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::{TensorData, WeightStore, Weights};
-use crate::kernels::Kernels;
-use crate::models::{Encoder, EncoderSpec};
+use crate::models::{pack_spans, Encoder, EncoderSpec};
+use crate::nn::embeddings::sum_embeddings;
+use crate::nn::ffn::{FfnAct, FfnBuffers, GatedFfn};
 use crate::nn::rope::Rotary;
-use crate::nn::LayerNorm;
+use crate::nn::{LayerNorm, Linear};
 use rayon::prelude::*;
 use std::path::Path;
 
@@ -64,7 +63,7 @@ struct NomicConfig {
     qkv_bias: bool,
     fc1_bias: bool,
     fc2_bias: bool,
-    act: GateAct,
+    act: FfnAct,
     pad_token_id: u32,
     dtype: Option<String>,
 }
@@ -72,7 +71,7 @@ struct NomicConfig {
 impl NomicConfig {
     fn from_file(path: &Path) -> Result<Self> {
         let v: serde_json::Value = crate::io::read_json(path)?;
-        let f = Fields::new(&v, path)?;
+        let f = ConfigFields::new(&v, path)?;
         if v.get("n_embd").is_some() {
             Self::original(&f)
         } else {
@@ -80,7 +79,7 @@ impl NomicConfig {
         }
     }
 
-    fn original(f: &Fields) -> Result<Self> {
+    fn original(f: &ConfigFields) -> Result<Self> {
         for (field, bad_if_true) in [
             ("prenorm", "pre-LayerNorm blocks"),
             ("parallel_block", "parallel attention/MLP blocks"),
@@ -97,7 +96,7 @@ impl NomicConfig {
         if f.has("rotary_emb_scale_base") {
             return Err(f.err(
                 "rotary_emb_scale_base",
-                "xPos rotary scaling is not supported (expected null)".into(),
+                "xPos rotary scaling is not supported (expected null)",
             ));
         }
         let hidden = f.usize("n_embd", None)?;
@@ -147,8 +146,8 @@ impl NomicConfig {
             n_positions
         };
         let act = match f.str("activation_function", Some("swiglu"))?.as_str() {
-            "swiglu" => GateAct::Silu,
-            "geglu" => GateAct::GeluErf,
+            "swiglu" => FfnAct::Silu,
+            "geglu" => FfnAct::GeluErf,
             other => {
                 return Err(f.err(
                     "activation_function",
@@ -165,7 +164,7 @@ impl NomicConfig {
             head_dim,
             intermediate_size: inner,
             type_vocab_size: type_vocab,
-            layer_norm_eps: f.eps(eps, "layer_norm_epsilon")?,
+            layer_norm_eps: f.check_eps("layer_norm_epsilon", eps)?,
             max_sequence_length: f.positive("n_positions", max_len)?,
             rotary_dim,
             rotary_base: f.positive_f64("rotary_emb_base", base)?,
@@ -174,12 +173,12 @@ impl NomicConfig {
             fc1_bias: f.bool("mlp_fc1_bias", true)?,
             fc2_bias: f.bool("mlp_fc2_bias", true)?,
             act,
-            pad_token_id: f.pad(vocab)?,
+            pad_token_id: f.pad_token_id(0, vocab)?,
             dtype: f.dtype()?,
         })
     }
 
-    fn transformers(f: &Fields) -> Result<Self> {
+    fn transformers(f: &ConfigFields) -> Result<Self> {
         let hidden = f.usize("hidden_size", None)?;
         let heads = f.usize("num_attention_heads", None)?;
         let layers = f.usize("num_hidden_layers", None)?;
@@ -243,10 +242,10 @@ impl NomicConfig {
             }
         };
         let act = match f.str("hidden_act", Some("silu"))?.as_str() {
-            "silu" | "swish" => GateAct::Silu,
-            "gelu" => GateAct::GeluErf,
-            "gelu_new" | "gelu_pytorch_tanh" => GateAct::GeluTanh,
-            "relu" => GateAct::Relu,
+            "silu" | "swish" => FfnAct::Silu,
+            "gelu" => FfnAct::GeluErf,
+            "gelu_new" | "gelu_pytorch_tanh" => FfnAct::GeluTanh,
+            "relu" => FfnAct::Relu,
             other => {
                 return Err(f.err(
                     "hidden_act",
@@ -266,7 +265,7 @@ impl NomicConfig {
             head_dim,
             intermediate_size: inner,
             type_vocab_size: type_vocab,
-            layer_norm_eps: f.eps(eps, "layer_norm_eps")?,
+            layer_norm_eps: f.check_eps("layer_norm_eps", eps)?,
             max_sequence_length: max_pos,
             rotary_dim: head_dim,
             rotary_base: f.positive_f64(field, base)?,
@@ -275,7 +274,7 @@ impl NomicConfig {
             fc1_bias: false,
             fc2_bias: false,
             act,
-            pad_token_id: f.pad(vocab)?,
+            pad_token_id: f.pad_token_id(0, vocab)?,
             dtype: f.dtype()?,
         })
     }
@@ -287,8 +286,8 @@ impl NomicConfig {
 
 struct Layer {
     /// q, k, v fused: `[3 * heads * head_dim, hidden]`.
-    qkv: Proj,
-    out: Proj,
+    qkv: Linear,
+    out: Linear,
     norm1: LayerNorm,
     ffn: GatedFfn,
     norm2: LayerNorm,
@@ -348,7 +347,7 @@ impl NomicModel {
                 Ok(if orig_names {
                     let p = format!("encoder.layers.{i}");
                     Layer {
-                        qkv: Proj::load(
+                        qkv: Linear::load_with(
                             be,
                             &w,
                             &[&format!("{p}.attn.Wqkv")],
@@ -356,7 +355,7 @@ impl NomicModel {
                             3 * inner,
                             cfg.qkv_bias,
                         )?,
-                        out: Proj::load(
+                        out: Linear::load_with(
                             be,
                             &w,
                             &[&format!("{p}.attn.out_proj")],
@@ -382,7 +381,7 @@ impl NomicModel {
                 } else {
                     let p = format!("layers.{i}");
                     Layer {
-                        qkv: Proj::load(
+                        qkv: Linear::load_with(
                             be,
                             &w,
                             &[
@@ -394,7 +393,7 @@ impl NomicModel {
                             inner,
                             cfg.qkv_bias,
                         )?,
-                        out: Proj::load(
+                        out: Linear::load_with(
                             be,
                             &w,
                             &[&format!("{p}.self_attn.o_proj")],
@@ -507,8 +506,8 @@ impl Encoder for NomicModel {
     ) -> Result<Vec<f32>> {
         let c = &self.cfg;
         let h = c.hidden_size;
-        let (spans, total) = pack(seqs);
-        let mut x = embed(&self.word, &self.token_type, h, seqs, type_ids, total);
+        let (spans, total) = pack_spans(seqs);
+        let mut x = sum_embeddings(h, &self.word, &self.token_type, None, seqs, type_ids, total);
         self.emb_norm.forward(be, &mut x);
         let positions: Vec<u32> = seqs.iter().flat_map(|s| 0..s.len() as u32).collect();
 
@@ -535,337 +534,5 @@ impl Encoder for NomicModel {
             std::mem::swap(&mut x, &mut tmp);
         }
         Ok(x)
-    }
-}
-
-// ------------------------------------------------------------------------------------------
-// Shared with jina.rs
-// ------------------------------------------------------------------------------------------
-
-/// Spans of a packed batch and its total row count.
-pub(crate) fn pack(seqs: &[&[u32]]) -> (Vec<SeqSpan>, usize) {
-    let mut spans = Vec::with_capacity(seqs.len());
-    let mut total = 0;
-    for ids in seqs {
-        spans.push(SeqSpan {
-            start: total,
-            len: ids.len(),
-        });
-        total += ids.len();
-    }
-    (spans, total)
-}
-
-/// `word[id] + token_type[type]` per token of the packed batch (no positions).
-pub(crate) fn embed(
-    word: &[f32],
-    token_type: &[f32],
-    h: usize,
-    seqs: &[&[u32]],
-    type_ids: Option<&[&[u32]]>,
-    total: usize,
-) -> Vec<f32> {
-    let mut x = vec![0.0f32; total * h];
-    let mut r = 0;
-    for (s, ids) in seqs.iter().enumerate() {
-        for (i, &t) in ids.iter().enumerate() {
-            let tt = type_ids.map_or(0, |t| t[s][i]) as usize;
-            let row = &mut x[r * h..][..h];
-            let wrow = &word[t as usize * h..][..h];
-            let trow = &token_type[tt * h..][..h];
-            for j in 0..h {
-                row[j] = wrow[j] + trow[j];
-            }
-            r += 1;
-        }
-    }
-    x
-}
-
-/// `y = x · Wᵀ (+ b)`: parts (torch-layout `[out_i, in]`) fused into one matrix, with or without
-/// biases (`nn::Linear` always carries one).
-pub(crate) struct Proj {
-    weight: DeviceMatrix,
-    bias: Option<Vec<f32>>,
-}
-
-impl Proj {
-    /// Loads `{name}.weight` for every name (each `out_dim` rows of `in_dim`, or one name with
-    /// `out_dim` rows), and `{name}.bias` when `bias`.
-    pub(crate) fn load(
-        be: &dyn GpuCompute,
-        w: &Weights,
-        names: &[&str],
-        in_dim: usize,
-        out_dim: usize,
-        bias: bool,
-    ) -> Result<Self> {
-        let mut weights = Vec::with_capacity(names.len());
-        let mut b = Vec::new();
-        for name in names {
-            weights.push(w.get(&format!("{name}.weight"), &[out_dim, in_dim])?);
-            if bias {
-                b.extend_from_slice(&w.get(&format!("{name}.bias"), &[out_dim])?);
-            }
-        }
-        let parts: Vec<&[f32]> = weights.iter().map(|t| t.as_slice()).collect();
-        Ok(Proj {
-            weight: be.prepare_matrix(&parts, in_dim),
-            bias: bias.then_some(b),
-        })
-    }
-
-    pub(crate) fn forward(&self, be: &dyn GpuCompute, x: &[f32], rows: usize, out: &mut [f32]) {
-        be.linear(
-            x,
-            rows,
-            &self.weight,
-            self.bias.as_deref(),
-            &mut out[..rows * self.weight.n()],
-        );
-    }
-}
-
-/// Activation on the gate half of a GLU feed-forward.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum GateAct {
-    Silu,
-    GeluErf,
-    GeluTanh,
-    Relu,
-}
-
-impl GateAct {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            GateAct::Silu => "silu",
-            GateAct::GeluErf => "gelu (erf)",
-            GateAct::GeluTanh => "gelu (tanh)",
-            GateAct::Relu => "relu",
-        }
-    }
-
-    pub(crate) fn glu_name(self) -> &'static str {
-        match self {
-            GateAct::Silu => "SwiGLU",
-            GateAct::GeluErf | GateAct::GeluTanh => "GeGLU",
-            GateAct::Relu => "ReGLU",
-        }
-    }
-
-    fn apply(self, k: &Kernels, x: &mut [f32]) {
-        match self {
-            GateAct::Silu => k.silu(x),
-            GateAct::GeluErf => k.gelu_erf(x),
-            GateAct::GeluTanh => k.gelu_tanh(x),
-            GateAct::Relu => x.iter_mut().for_each(|v| *v = v.max(0.0)),
-        }
-    }
-}
-
-/// Scratch of a [`GatedFfn`] forward, allocated once per batch.
-pub(crate) struct FfnBuffers {
-    /// `[rows, 2 * intermediate]`: `[gate | up]` per row.
-    gate_up: Vec<f32>,
-    /// `[rows, intermediate]`
-    hidden: Vec<f32>,
-}
-
-impl FfnBuffers {
-    pub(crate) fn new(rows: usize, intermediate: usize) -> Self {
-        FfnBuffers {
-            gate_up: vec![0.0; rows * 2 * intermediate],
-            hidden: vec![0.0; rows * intermediate],
-        }
-    }
-}
-
-/// `down(act(gate(x)) * up(x))`: gate and up are one GEMM (`[gate | up]` per row), the product
-/// is elementwise (one rounding per element, the same on every tier).
-pub(crate) struct GatedFfn {
-    gate_up: Proj,
-    down: Proj,
-    act: GateAct,
-    intermediate: usize,
-}
-
-impl GatedFfn {
-    /// `gate_up`: the gate part then the up part, each `[intermediate, hidden]` (or a single
-    /// `[2 * intermediate, hidden]` tensor whose first half is the gate).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn load(
-        be: &dyn GpuCompute,
-        w: &Weights,
-        gate_up: &[&str],
-        down: &str,
-        hidden: usize,
-        intermediate: usize,
-        gate_up_bias: bool,
-        down_bias: bool,
-        act: GateAct,
-    ) -> Result<Self> {
-        let part_rows = 2 * intermediate / gate_up.len();
-        Ok(GatedFfn {
-            gate_up: Proj::load(be, w, gate_up, hidden, part_rows, gate_up_bias)?,
-            down: Proj::load(be, w, &[down], intermediate, hidden, down_bias)?,
-            act,
-            intermediate,
-        })
-    }
-
-    /// `out` gets `rows * hidden`.
-    pub(crate) fn forward(
-        &self,
-        be: &dyn GpuCompute,
-        x: &[f32],
-        rows: usize,
-        buf: &mut FfnBuffers,
-        out: &mut [f32],
-    ) {
-        let i = self.intermediate;
-        self.gate_up.forward(be, x, rows, &mut buf.gate_up);
-        let k = be.host_kernels();
-        let act = self.act;
-        buf.hidden[..rows * i]
-            .par_chunks_mut(i)
-            .zip(buf.gate_up[..rows * 2 * i].par_chunks_mut(2 * i))
-            .for_each(|(hrow, gu)| {
-                let (gate, up) = gu.split_at_mut(i);
-                act.apply(k, gate);
-                for j in 0..i {
-                    hrow[j] = gate[j] * up[j];
-                }
-            });
-        self.down.forward(be, &buf.hidden[..rows * i], rows, out);
-    }
-}
-
-/// Typed field access on a raw `config.json`, so every error names its field.
-pub(crate) struct Fields<'a> {
-    pub(crate) v: &'a serde_json::Value,
-    path: &'a Path,
-}
-
-impl<'a> Fields<'a> {
-    pub(crate) fn new(v: &'a serde_json::Value, path: &'a Path) -> Result<Self> {
-        if !v.is_object() {
-            return Err(InferError::Json {
-                path: path.to_path_buf(),
-                reason: "expected a JSON object".into(),
-            });
-        }
-        Ok(Fields { v, path })
-    }
-
-    pub(crate) fn err(&self, field: &str, reason: String) -> InferError {
-        InferError::Config {
-            path: self.path.to_path_buf(),
-            field: field.into(),
-            reason,
-        }
-    }
-
-    /// Present and not null.
-    pub(crate) fn has(&self, field: &str) -> bool {
-        !matches!(self.v.get(field), None | Some(serde_json::Value::Null))
-    }
-
-    pub(crate) fn opt_usize(&self, field: &str) -> Result<Option<usize>> {
-        match self.v.get(field) {
-            None | Some(serde_json::Value::Null) => Ok(None),
-            Some(x) => x.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
-                self.err(field, format!("expected a non-negative integer, found {x}"))
-            }),
-        }
-    }
-
-    pub(crate) fn usize(&self, field: &str, default: Option<usize>) -> Result<usize> {
-        match (self.opt_usize(field)?, default) {
-            (Some(n), _) | (None, Some(n)) => Ok(n),
-            (None, None) => Err(self.err(field, "missing".into())),
-        }
-    }
-
-    pub(crate) fn f64(&self, field: &str, default: f64) -> Result<f64> {
-        match self.v.get(field) {
-            None | Some(serde_json::Value::Null) => Ok(default),
-            Some(x) => x
-                .as_f64()
-                .ok_or_else(|| self.err(field, format!("expected a number, found {x}"))),
-        }
-    }
-
-    pub(crate) fn bool(&self, field: &str, default: bool) -> Result<bool> {
-        match self.v.get(field) {
-            None | Some(serde_json::Value::Null) => Ok(default),
-            Some(x) => x
-                .as_bool()
-                .ok_or_else(|| self.err(field, format!("expected true or false, found {x}"))),
-        }
-    }
-
-    pub(crate) fn str(&self, field: &str, default: Option<&str>) -> Result<String> {
-        match self.v.get(field) {
-            None | Some(serde_json::Value::Null) => default
-                .map(String::from)
-                .ok_or_else(|| self.err(field, "missing".into())),
-            Some(x) => x
-                .as_str()
-                .map(String::from)
-                .ok_or_else(|| self.err(field, format!("expected a string, found {x}"))),
-        }
-    }
-
-    /// Every size must be in `1..=2^24`.
-    pub(crate) fn check_sizes(&self, sizes: &[(&str, usize)]) -> Result<()> {
-        for &(field, v) in sizes {
-            if v == 0 || v > (1 << 24) {
-                return Err(self.err(field, format!("value {v} is out of range")));
-            }
-        }
-        Ok(())
-    }
-
-    pub(crate) fn positive(&self, field: &str, v: usize) -> Result<usize> {
-        self.check_sizes(&[(field, v)])?;
-        Ok(v)
-    }
-
-    pub(crate) fn positive_f64(&self, field: &str, v: f64) -> Result<f64> {
-        if v.is_finite() && v > 1.0 {
-            Ok(v)
-        } else {
-            Err(self.err(field, format!("{v}: must be a finite number > 1")))
-        }
-    }
-
-    pub(crate) fn eps(&self, v: f64, field: &str) -> Result<f32> {
-        if v.is_finite() && v >= 0.0 {
-            Ok(v as f32)
-        } else {
-            Err(self.err(field, "must be finite and >= 0".into()))
-        }
-    }
-
-    /// `pad_token_id` (default 0), inside the vocabulary.
-    pub(crate) fn pad(&self, vocab: usize) -> Result<u32> {
-        let pad = self.opt_usize("pad_token_id")?.unwrap_or(0);
-        if pad >= vocab {
-            return Err(self.err(
-                "pad_token_id",
-                format!("{pad} is outside the vocabulary (size {vocab})"),
-            ));
-        }
-        Ok(pad as u32)
-    }
-
-    /// `dtype` (transformers 5.x) or `torch_dtype` (the Hub's older spelling).
-    pub(crate) fn dtype(&self) -> Result<Option<String>> {
-        for field in ["dtype", "torch_dtype"] {
-            if self.has(field) {
-                return self.str(field, None).map(Some);
-            }
-        }
-        Ok(None)
     }
 }

@@ -10,11 +10,14 @@
 //! the values its own sequence would give it alone.
 
 use crate::error::{InferError, Result};
-use crate::gpu::{AttentionBias, DeviceMatrix, GpuCompute, SeqSpan};
-use crate::io::config::{Activation, ModelArchitecture};
+use crate::gpu::{AttentionBias, GpuCompute};
+use crate::io::config::ModelArchitecture;
+use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::{TensorData, WeightStore, Weights};
 use crate::kernels::Kernels;
-use crate::models::{Encoder, EncoderSpec};
+use crate::models::{pack_spans, Encoder, EncoderSpec};
+use crate::nn::ffn::FfnAct;
+use crate::nn::Linear;
 use rayon::prelude::*;
 use std::path::Path;
 
@@ -28,132 +31,6 @@ const PROBE: &str = "encoder.block.0.layer.0.SelfAttention.q.weight";
 const DEFAULT_MAX_LEN: usize = 512;
 /// Rows per parallel task for row-wise host work.
 const ROW_CHUNK: usize = 16;
-
-/// Typed field access on a raw `config.json`, so every error names its field. Shared with the
-/// other encoder files that parse their own config.
-pub(crate) struct ConfigFields<'a> {
-    pub v: &'a serde_json::Value,
-    pub path: &'a Path,
-}
-
-impl<'a> ConfigFields<'a> {
-    pub fn err(&self, field: &str, reason: impl Into<String>) -> InferError {
-        InferError::Config {
-            path: self.path.to_path_buf(),
-            field: field.into(),
-            reason: reason.into(),
-        }
-    }
-
-    fn get(&self, field: &str) -> Option<&'a serde_json::Value> {
-        match self.v.get(field) {
-            None | Some(serde_json::Value::Null) => None,
-            Some(x) => Some(x),
-        }
-    }
-
-    /// The first present of `names` (the Hub spelling first, then aliases), as an integer.
-    pub fn opt_usize_any(&self, names: &[&str]) -> Result<Option<usize>> {
-        for n in names {
-            if let Some(x) = self.get(n) {
-                return x.as_u64().map(|v| Some(v as usize)).ok_or_else(|| {
-                    self.err(n, format!("expected a non-negative integer, found {x}"))
-                });
-            }
-        }
-        Ok(None)
-    }
-
-    /// A positive integer within `1..=2^24` (first present of `names`, else `default`).
-    pub fn dim(&self, names: &[&str], default: Option<usize>) -> Result<usize> {
-        match (self.opt_usize_any(names)?, default) {
-            (Some(v), _) | (None, Some(v)) => {
-                if v == 0 || v > (1 << 24) {
-                    Err(self.err(names[0], format!("value {v} is out of range")))
-                } else {
-                    Ok(v)
-                }
-            }
-            (None, None) => Err(self.err(names[0], "missing")),
-        }
-    }
-
-    pub fn opt_str(&self, field: &str) -> Result<Option<&'a str>> {
-        match self.get(field) {
-            None => Ok(None),
-            Some(x) => x
-                .as_str()
-                .map(Some)
-                .ok_or_else(|| self.err(field, format!("expected a string, found {x}"))),
-        }
-    }
-
-    /// A finite, non-negative epsilon.
-    pub fn eps(&self, field: &str, default: f64) -> Result<f32> {
-        let v = match self.get(field) {
-            None => default,
-            Some(x) => x
-                .as_f64()
-                .ok_or_else(|| self.err(field, format!("expected a number, found {x}")))?,
-        };
-        if !(v.is_finite() && v >= 0.0) {
-            return Err(self.err(field, "must be finite and >= 0"));
-        }
-        Ok(v as f32)
-    }
-
-    /// `dtype` (transformers 5.x) or `torch_dtype` (the Hub's older spelling).
-    pub fn dtype(&self) -> Result<Option<String>> {
-        Ok(self
-            .opt_str("dtype")?
-            .or(self.opt_str("torch_dtype")?)
-            .map(String::from))
-    }
-
-    /// `pad_token_id` (default `default`), checked against the vocabulary.
-    pub fn pad_token_id(&self, default: usize, vocab: usize) -> Result<u32> {
-        let pad = self.opt_usize_any(&["pad_token_id"])?.unwrap_or(default);
-        if pad >= vocab {
-            return Err(self.err(
-                "pad_token_id",
-                format!("{pad} is outside the vocabulary (size {vocab})"),
-            ));
-        }
-        Ok(pad as u32)
-    }
-}
-
-/// The feed-forward activation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FfnAct {
-    Relu,
-    GeluErf,
-    GeluTanh,
-    Silu,
-}
-
-impl FfnAct {
-    fn name(self) -> &'static str {
-        match self {
-            FfnAct::Relu => "relu",
-            FfnAct::GeluErf => "gelu (erf)",
-            FfnAct::GeluTanh => "gelu (tanh)",
-            FfnAct::Silu => "silu",
-        }
-    }
-
-    fn apply(self, be: &dyn GpuCompute, x: &mut [f32]) {
-        match self {
-            FfnAct::Relu => be.activation(x, Activation::Relu),
-            FfnAct::GeluErf => be.activation(x, Activation::GeluErf),
-            FfnAct::GeluTanh => be.activation(x, Activation::GeluTanh),
-            FfnAct::Silu => {
-                let k = be.host_kernels();
-                x.par_chunks_mut(4096).for_each(|c| k.silu(c));
-            }
-        }
-    }
-}
 
 /// A validated T5 / mT5 encoder config.
 #[derive(Clone, Debug)]
@@ -179,14 +56,8 @@ struct T5Config {
 impl T5Config {
     fn from_file(path: &Path) -> Result<Self> {
         let value: serde_json::Value = crate::io::read_json(path)?;
-        if !value.is_object() {
-            return Err(InferError::Json {
-                path: path.to_path_buf(),
-                reason: "expected a JSON object".into(),
-            });
-        }
+        let f = ConfigFields::new(&value, path)?;
         let architecture = ModelArchitecture::detect(path)?;
-        let f = ConfigFields { v: &value, path };
         // transformers' attribute_map aliases are accepted after the T5 names.
         let vocab_size = f.dim(&["vocab_size"], None)?;
         let d_model = f.dim(&["d_model", "hidden_size"], None)?;
@@ -270,35 +141,6 @@ impl T5Config {
     }
 }
 
-/// A torch `Linear` without bias (`[out, in]` weight), prepared by the backend.
-struct Proj {
-    w: DeviceMatrix,
-}
-
-impl Proj {
-    /// Loads and fuses `{name}.weight` of every name (each `[out_dim, in_dim]`).
-    fn load(
-        be: &dyn GpuCompute,
-        w: &Weights,
-        names: &[String],
-        in_dim: usize,
-        out_dim: usize,
-    ) -> Result<Self> {
-        let tensors = names
-            .iter()
-            .map(|n| w.get(&format!("{n}.weight"), &[out_dim, in_dim]))
-            .collect::<Result<Vec<_>>>()?;
-        let parts: Vec<&[f32]> = tensors.iter().map(|t| t.as_slice()).collect();
-        Ok(Proj {
-            w: be.prepare_matrix(&parts, in_dim),
-        })
-    }
-
-    fn forward(&self, be: &dyn GpuCompute, x: &[f32], rows: usize, out: &mut [f32]) {
-        be.linear(x, rows, &self.w, None, out);
-    }
-}
-
 /// T5's RMSNorm: `w * (x * 1/sqrt(mean(x²) + eps))`, no mean subtraction, no bias.
 struct RmsNorm {
     weight: Vec<f32>,
@@ -339,14 +181,14 @@ fn rms_row(k: &Kernels, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
 struct Block {
     attn_norm: RmsNorm,
     /// q, k, v fused: `[3 * inner, d_model]`.
-    qkv: Proj,
-    o: Proj,
+    qkv: Linear,
+    o: Linear,
     ff_norm: RmsNorm,
     /// `wi` (plain) or `wi_0` (gated: the activated half).
-    wi: Proj,
+    wi: Linear,
     /// `wi_1`, the linear half of a gated feed-forward.
-    wi_1: Option<Proj>,
-    wo: Proj,
+    wi_1: Option<Linear>,
+    wo: Linear,
 }
 
 /// A T5 / mT5 encoder.
@@ -397,26 +239,37 @@ impl T5Encoder {
                 let d = format!("{p}.1.DenseReluDense");
                 let (wi, wi_1) = if cfg.gated {
                     (
-                        Proj::load(be, &w, &[format!("{d}.wi_0")], h, ff)?,
-                        Some(Proj::load(be, &w, &[format!("{d}.wi_1")], h, ff)?),
+                        Linear::load_with(be, &w, &[&format!("{d}.wi_0")], h, ff, false)?,
+                        Some(Linear::load_with(
+                            be,
+                            &w,
+                            &[&format!("{d}.wi_1")],
+                            h,
+                            ff,
+                            false,
+                        )?),
                     )
                 } else {
-                    (Proj::load(be, &w, &[format!("{d}.wi")], h, ff)?, None)
+                    (
+                        Linear::load_with(be, &w, &[&format!("{d}.wi")], h, ff, false)?,
+                        None,
+                    )
                 };
                 Ok(Block {
                     attn_norm: RmsNorm::load(&w, &format!("{p}.0.layer_norm"), h, eps)?,
-                    qkv: Proj::load(
+                    qkv: Linear::load_with(
                         be,
                         &w,
-                        &[format!("{a}.q"), format!("{a}.k"), format!("{a}.v")],
+                        &[&format!("{a}.q"), &format!("{a}.k"), &format!("{a}.v")],
                         h,
                         inner,
+                        false,
                     )?,
-                    o: Proj::load(be, &w, &[format!("{a}.o")], inner, h)?,
+                    o: Linear::load_with(be, &w, &[&format!("{a}.o")], inner, h, false)?,
                     ff_norm: RmsNorm::load(&w, &format!("{p}.1.layer_norm"), h, eps)?,
                     wi,
                     wi_1,
-                    wo: Proj::load(be, &w, &[format!("{d}.wo")], ff, h)?,
+                    wo: Linear::load_with(be, &w, &[&format!("{d}.wo")], ff, h, false)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -425,13 +278,9 @@ impl T5Encoder {
             .map(|n| bucket_of_distance(n, cfg.num_buckets, cfg.max_distance))
             .collect();
         let ffn = if cfg.gated {
-            let glu = match cfg.act {
-                FfnAct::GeluTanh | FfnAct::GeluErf => "GeGLU",
-                FfnAct::Relu => "ReGLU",
-                FfnAct::Silu => "SwiGLU",
-            };
             format!(
-                "{glu}: {}(x·wi_0) × (x·wi_1), no biases [{}]",
+                "{}: {}(x·wi_0) × (x·wi_1), no biases [{}]",
+                cfg.act.glu_name(),
                 cfg.act.name(),
                 cfg.feed_forward_proj
             )
@@ -570,15 +419,7 @@ impl Encoder for T5Encoder {
         let h = c.d_model;
         let inner = c.inner();
         let k = be.host_kernels();
-        let mut spans = Vec::with_capacity(seqs.len());
-        let mut total = 0;
-        for ids in seqs {
-            spans.push(SeqSpan {
-                start: total,
-                len: ids.len(),
-            });
-            total += ids.len();
-        }
+        let (spans, total) = pack_spans(seqs);
         let max_len = spans.iter().map(|s| s.len).max().unwrap_or(0);
         if total == 0 {
             return Ok(Vec::new());

@@ -5,6 +5,7 @@
 use crate::error::{InferError, Result};
 use crate::gpu::GpuCompute;
 use crate::io::config::{Activation, ModelArchitecture};
+use crate::io::config_fields::ConfigFields;
 use crate::models::EncoderSpec;
 use rayon::prelude::*;
 use std::path::Path;
@@ -83,86 +84,6 @@ pub(super) struct DebertaConfig {
     pub(super) dtype: Option<String>,
 }
 
-struct Fields<'a> {
-    v: &'a serde_json::Value,
-    path: &'a Path,
-}
-
-impl Fields<'_> {
-    fn err(&self, field: &str, reason: impl Into<String>) -> InferError {
-        InferError::Config {
-            path: self.path.to_path_buf(),
-            field: field.into(),
-            reason: reason.into(),
-        }
-    }
-
-    fn get(&self, field: &str) -> Option<&serde_json::Value> {
-        self.v.get(field).filter(|x| !x.is_null())
-    }
-
-    fn int(&self, field: &str, default: Option<i64>) -> Result<i64> {
-        match (self.get(field), default) {
-            (Some(x), _) => x
-                .as_i64()
-                .ok_or_else(|| self.err(field, format!("expected an integer, found {x}"))),
-            (None, Some(d)) => Ok(d),
-            (None, None) => Err(self.err(field, "missing")),
-        }
-    }
-
-    /// A positive size (at most 2^24).
-    fn size(&self, field: &str, default: Option<i64>) -> Result<usize> {
-        let n = self.int(field, default)?;
-        if !(1..=1 << 24).contains(&n) {
-            return Err(self.err(field, format!("value {n} is out of range")));
-        }
-        Ok(n as usize)
-    }
-
-    fn bool(&self, field: &str, default: bool) -> Result<bool> {
-        match self.get(field) {
-            None => Ok(default),
-            Some(x) => x
-                .as_bool()
-                .ok_or_else(|| self.err(field, format!("expected true or false, found {x}"))),
-        }
-    }
-
-    fn str(&self, field: &str) -> Result<Option<&str>> {
-        match self.get(field) {
-            None => Ok(None),
-            Some(x) => x
-                .as_str()
-                .map(Some)
-                .ok_or_else(|| self.err(field, format!("expected a string, found {x}"))),
-        }
-    }
-
-    /// A list of strings, or the legacy `"a|b"` spelling; lower-cased and trimmed.
-    fn str_list(&self, field: &str) -> Result<Vec<String>> {
-        let items: Vec<String> = match self.get(field) {
-            None => vec![],
-            Some(serde_json::Value::String(s)) => s.split('|').map(String::from).collect(),
-            Some(serde_json::Value::Array(a)) => a
-                .iter()
-                .map(|x| {
-                    x.as_str().map(String::from).ok_or_else(|| {
-                        self.err(field, format!("expected a list of strings, found {x}"))
-                    })
-                })
-                .collect::<Result<_>>()?,
-            Some(x) => {
-                return Err(self.err(
-                    field,
-                    format!("expected a list of strings or a `|`-separated string, found {x}"),
-                ))
-            }
-        };
-        Ok(items.iter().map(|s| s.trim().to_lowercase()).collect())
-    }
-}
-
 impl DebertaConfig {
     pub(super) fn from_file(path: &Path) -> Result<Self> {
         let value: serde_json::Value = crate::io::read_json(path)?;
@@ -178,13 +99,7 @@ impl DebertaConfig {
                 )))
             }
         };
-        if !value.is_object() {
-            return Err(InferError::Json {
-                path: path.to_path_buf(),
-                reason: "expected a JSON object".into(),
-            });
-        }
-        let f = Fields { v: &value, path };
+        let f = ConfigFields::new(&value, path)?;
         let vocab_size = f.size("vocab_size", None)?;
         let hidden_size = f.size("hidden_size", None)?;
         let num_hidden_layers = f.size("num_hidden_layers", None)?;
@@ -228,7 +143,7 @@ impl DebertaConfig {
                     )
                 })?,
         };
-        let act_name = f.str("hidden_act")?.unwrap_or("gelu");
+        let act_name = f.opt_str("hidden_act")?.unwrap_or("gelu");
         let hidden_act = match Act::parse(act_name) {
             Some(Act::Gelu(a)) => a,
             _ => {
@@ -296,7 +211,7 @@ impl DebertaConfig {
             return Err(f.err("talking_head", "talking-head attention is not supported"));
         }
         let norm_rel_ebd = if v2 {
-            let s = f.str("norm_rel_ebd")?.unwrap_or("none").to_lowercase();
+            let s = f.opt_str("norm_rel_ebd")?.unwrap_or("none").to_lowercase();
             let parts: Vec<&str> = s.split('|').map(str::trim).collect();
             if let Some(bad) = parts
                 .iter()
@@ -323,7 +238,7 @@ impl DebertaConfig {
                     format!("{conv_kernel}: only odd kernel sizes keep the sequence length"),
                 ));
             }
-            let act_name = f.str("conv_act")?.unwrap_or("tanh");
+            let act_name = f.opt_str("conv_act")?.unwrap_or("tanh");
             let act = Act::parse(act_name).ok_or_else(|| {
                 f.err(
                     "conv_act",
@@ -345,7 +260,7 @@ impl DebertaConfig {
         } else {
             None
         };
-        let dtype = f.str("dtype")?.or(f.str("torch_dtype")?).map(String::from);
+        let dtype = f.dtype()?;
         Ok(DebertaConfig {
             v2,
             vocab_size,
