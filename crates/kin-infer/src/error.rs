@@ -7,12 +7,9 @@ pub type Result<T, E = InferError> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum InferError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The I/O error is part of the message (not a `source`), so a printed chain names it once.
+    #[error("{path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
     #[error("{path}: invalid safetensors file: {reason}")]
     Safetensors { path: PathBuf, reason: String },
     #[error("{path}: invalid JSON: {reason}")]
@@ -71,7 +68,7 @@ impl InferError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         InferError::Io {
             path: path.into(),
-            source,
+            err: source,
         }
     }
 }
