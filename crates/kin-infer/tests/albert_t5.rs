@@ -4,10 +4,14 @@
 //! neighbours, 1 vs 2 threads, every SIMD tier), and configuration errors that name their
 //! file and field.
 
-use kin_infer::io::golden::{check, GoldenFile};
-use kin_infer::kernels::Tier;
+mod support;
+
 use kin_infer::{Embedder, EmbedderOptions, InferError};
-use std::path::{Path, PathBuf};
+use support::{
+    assert_deterministic, assert_fixtures_match_goldens, assert_hidden_states_alone_match_together,
+    config_error_path, copy_fixture, edit_json, embed_ids as embed, fixture, load, load_err,
+    random_sequences, varied_lengths,
+};
 
 const FIXTURES: [&str; 5] = [
     "albert_tiny",
@@ -17,107 +21,24 @@ const FIXTURES: [&str; 5] = [
     "st5_tiny",
 ];
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(name)
-}
-
-fn load(dir: &Path, opts: EmbedderOptions) -> Embedder {
-    Embedder::load(dir, &opts).unwrap_or_else(|e| panic!("load {}: {e}", dir.display()))
-}
-
-fn opts(tier: Tier, threads: usize) -> EmbedderOptions {
-    EmbedderOptions {
-        tier: Some(tier),
-        threads: Some(threads),
-        ..Default::default()
-    }
-}
-
 /// Pseudo-random id sequences of varied lengths (1 up to `max_len`).
 fn sequences(vocab: usize, max_len: usize, count: usize) -> Vec<Vec<u32>> {
-    let mut s = 0x5eed_u64;
-    (0..count)
-        .map(|i| {
-            let n = 1 + (i * 37 + 11) % max_len;
-            (0..n)
-                .map(|_| {
-                    s = s
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    ((s >> 33) % vocab as u64) as u32
-                })
-                .collect()
-        })
-        .collect()
-}
-
-fn embed(e: &Embedder, seqs: &[Vec<u32>]) -> Vec<Vec<f32>> {
-    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
-    e.embed_tokens(&refs, None).unwrap()
-}
-
-fn bits(v: &[Vec<f32>]) -> Vec<Vec<u32>> {
-    v.iter()
-        .map(|r| r.iter().map(|x| x.to_bits()).collect())
-        .collect()
+    random_sequences(vocab, &varied_lengths(count, max_len), 0x5eed)
 }
 
 #[test]
 fn fixtures_match_their_pytorch_goldens() {
-    for name in FIXTURES {
-        let dir = fixture(name);
-        let golden = GoldenFile::load(&dir.join("golden.json")).unwrap();
-        let e = load(&dir, EmbedderOptions::default());
-        let r = check(&e, &golden).unwrap();
-        assert!(r.compared > 0, "{name}: nothing compared");
-        assert!(
-            r.passed(),
-            "{name}: max |diff| {} > tol {}: {:?}",
-            r.max_diff,
-            r.tol,
-            r.mismatches
-        );
-    }
+    assert_fixtures_match_goldens(&FIXTURES);
 }
 
 #[test]
 fn embeddings_are_identical_alone_in_batches_across_threads_and_tiers() {
-    for name in FIXTURES {
-        let dir = fixture(name);
-        let base = load(&dir, opts(Tier::Generic, 1));
+    assert_deterministic(&FIXTURES, &[3, 32], |base| {
         let c = base.config();
         // T5 sequences run far past relative_attention_max_distance.
         let max_len = c.max_sequence_length().min(100);
-        let seqs = sequences(c.vocab_size, max_len, 40);
-        let alone: Vec<Vec<f32>> = seqs
-            .iter()
-            .flat_map(|s| embed(&base, std::slice::from_ref(s)))
-            .collect();
-        let reference = bits(&alone);
-        for batch in [3, 32] {
-            let out: Vec<Vec<f32>> = seqs.chunks(batch).flat_map(|c| embed(&base, c)).collect();
-            assert_eq!(bits(&out), reference, "{name}: batches of {batch}");
-        }
-        let mut rev = seqs.clone();
-        rev.reverse();
-        let mut out: Vec<Vec<f32>> = rev.chunks(3).flat_map(|c| embed(&base, c)).collect();
-        out.reverse();
-        assert_eq!(bits(&out), reference, "{name}: reversed batches of 3");
-        for tier in Tier::available() {
-            for threads in [1, 2] {
-                let e = load(&dir, opts(tier, threads));
-                let out: Vec<Vec<f32>> = seqs.chunks(32).flat_map(|c| embed(&e, c)).collect();
-                assert_eq!(
-                    bits(&out),
-                    reference,
-                    "{name}: tier {} with {threads} threads",
-                    tier.name()
-                );
-            }
-        }
-    }
+        sequences(c.vocab_size, max_len, 40)
+    });
 }
 
 #[test]
@@ -126,12 +47,7 @@ fn t5_hidden_states_do_not_depend_on_the_longest_neighbour() {
     // must get the same bits next to a 120-token one.
     let e = load(&fixture("t5_tiny"), EmbedderOptions::default());
     let seqs = sequences(e.config().vocab_size, 120, 12);
-    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
-    let together = e.hidden_states(&refs, None).unwrap();
-    for (s, t) in refs.iter().zip(&together) {
-        let alone = e.hidden_states(&[*s], None).unwrap();
-        assert_eq!(bits(&alone), bits(std::slice::from_ref(t)));
-    }
+    assert_hidden_states_alone_match_together("t5_tiny", &e, &seqs);
 }
 
 #[test]
@@ -198,45 +114,6 @@ fn dimensions_truncate_the_dense_output_then_normalize() {
     assert!(err.to_string().contains("16"), "{err}");
 }
 
-/// A copy of a fixture (files and module directories) in a temp dir.
-fn copy_fixture(name: &str) -> tempfile::TempDir {
-    fn copy(src: &Path, dst: &Path) {
-        std::fs::create_dir_all(dst).unwrap();
-        for e in std::fs::read_dir(src).unwrap() {
-            let e = e.unwrap();
-            let to = dst.join(e.file_name());
-            if e.file_type().unwrap().is_dir() {
-                copy(&e.path(), &to);
-            } else {
-                std::fs::copy(e.path(), to).unwrap();
-            }
-        }
-    }
-    let d = tempfile::tempdir().unwrap();
-    copy(&fixture(name), d.path());
-    d
-}
-
-/// Sets (or with `None` removes) `field` in the JSON file `rel` of a fixture copy.
-fn edit_json(dir: &Path, rel: &str, field: &str, value: Option<serde_json::Value>) {
-    let p = dir.join(rel);
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-    match value {
-        Some(x) => v[field] = x,
-        None => {
-            v.as_object_mut().unwrap().remove(field);
-        }
-    }
-    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
-}
-
-fn load_err(dir: &Path) -> InferError {
-    Embedder::load(dir, &EmbedderOptions::default())
-        .err()
-        .expect("load must fail")
-}
-
 #[test]
 fn bad_config_fields_are_named() {
     use serde_json::json;
@@ -295,14 +172,8 @@ fn bad_config_fields_are_named() {
     for (name, file, field, value) in cases {
         let d = copy_fixture(name);
         edit_json(d.path(), file, field, value.clone());
-        let err = load_err(d.path());
-        match &err {
-            InferError::Config { field: f, path, .. } => {
-                assert_eq!(f, field, "{name} {field}={value:?}: {err}");
-                assert!(path.ends_with(file), "{err}");
-            }
-            other => panic!("{name} {field}={value:?}: expected a Config error, got {other}"),
-        }
+        let path = config_error_path(d.path(), field, &format!("{name} {field}={value:?}"));
+        assert!(path.ends_with(file), "{name} {field}: {}", path.display());
     }
 }
 
@@ -326,14 +197,12 @@ fn bad_dense_modules_are_named_errors() {
     ] {
         let d = copy_fixture("st5_tiny");
         edit_json(d.path(), "2_Dense/config.json", field, value.clone());
-        let err = load_err(d.path());
-        match &err {
-            InferError::Config { field: f, path, .. } => {
-                assert_eq!(f, want, "{field}={value:?}: {err}");
-                assert!(path.ends_with("2_Dense/config.json"), "{err}");
-            }
-            other => panic!("{field}={value:?}: expected a Config error, got {other}"),
-        }
+        let path = config_error_path(d.path(), want, &format!("{field}={value:?}"));
+        assert!(
+            path.ends_with("2_Dense/config.json"),
+            "{field}: {}",
+            path.display()
+        );
     }
     // Weights only as a pickle: unsupported, naming the file.
     let d = copy_fixture("st5_tiny");

@@ -3,10 +3,14 @@
 //! 3 and 32 among longer and shorter neighbours, 1 vs 2 threads, every SIMD tier), both
 //! spellings of `pos_att_type`, and config errors that name their field.
 
-use kin_infer::io::golden::{check, GoldenFile};
-use kin_infer::kernels::Tier;
+mod support;
+
 use kin_infer::{Embedder, EmbedderOptions};
-use std::path::{Path, PathBuf};
+use support::{
+    assert_fixture_hidden_states_ignore_neighbours, assert_fixtures_deterministic,
+    assert_fixtures_match_goldens, bits, edited, embed_in_batches as embed, fixture,
+    ids_past_specials, load, remove_field, Edit,
+};
 
 const FIXTURES: [&str; 5] = [
     "deberta_v1_tiny",
@@ -16,164 +20,28 @@ const FIXTURES: [&str; 5] = [
     "deberta_v2_other",
 ];
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(name)
-}
-
-fn load(dir: &Path, opts: EmbedderOptions) -> Embedder {
-    Embedder::load(dir, &opts).unwrap_or_else(|e| panic!("load {}: {e}", dir.display()))
-}
-
-fn bits(v: &[Vec<f32>]) -> Vec<Vec<u32>> {
-    v.iter()
-        .map(|r| r.iter().map(|x| x.to_bits()).collect())
-        .collect()
-}
-
-/// Pseudo-random ids `>= 4` (past the special tokens) of varied lengths up to `max_len`.
-fn sequences(vocab: usize, max_len: usize, n: usize, seed: u64) -> Vec<Vec<u32>> {
-    let mut s = seed;
-    (0..n)
-        .map(|i| {
-            let len = 1 + (i * 37 + 11) % max_len;
-            (0..len)
-                .map(|_| {
-                    s = s
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    4 + ((s >> 33) as usize % (vocab - 4)) as u32
-                })
-                .collect()
-        })
-        .collect()
-}
-
-fn embed(e: &Embedder, seqs: &[Vec<u32>], batch: usize) -> Vec<Vec<f32>> {
-    seqs.chunks(batch)
-        .flat_map(|c| {
-            let refs: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
-            e.embed_tokens(&refs, None).unwrap()
-        })
-        .collect()
-}
-
 #[test]
 fn every_deberta_fixture_matches_its_golden() {
-    for name in FIXTURES {
-        let dir = fixture(name);
-        let golden = GoldenFile::load(&dir.join("golden.json")).unwrap();
-        let e = load(&dir, EmbedderOptions::default());
-        let r = check(&e, &golden).unwrap();
-        assert!(r.compared > 0, "{name}: nothing compared");
-        assert!(
-            r.passed(),
-            "{name}: max |diff| {} > tol {}: {:?}",
-            r.max_diff,
-            r.tol,
-            r.mismatches
-        );
+    let reports = assert_fixtures_match_goldens(&FIXTURES);
+    for (name, r) in FIXTURES.iter().zip(reports) {
         assert_eq!(r.tol, 1e-4, "{name}");
     }
 }
 
 #[test]
 fn embeddings_are_identical_across_batches_threads_and_tiers() {
-    for name in FIXTURES {
-        let dir = fixture(name);
-        let base = load(
-            &dir,
-            EmbedderOptions {
-                threads: Some(1),
-                tier: Some(Tier::Generic),
-                ..Default::default()
-            },
-        );
-        let c = base.config();
-        let seqs = sequences(c.vocab_size, c.max_sequence_length(), 40, 11);
-        let reference = bits(&embed(&base, &seqs, 1));
-        for batch in [3, 32] {
-            assert_eq!(
-                bits(&embed(&base, &seqs, batch)),
-                reference,
-                "{name}: batch {batch}"
-            );
-        }
-        let mut rev = seqs.clone();
-        rev.reverse();
-        let mut out = embed(&base, &rev, 3);
-        out.reverse();
-        assert_eq!(bits(&out), reference, "{name}: reversed batches of 3");
-        for tier in Tier::available() {
-            for threads in [1, 2] {
-                let e = load(
-                    &dir,
-                    EmbedderOptions {
-                        threads: Some(threads),
-                        tier: Some(tier),
-                        ..Default::default()
-                    },
-                );
-                assert_eq!(
-                    bits(&embed(&e, &seqs, 32)),
-                    reference,
-                    "{name}: tier {} with {threads} threads",
-                    tier.name()
-                );
-            }
-        }
-    }
+    assert_fixtures_deterministic(&FIXTURES);
 }
 
 #[test]
 fn hidden_states_do_not_depend_on_neighbours() {
-    for name in ["deberta_v1_tiny", "deberta_v2_conv"] {
-        let e = load(&fixture(name), EmbedderOptions::default());
-        let c = e.config();
-        let seqs = sequences(c.vocab_size, c.max_sequence_length(), 12, 5);
-        let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
-        let together = e.hidden_states(&refs, None).unwrap();
-        for (i, s) in refs.iter().enumerate() {
-            let alone = e.hidden_states(&[s], None).unwrap();
-            assert_eq!(
-                bits(&alone),
-                bits(std::slice::from_ref(&together[i])),
-                "{name}: sequence {i} (len {})",
-                s.len()
-            );
-        }
-    }
-}
-
-/// A copy of a fixture whose config.json is edited by `edit`.
-fn edited(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
-    let src = fixture(name);
-    let dir = tempfile::tempdir().unwrap();
-    for f in [
-        "model.safetensors",
-        "modules.json",
-        "sentence_bert_config.json",
-    ] {
-        std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
-    }
-    std::fs::create_dir(dir.path().join("1_Pooling")).unwrap();
-    std::fs::copy(
-        src.join("1_Pooling/config.json"),
-        dir.path().join("1_Pooling/config.json"),
-    )
-    .unwrap();
-    let mut cfg: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
-    edit(&mut cfg);
-    std::fs::write(dir.path().join("config.json"), cfg.to_string()).unwrap();
-    dir
+    assert_fixture_hidden_states_ignore_neighbours(&["deberta_v1_tiny", "deberta_v2_conv"]);
 }
 
 #[test]
 fn pos_att_type_spellings_agree() {
     // deberta_v1_tiny's file says "c2p|p2c"; the list spelling and odd spacing/case agree.
-    let seqs = sequences(100, 64, 6, 3);
+    let seqs = ids_past_specials(100, 64, 6, 3);
     let base = bits(&embed(
         &load(&fixture("deberta_v1_tiny"), EmbedderOptions::default()),
         &seqs,
@@ -194,8 +62,6 @@ fn pos_att_type_spellings_agree() {
     assert_ne!(bits(&embed(&e, &seqs, 6)), base);
 }
 
-type Edit = Box<dyn Fn(&mut serde_json::Value)>;
-
 #[test]
 fn bad_configs_name_their_field() {
     let cases: Vec<(&str, Edit, &str)> = vec![
@@ -211,9 +77,7 @@ fn bad_configs_name_their_field() {
         ),
         (
             "deberta_v1_tiny",
-            Box::new(|c| {
-                c.as_object_mut().unwrap().remove("hidden_size");
-            }),
+            remove_field("hidden_size"),
             "hidden_size",
         ),
         (

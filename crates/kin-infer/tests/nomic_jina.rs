@@ -4,141 +4,32 @@
 //! determinism contract bit for bit (alone vs batches of 3 and 32 among longer and shorter
 //! neighbours, 1 vs 2 threads, every SIMD tier), and config errors that name their field.
 
-use kin_infer::io::golden::{check, GoldenFile};
-use kin_infer::kernels::Tier;
+mod support;
+
 use kin_infer::nn::pooling::{Pooling, PoolingMode};
-use kin_infer::{Embedder, EmbedderOptions, InferError};
-use std::path::{Path, PathBuf};
+use kin_infer::EmbedderOptions;
+use std::path::Path;
+use support::{
+    assert_fixture_hidden_states_ignore_neighbours, assert_fixtures_deterministic,
+    assert_fixtures_match_goldens, bits, config_error_path, edited, fixture, load, remove_field,
+    Edit,
+};
 
 const FIXTURES: [&str; 4] = ["nomic_tiny", "nomic_orig", "jina_tiny", "jina_odd"];
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures")
-        .join(name)
-}
-
-fn load(dir: &Path, opts: EmbedderOptions) -> Embedder {
-    Embedder::load(dir, &opts).unwrap_or_else(|e| panic!("load {}: {e}", dir.display()))
-}
-
-fn bits(v: &[Vec<f32>]) -> Vec<Vec<u32>> {
-    v.iter()
-        .map(|r| r.iter().map(|x| x.to_bits()).collect())
-        .collect()
-}
-
-/// Pseudo-random ids `>= 4` of varied lengths up to `max_len`.
-fn sequences(vocab: usize, max_len: usize, n: usize, seed: u64) -> Vec<Vec<u32>> {
-    let mut s = seed;
-    (0..n)
-        .map(|i| {
-            let len = 1 + (i * 37 + 11) % max_len;
-            (0..len)
-                .map(|_| {
-                    s = s
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    4 + ((s >> 33) % (vocab as u64 - 4)) as u32
-                })
-                .collect()
-        })
-        .collect()
-}
-
-fn embed(e: &Embedder, seqs: &[Vec<u32>], batch: usize) -> Vec<Vec<f32>> {
-    seqs.chunks(batch)
-        .flat_map(|c| {
-            let refs: Vec<&[u32]> = c.iter().map(Vec::as_slice).collect();
-            e.embed_tokens(&refs, None).unwrap()
-        })
-        .collect()
-}
-
 #[test]
 fn every_fixture_matches_its_golden() {
-    for name in FIXTURES {
-        let dir = fixture(name);
-        let e = load(&dir, EmbedderOptions::default());
-        let golden = GoldenFile::load(&dir.join("golden.json")).unwrap();
-        let r = check(&e, &golden).unwrap();
-        assert!(
-            r.passed(),
-            "{name}: max |diff| {} > tol {}: {:?}",
-            r.max_diff,
-            r.tol,
-            r.mismatches.first()
-        );
-        assert!(r.compared > 0, "{name}: nothing compared");
-    }
-}
-
-#[test]
-fn embeddings_are_identical_across_batches_threads_and_tiers() {
-    for name in FIXTURES {
-        let dir = fixture(name);
-        let base = load(
-            &dir,
-            EmbedderOptions {
-                threads: Some(1),
-                tier: Some(Tier::Generic),
-                ..Default::default()
-            },
-        );
-        let c = base.config();
-        let seqs = sequences(c.vocab_size, c.max_sequence_length(), 40, 11);
-        let reference = bits(&embed(&base, &seqs, 1));
-        for batch in [3, 32] {
-            assert_eq!(
-                bits(&embed(&base, &seqs, batch)),
-                reference,
-                "{name}: batch {batch}"
-            );
-        }
-        let mut rev = seqs.clone();
-        rev.reverse();
-        let mut out = embed(&base, &rev, 3);
-        out.reverse();
-        assert_eq!(bits(&out), reference, "{name}: reversed batches of 3");
-        for tier in Tier::available() {
-            for threads in [1, 2] {
-                let e = load(
-                    &dir,
-                    EmbedderOptions {
-                        threads: Some(threads),
-                        tier: Some(tier),
-                        ..Default::default()
-                    },
-                );
-                assert_eq!(
-                    bits(&embed(&e, &seqs, 32)),
-                    reference,
-                    "{name}: tier {} with {threads} threads",
-                    tier.name()
-                );
-            }
-        }
-    }
+    assert_fixtures_match_goldens(&FIXTURES);
 }
 
 #[test]
 fn hidden_states_do_not_depend_on_neighbours() {
-    for name in FIXTURES {
-        let e = load(&fixture(name), EmbedderOptions::default());
-        let c = e.config();
-        let seqs = sequences(c.vocab_size, c.max_sequence_length(), 12, 5);
-        let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
-        let together = e.hidden_states(&refs, None).unwrap();
-        for (i, s) in refs.iter().enumerate() {
-            let alone = e.hidden_states(&[s], None).unwrap();
-            assert_eq!(
-                bits(&alone),
-                bits(std::slice::from_ref(&together[i])),
-                "{name}: sequence {i} (len {})",
-                s.len()
-            );
-        }
-    }
+    assert_fixture_hidden_states_ignore_neighbours(&FIXTURES);
+}
+
+#[test]
+fn embeddings_are_identical_across_batches_threads_and_tiers() {
+    assert_fixtures_deterministic(&FIXTURES);
 }
 
 fn json_floats(v: &serde_json::Value) -> Vec<f32> {
@@ -211,34 +102,9 @@ fn matryoshka_truncation_matches_pytorch() {
     assert!(worst < 1e-5, "worst truncated |diff| {worst}");
 }
 
-/// A copy of a fixture whose config.json is edited by `edit`.
-fn edited(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
-    let src = fixture(name);
-    let dir = tempfile::tempdir().unwrap();
-    for f in [
-        "model.safetensors",
-        "modules.json",
-        "sentence_bert_config.json",
-    ] {
-        std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
-    }
-    std::fs::create_dir(dir.path().join("1_Pooling")).unwrap();
-    std::fs::copy(
-        src.join("1_Pooling/config.json"),
-        dir.path().join("1_Pooling/config.json"),
-    )
-    .unwrap();
-    let mut cfg: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
-    edit(&mut cfg);
-    std::fs::write(dir.path().join("config.json"), cfg.to_string()).unwrap();
-    dir
-}
-
 #[test]
 fn bad_configs_name_their_field() {
     use serde_json::json;
-    type Edit = Box<dyn FnOnce(&mut serde_json::Value)>;
     let cases: Vec<(&str, &str, Edit)> = vec![
         (
             "nomic_orig",
@@ -281,13 +147,7 @@ fn bad_configs_name_their_field() {
             "hidden_act",
             Box::new(|c| c["hidden_act"] = json!("tanh")),
         ),
-        (
-            "nomic_tiny",
-            "hidden_size",
-            Box::new(|c| {
-                c.as_object_mut().unwrap().remove("hidden_size");
-            }),
-        ),
+        ("nomic_tiny", "hidden_size", remove_field("hidden_size")),
         (
             "jina_tiny",
             "feed_forward_type",
@@ -316,13 +176,7 @@ fn bad_configs_name_their_field() {
     ];
     for (name, field, edit) in cases {
         let dir = edited(name, edit);
-        match Embedder::load(dir.path(), &EmbedderOptions::default()) {
-            Err(InferError::Config { field: f, .. }) => {
-                assert_eq!(f, field, "{name}: wrong field named")
-            }
-            Err(other) => panic!("{name}/{field}: expected a Config error, got {other}"),
-            Ok(_) => panic!("{name}/{field}: loaded a bad config"),
-        }
+        config_error_path(dir.path(), field, &format!("{name}/{field}"));
     }
 }
 

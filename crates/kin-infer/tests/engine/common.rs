@@ -1,19 +1,7 @@
 //! Paths and helpers shared by the test modules.
 
-use kin_infer::{Embedder, EmbedderOptions};
-use std::path::{Path, PathBuf};
-
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-pub fn fixtures_dir() -> PathBuf {
-    repo_root().join("tests/fixtures")
-}
-
-pub fn fixture(name: &str) -> PathBuf {
-    fixtures_dir().join(name)
-}
+pub use crate::support::{bits, fixture, fixtures_dir, load, random_sequences, repo_root};
+use std::path::PathBuf;
 
 /// Every fixture directory holding a golden file.
 pub fn all_fixtures() -> Vec<PathBuf> {
@@ -41,34 +29,6 @@ pub fn minilm_dir(test: &str) -> Option<PathBuf> {
         );
         None
     }
-}
-
-pub fn load(dir: &Path, opts: EmbedderOptions) -> Embedder {
-    Embedder::load(dir, &opts).unwrap_or_else(|e| panic!("load {}: {e}", dir.display()))
-}
-
-/// Deterministic pseudo-random token sequences of varied lengths, CLS-first/SEP-last free.
-pub fn random_sequences(vocab: usize, lengths: &[usize], seed: u64) -> Vec<Vec<u32>> {
-    let mut s = seed;
-    lengths
-        .iter()
-        .map(|&n| {
-            (0..n)
-                .map(|_| {
-                    s = s
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    ((s >> 33) % vocab as u64) as u32
-                })
-                .collect()
-        })
-        .collect()
-}
-
-pub fn bits(v: &[Vec<f32>]) -> Vec<Vec<u32>> {
-    v.iter()
-        .map(|r| r.iter().map(|x| x.to_bits()).collect())
-        .collect()
 }
 
 /// Varied texts for the real model: code, unicode, empty, long.

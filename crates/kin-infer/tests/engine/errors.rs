@@ -2,6 +2,7 @@
 //! the file, tensor or field at fault.
 
 use crate::common::fixture;
+use crate::support::load_err;
 use kin_infer::{Embedder, EmbedderOptions, InferError};
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
@@ -37,13 +38,6 @@ fn rewritten(edit: impl Fn(&str, &mut Dtype, &mut Vec<usize>) -> bool) -> Vec<u8
         }
     }
     safetensors::serialize(views, None).unwrap()
-}
-
-fn load_err(dir: &Path) -> InferError {
-    match Embedder::load(dir, &EmbedderOptions::default()) {
-        Ok(_) => panic!("{} loaded but should not", dir.display()),
-        Err(e) => e,
-    }
 }
 
 #[test]

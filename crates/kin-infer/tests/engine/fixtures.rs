@@ -2,6 +2,7 @@
 //! python/gen_fixtures.py).
 
 use crate::common::{all_fixtures, load};
+use crate::support::assert_matches_golden;
 use kin_infer::io::golden::{check, GoldenFile};
 use kin_infer::EmbedderOptions;
 
@@ -13,18 +14,7 @@ fn every_fixture_matches_its_golden() {
         "expected at least 6 fixtures, found {fixtures:?}"
     );
     for dir in fixtures {
-        let golden = GoldenFile::load(&dir.join("golden.json")).unwrap();
-        let e = load(&dir, EmbedderOptions::default());
-        let r = check(&e, &golden).unwrap();
-        assert!(r.compared > 0, "{}: nothing compared", dir.display());
-        assert!(
-            r.passed(),
-            "{}: max |diff| {} > tol {}: {:?}",
-            dir.display(),
-            r.max_diff,
-            r.tol,
-            r.mismatches
-        );
+        assert_matches_golden(&dir, &dir.display().to_string());
     }
 }
 

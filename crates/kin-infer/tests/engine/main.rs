@@ -1,5 +1,8 @@
 //! Engine integration tests, one module per area (kernels have their own binary).
 
+#[path = "../support/mod.rs"]
+mod support;
+
 mod common;
 mod determinism;
 mod errors;
