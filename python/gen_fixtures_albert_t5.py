@@ -30,20 +30,15 @@ Fixtures:
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
-import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from golden_json import f32_list, package_versions, write_golden  # noqa: E402
-from gen_fixtures import add_prefix, write_json  # noqa: E402
+import fixture_common as fc  # noqa: E402
 
-TOL = 1e-4
 SCRIPT = "python/gen_fixtures_albert_t5.py"
 
 FIXTURES = [
@@ -122,8 +117,6 @@ FIXTURES = [
 ALBERT_SPECIAL = dict(pad=0, cls=2, sep=3, first_word=4)
 T5_SPECIAL = dict(pad=0, eos=1, first_word=3)
 
-HIDDEN_BATCH_LENGTHS = [13, 1, 30, 5, 2]
-EMBEDDING_LENGTHS = [1, 6, 21]
 T5_LONG = 60  # T5 has no position table: one long sequence, far past max_distance
 
 
@@ -141,45 +134,24 @@ def hidden_size(fx):
     return c["hidden_size"] if fx["family"] == "albert" else c["d_model"]
 
 
-def randomize(model, seed):
-    """Overwrite every parameter from a seeded generator, in sorted-name order.
+def init_value(name, r):
+    """Scales of `fixture_common.init_value`; norms are ALBERT's `LayerNorm`s and T5's
+    `layer_norm`s, tables also T5's `shared` / `embed_tokens` and relative-bias tables."""
+    return fc.init_value(
+        name, r, is_norm=lambda n: "layernorm" in n.lower() or "layer_norm" in n.lower(),
+        is_embedding=lambda n: "embeddings" in n or n.startswith("shared.") or "embed_tokens" in n
+        or "relative_attention_bias" in n)
 
-    Linear weights N(0, 1/fan_in), embedding tables and T5 relative-bias tables N(0, 1), norm
-    weights 1 + 0.2 N(0, 1), biases 0.1 N(0, 1).
-    """
+
+def dense_writer(fx):
+    """Saves fx's sentence-transformers Dense (hidden -> out_features), weights N(0, 4/hidden),
+    bias 0.1 N(0,1), from a generator seeded with seed + 500."""
     import torch
-    g = torch.Generator().manual_seed(seed)
-    params = dict(model.named_parameters())
-    with torch.no_grad():
-        for name in sorted(params):
-            p = params[name]
-            r = torch.randn(p.shape, generator=g, dtype=torch.float32)
-            low = name.lower()
-            if ("layernorm" in low or "layer_norm" in low) and name.endswith(".weight"):
-                v = 1.0 + 0.2 * r
-            elif name.endswith(".bias"):
-                v = 0.1 * r
-            elif "embeddings" in name or name.startswith("shared.") or "embed_tokens" in name \
-                    or "relative_attention_bias" in name:
-                v = r
-            elif p.dim() == 2:
-                v = r / (p.shape[1] ** 0.5)
-            else:  # pragma: no cover
-                raise ValueError(f"unexpected parameter {name} {tuple(p.shape)}")
-            p.copy_(v)
-
-
-def write_st_layout(d, fx):
-    import torch
+    from sentence_transformers.base.modules.dense import Dense
+    spec = fx["dense"]
     h = hidden_size(fx)
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]
-    idx = 2
-    if fx["dense"]:
-        from sentence_transformers.base.modules.dense import Dense
-        spec = fx["dense"]
+
+    def write(path):
         act = getattr(torch.nn, spec["activation"])()
         dense = Dense(h, spec["out_features"], bias=spec["bias"], activation_function=act)
         g = torch.Generator().manual_seed(fx["seed"] + 500)
@@ -189,92 +161,26 @@ def write_st_layout(d, fx):
             if spec["bias"]:
                 b = dense.linear.bias
                 b.copy_(0.1 * torch.randn(b.shape, generator=g))
-        path = f"{idx}_Dense"
-        os.makedirs(os.path.join(d, path))
-        dense.save(os.path.join(d, path))
-        modules.append({"idx": idx, "name": str(idx), "path": path,
-                        "type": "sentence_transformers.models.Dense"})
-        idx += 1
-    if fx["normalize"]:
-        path = f"{idx}_Normalize"
-        write_json(os.path.join(d, path, "config.json"), {})
-        modules.append({"idx": idx, "name": str(idx), "path": path,
-                        "type": "sentence_transformers.models.Normalize"})
-    write_json(os.path.join(d, "modules.json"), modules)
-    pool = {"word_embedding_dimension": h}
-    for mode, key in [("cls", "pooling_mode_cls_token"), ("mean", "pooling_mode_mean_tokens"),
-                      ("max", "pooling_mode_max_tokens"),
-                      ("mean_sqrt_len_tokens", "pooling_mode_mean_sqrt_len_tokens"),
-                      ("weightedmean", "pooling_mode_weightedmean_tokens"),
-                      ("lasttoken", "pooling_mode_lasttoken")]:
-        pool[key] = mode == fx["pooling"]
-    pool["include_prompt"] = True
-    write_json(os.path.join(d, "1_Pooling", "config.json"), pool)
-    write_json(os.path.join(d, "sentence_bert_config.json"),
-               {"max_seq_length": fx["max_seq_length"], "do_lower_case": False})
+        dense.save(path)
+    return write
 
 
 def make_sequence(fx, rng, length, pair):
     vocab = fx["config"]["vocab_size"]
     if fx["family"] == "albert":
         sp = ALBERT_SPECIAL
-        word = lambda: rng.randrange(sp["first_word"], vocab)  # noqa: E731
-        ids = [sp["cls"]] if length == 1 else [sp["cls"]] + [word() for _ in range(length - 2)] + [sp["sep"]]
-        types = [0] * length
-        if pair and length >= 7:
-            cut = 1 + (length - 2) // 2
-            ids[cut] = sp["sep"]
-            types = [0] * (cut + 1) + [1] * (length - cut - 1)
-        return ids, types
+        return fc.framed_sequence(rng, length, vocab, sp["cls"], sp["sep"], sp["first_word"], pair)
     sp = T5_SPECIAL
     ids = [rng.randrange(sp["first_word"], vocab) for _ in range(length - 1)] + [sp["eos"]]
     return ids, None
 
 
-def hidden_reference(model, fx, seqs, types):
-    import torch
-    pad = fx["config"]["pad_token_id"]
-    n = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), n), pad, dtype=torch.long)
-    mask = torch.zeros((len(seqs), n), dtype=torch.long)
-    tt = torch.zeros((len(seqs), n), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s)
-        mask[i, : len(s)] = 1
-        if types is not None:
-            tt[i, : len(s)] = torch.tensor(types[i])
-    kwargs = dict(input_ids=ids, attention_mask=mask)
-    if types is not None:
-        kwargs["token_type_ids"] = tt
-    with torch.no_grad():
-        out = model(**kwargs).last_hidden_state
-    assert out.dtype == torch.float32
-    return [f32_list(out[i, : len(s)]) for i, s in enumerate(seqs)]
-
-
-def load_reference_model(d, fx):
-    import torch
-    _, model_cls = model_classes(fx["family"])
-    model, info = model_cls.from_pretrained(d, dtype=torch.float32, attn_implementation="eager",
-                                            output_loading_info=True)
-    bad = {k: v for k, v in info.items() if v}
-    if bad:
-        raise RuntimeError(f"{fx['name']}: checkpoint did not load cleanly: {bad}")
-    model.eval()
-    return model
-
-
 def load_sentence_transformer(d, fx):
-    import torch
-    from sentence_transformers import SentenceTransformer
-    st = SentenceTransformer(d, device="cpu",
-                             model_kwargs={"dtype": torch.float32, "attn_implementation": "eager"})
-    names = [type(m).__name__ for m in st]
+    st = fc.load_sentence_transformer(d)
     want = ["Transformer", "Pooling"] + (["Dense"] if fx["dense"] else []) \
         + (["Normalize"] if fx["normalize"] else [])
-    if names != want:
-        raise RuntimeError(f"{fx['name']}: sentence-transformers loaded {names}, expected {want}")
-    hf = getattr(st[0], "auto_model", None) or getattr(st[0], "model")
+    fc.st_names_check(st, fx["name"], want)
+    hf = fc.st_auto_model(st)
     want_cls = model_classes(fx["family"])[1]
     if type(hf) is not want_cls:
         raise RuntimeError(f"{fx['name']}: sentence-transformers loaded {type(hf).__name__}")
@@ -285,96 +191,38 @@ def load_sentence_transformer(d, fx):
     return st
 
 
-def embedding_reference(st, hf_model, ids):
-    import torch
-    x = torch.tensor([ids], dtype=torch.long)
-    m = torch.ones_like(x)
-    with torch.no_grad():
-        emb = st.forward({"input_ids": x, "attention_mask": m})["sentence_embedding"][0]
-        tok = hf_model(input_ids=x, attention_mask=m).last_hidden_state
-        f2 = {"token_embeddings": tok, "attention_mask": m}
-        for mod in list(st)[1:]:
-            f2 = mod(f2)
-        emb2 = f2["sentence_embedding"][0]
-    diff = (emb - emb2).abs().max().item()
-    if diff > 1e-6:
-        raise RuntimeError(f"sentence-transformers and transformers disagree by {diff}")
-    return f32_list(emb)
-
-
 def generate(fx, out_root):
     import torch
     torch.set_num_threads(1)
     config_cls, model_cls = model_classes(fx["family"])
-    d = os.path.join(out_root, fx["name"])
-    if os.path.exists(d):
-        shutil.rmtree(d)
-    os.makedirs(d)
+    d = fc.fresh_dir(out_root, fx["name"])
 
     torch.manual_seed(fx["seed"])
     model = model_cls(config_cls(**fx["config"]))  # AlbertModel keeps its pooler: ignored
-    randomize(model, fx["seed"])
+    fc.randomize(model, fx["seed"], init_value)
     model.save_pretrained(d)
     if fx.get("prefix"):
-        add_prefix(os.path.join(d, "model.safetensors"), fx["prefix"])
-    write_st_layout(d, fx)
+        fc.add_prefix(os.path.join(d, "model.safetensors"), fx["prefix"])
+    fc.write_st_layout(d, fx, hidden=hidden_size(fx), pooling=[fx["pooling"]],
+                       dense=dense_writer(fx) if fx["dense"] else None)
 
-    ref = load_reference_model(d, fx)
+    ref = fc.load_reference_model(model_cls, d, fx["name"])
     st = load_sentence_transformer(d, fx)
-    rng = random.Random(fx["seed"])
     albert = fx["family"] == "albert"
-    cases = []
-
-    seqs, types = [], []
-    for n in HIDDEN_BATCH_LENGTHS:
-        s, t = make_sequence(fx, rng, n, pair=True)
-        seqs.append(s)
-        types.append(t)
-    case = {"name": "padded_batch_" + "_".join(str(n) for n in HIDDEN_BATCH_LENGTHS),
-            "kind": "hidden", "input_ids": seqs}
-    if albert:
-        case["token_type_ids"] = types
-    case["expected"] = hidden_reference(ref, fx, seqs, types if albert else None)
-    cases.append(case)
-
+    pad = fx["config"]["pad_token_id"]
     n = fx["config"]["max_position_embeddings"] if albert else T5_LONG
-    s, t = make_sequence(fx, rng, n, pair=True)
-    case = {"name": f"{'max_positions' if albert else 'long'}_{n}", "kind": "hidden",
-            "input_ids": [s]}
-    if albert:
-        case["token_type_ids"] = [t]
-    case["expected"] = hidden_reference(ref, fx, [s], [t] if albert else None)
-    cases.append(case)
-
-    for n in EMBEDDING_LENGTHS:
-        s, _ = make_sequence(fx, rng, n, pair=False)
-        cases.append({"name": f"embedding_len_{n}", "kind": "embedding", "input_ids": s,
-                      "expected": embedding_reference(st, ref, s)})
-
-    extra = {
-        "generator": {"script": SCRIPT, "fixture": fx["name"], "pooling": [fx["pooling"]],
-                      "dense": fx["dense"], "normalize": fx["normalize"],
-                      "storage_dtype": "float32", "versions": package_versions()},
-    }
-    write_golden(os.path.join(d, "golden.json"), TOL, cases, extra)
+    cases = fc.standard_cases(
+        lambda rng, length, pair: make_sequence(fx, rng, length, pair), random.Random(fx["seed"]),
+        hidden=lambda seqs, types: fc.hidden_reference(ref, pad, seqs, types),
+        embed=lambda ids: fc.embedding_reference(st, ref, ids),
+        long_len=n, long_name=f"{'max_positions' if albert else 'long'}_{n}", typed=albert)
+    fc.write_fixture_golden(d, SCRIPT, cases, fixture=fx["name"], pooling=[fx["pooling"]],
+                            dense=fx["dense"], normalize=fx["normalize"], storage_dtype="float32")
     return d
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.join(REPO, "tests", "fixtures"))
-    ap.add_argument("--only", nargs="*")
-    args = ap.parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    names = {f["name"] for f in FIXTURES}
-    if args.only and set(args.only) - names:
-        ap.error(f"unknown fixture(s): {sorted(set(args.only) - names)}; known: {sorted(names)}")
-    os.makedirs(args.out, exist_ok=True)
-    for fx in FIXTURES:
-        if args.only and fx["name"] not in args.only:
-            continue
-        print(generate(fx, args.out))
+    fc.main(argv, __doc__, FIXTURES, generate)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@
     python python/gen_fixtures_deberta.py --only deberta_v1_tiny
     python python/gen_fixtures_deberta.py --check-buckets # log buckets: our emulation vs torch
 
-Same conventions as python/gen_fixtures.py (whose helpers it reuses): fixed seeds and
-byte-identical reruns, float32, eager attention, a right-padded `hidden` batch computed with
-an attention mask, `embedding` cases from sentence-transformers' own modules.
+Same conventions as python/gen_fixtures.py (helpers shared in python/fixture_common.py):
+fixed seeds and byte-identical reruns, float32, eager attention, a right-padded `hidden` batch
+computed with an attention mask, `embedding` cases from sentence-transformers' own modules.
 
 What the fixtures cover:
 
@@ -28,29 +28,17 @@ What the fixtures cover:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
-import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from golden_json import f32_list, package_versions, write_golden  # noqa: E402
-from gen_fixtures import (  # noqa: E402
-    add_prefix,
-    check_st_modules,
-    embedding_reference,
-    hidden_reference,
-    load_sentence_transformer,
-    write_json,
-    write_st_layout,
-)
+import fixture_common as fc  # noqa: E402
 
-TOL = 1e-4
+SCRIPT = "python/gen_fixtures_deberta.py"
 
 COMMON = dict(hidden_act="gelu", pad_token_id=0, relative_attention=True)
 
@@ -127,8 +115,6 @@ FIXTURES = [
 
 # DeBERTa tokenizers: [PAD]=0, [CLS]=1, [SEP]=2, [UNK]=3.
 SPECIAL = dict(pad=0, cls=1, sep=2, first_word=4)
-HIDDEN_BATCH_LENGTHS = [13, 1, 30, 5, 2]
-EMBEDDING_LENGTHS = [1, 6, 21]
 
 
 def model_classes(family):
@@ -139,122 +125,54 @@ def model_classes(family):
     }[family]
 
 
-def randomize(model, seed):
-    """Every parameter from a seeded generator, in sorted-name order (see gen_fixtures.py):
-    linear and conv weights N(0, 1/fan_in), embedding tables (incl. rel_embeddings) N(0, 1),
-    LayerNorm gamma 1 + 0.2 N(0,1), every bias (incl. q_bias, v_bias) 0.1 N(0,1)."""
-    import torch
-    g = torch.Generator().manual_seed(seed)
-    params = dict(model.named_parameters())
-    with torch.no_grad():
-        for name in sorted(params):
-            p = params[name]
-            r = torch.randn(p.shape, generator=g, dtype=torch.float32)
-            if "LayerNorm" in name and name.endswith(".weight"):
-                v = 1.0 + 0.2 * r
-            elif name.endswith("bias"):
-                v = 0.1 * r
-            elif "embeddings" in name:
-                v = r
-            elif p.dim() == 2:
-                v = r / (p.shape[1] ** 0.5)
-            elif p.dim() == 3:  # conv1d [out, in/groups, k]
-                v = r / ((p.shape[1] * p.shape[2]) ** 0.5)
-            else:  # pragma: no cover
-                raise ValueError(f"unexpected parameter {name} {tuple(p.shape)}")
-            p.copy_(v)
+def init_value(name, r):
+    """Scales of `fixture_common.init_value`, conv1d weights included: linear and conv weights
+    N(0, 1/fan_in), embedding tables (incl. rel_embeddings) N(0, 1), LayerNorm gamma
+    1 + 0.2 N(0,1), every bias (incl. q_bias, v_bias) 0.1 N(0,1)."""
+    return fc.init_value(name, r, is_norm=lambda n: "LayerNorm" in n,
+                         is_bias=lambda n: n.endswith("bias"), conv=True)
 
 
 def make_sequence(fx, rng, length, pair):
-    vocab = fx["config"]["vocab_size"]
-    word = lambda: rng.randrange(SPECIAL["first_word"], vocab)  # noqa: E731
-    if length == 1:
-        ids = [SPECIAL["cls"]]
-    else:
-        ids = [SPECIAL["cls"]] + [word() for _ in range(length - 2)] + [SPECIAL["sep"]]
-    types = [0] * length
-    if pair and length >= 7:
-        cut = 1 + (length - 2) // 2
-        ids[cut] = SPECIAL["sep"]
-        types = [0] * (cut + 1) + [1] * (length - cut - 1)
-    return ids, types
-
-
-def load_reference_model(d, fx):
-    import torch
-    _, model_cls = model_classes(fx["family"])
-    model, info = model_cls.from_pretrained(d, dtype=torch.float32, attn_implementation="eager",
-                                            output_loading_info=True)
-    bad = {k: v for k, v in info.items() if v}
-    if bad:
-        raise RuntimeError(f"{fx['name']}: checkpoint did not load cleanly: {bad}")
-    model.eval()
-    return model
+    return fc.framed_sequence(rng, length, fx["config"]["vocab_size"], SPECIAL["cls"],
+                              SPECIAL["sep"], SPECIAL["first_word"], pair)
 
 
 def generate(fx, out_root):
     import torch
     torch.set_num_threads(1)
     config_cls, model_cls = model_classes(fx["family"])
-    d = os.path.join(out_root, fx["name"])
-    if os.path.exists(d):
-        shutil.rmtree(d)
-    os.makedirs(d)
+    d = fc.fresh_dir(out_root, fx["name"])
 
     torch.manual_seed(fx["seed"])
     cfg = config_cls(**fx["config"])
     model = model_cls(cfg)
-    randomize(model, fx["seed"])
+    fc.randomize(model, fx["seed"], init_value)
     model.save_pretrained(d)
     if fx["prefix"]:
-        add_prefix(os.path.join(d, "model.safetensors"), fx["prefix"])
+        fc.add_prefix(os.path.join(d, "model.safetensors"), fx["prefix"])
     if "pos_att_type_in_file" in fx:
         path = os.path.join(d, "config.json")
         with open(path, encoding="utf-8") as f:
             c = json.load(f)
         c["pos_att_type"] = fx["pos_att_type_in_file"]
-        write_json(path, c)
+        fc.write_json(path, c)
     max_len = fx["config"]["max_position_embeddings"]
     fx = dict(fx, max_seq_length=max_len)
-    write_st_layout(d, fx)
+    fc.write_st_layout(d, fx)
 
-    ref = load_reference_model(d, fx)
-    st = load_sentence_transformer(d)
-    st_modes = check_st_modules(st, fx)
-
-    rng = random.Random(fx["seed"])
-    typed = fx["config"]["type_vocab_size"] > 0
-    cases = []
-    seqs, types = [], []
-    for n in HIDDEN_BATCH_LENGTHS:
-        s, t = make_sequence(fx, rng, n, pair=True)
-        seqs.append(s)
-        types.append(t)
-    case = {"name": "padded_batch_" + "_".join(str(n) for n in HIDDEN_BATCH_LENGTHS),
-            "kind": "hidden", "input_ids": seqs}
-    if typed:
-        case["token_type_ids"] = types
-    case["expected"] = hidden_reference(ref, fx, seqs, types if typed else None)
-    cases.append(case)
-
-    s, t = make_sequence(fx, rng, max_len, pair=True)
-    case = {"name": f"max_positions_{max_len}", "kind": "hidden", "input_ids": [s]}
-    if typed:
-        case["token_type_ids"] = [t]
-    case["expected"] = hidden_reference(ref, fx, [s], [t] if typed else None)
-    cases.append(case)
-
-    for n in EMBEDDING_LENGTHS:
-        s, _ = make_sequence(fx, rng, n, pair=False)
-        cases.append({"name": f"embedding_len_{n}", "kind": "embedding", "input_ids": s,
-                      "expected": embedding_reference(st, ref, s)})
-
-    extra = {
-        "generator": {"script": "python/gen_fixtures_deberta.py", "fixture": fx["name"],
-                      "pooling": st_modes, "normalize": fx["normalize"],
-                      "storage_dtype": "float32", "versions": package_versions()},
-    }
-    write_golden(os.path.join(d, "golden.json"), TOL, cases, extra)
+    ref = fc.load_reference_model(model_cls, d, fx["name"])
+    st = fc.load_sentence_transformer(d)
+    st_modes = fc.check_st_modules(st, fx)
+    pad = fx["config"]["pad_token_id"]
+    cases = fc.standard_cases(
+        lambda rng, length, pair: make_sequence(fx, rng, length, pair), random.Random(fx["seed"]),
+        hidden=lambda seqs, types: fc.hidden_reference(ref, pad, seqs, types),
+        embed=lambda ids: fc.embedding_reference(st, ref, ids),
+        long_len=max_len, long_name=f"max_positions_{max_len}",
+        typed=fx["config"]["type_vocab_size"] > 0)
+    fc.write_fixture_golden(d, SCRIPT, cases, fixture=fx["name"], pooling=st_modes,
+                            normalize=fx["normalize"], storage_dtype="float32")
     return d
 
 
@@ -287,23 +205,12 @@ def check_buckets():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.join(REPO, "tests", "fixtures"))
-    ap.add_argument("--only", nargs="*")
-    ap.add_argument("--check-buckets", action="store_true")
-    args = ap.parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    if args.check_buckets:
-        sys.exit(1 if check_buckets() else 0)
-    names = {f["name"] for f in FIXTURES}
-    if args.only and set(args.only) - names:
-        ap.error(f"unknown fixture(s): {sorted(set(args.only) - names)}; known: {sorted(names)}")
-    os.makedirs(args.out, exist_ok=True)
-    for fx in FIXTURES:
-        if args.only and fx["name"] not in args.only:
-            continue
-        print(generate(fx, args.out))
+    def buckets_only(args):
+        if args.check_buckets:
+            sys.exit(1 if check_buckets() else 0)
+
+    fc.main(argv, __doc__, FIXTURES, generate, before=buckets_only,
+            add_arguments=lambda ap: ap.add_argument("--check-buckets", action="store_true"))
 
 
 if __name__ == "__main__":

@@ -25,28 +25,19 @@ sentence-transformers' own Pooling/Normalize modules). Fixtures:
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import random
-import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from golden_json import f32_list, package_versions, write_golden  # noqa: E402
-from gen_fixtures import (  # noqa: E402
-    HIDDEN_BATCH_LENGTHS,
-    EMBEDDING_LENGTHS,
-    add_prefix,
-    make_sequence,
-    write_json,
-    write_st_layout,
-)
+import fixture_common as fc  # noqa: E402
+from fixture_common import BERT_SPECIAL, TOL  # noqa: E402
+from golden_json import f32_list  # noqa: E402
 
-TOL = 1e-4
+SCRIPT = "python/gen_fixtures_nomic_jina.py"
 MATRYOSHKA_DIMS = [8, 16, 24]
 
 FIXTURES = [
@@ -250,36 +241,19 @@ def nomic_orig_state_dict(cfg, seed):
             shapes[f"{p}.{n}.weight"] = (h,)
             shapes[f"{p}.{n}.bias"] = (h,)
     g = torch.Generator().manual_seed(seed)
-    return {name: random_tensor(name, shapes[name], g) for name in sorted(shapes)}
+    return {name: fc.random_tensor(name, shapes[name], g, init_value) for name in sorted(shapes)}
 
 
 def is_norm(name):
-    return any(t in name for t in ("LayerNorm", "layernorm", "norm1", "norm2", "emb_ln"))
+    return any(t in name for t in ("LayerNorm", "layernorm", "norm1", "norm2", "emb_ln",
+                                   "layer_norm"))
 
 
-def random_tensor(name, shape, g):
-    """Scales of python/gen_fixtures.py: linear weights N(0, 1/fan_in), embeddings N(0, 1), norm
-    gamma 1 + 0.2 N(0,1), norm beta and every other bias 0.1 N(0,1)."""
-    import torch
-    r = torch.randn(shape, generator=g, dtype=torch.float32)
-    if is_norm(name) or name.endswith("layer_norm.weight") or "_layernorm." in name:
-        return (1.0 + 0.2 * r) if name.endswith(".weight") else 0.1 * r
-    if name.endswith(".bias"):
-        return 0.1 * r
-    if "embeddings" in name:
-        return r
-    if len(shape) == 2:
-        return r / (shape[1] ** 0.5)
-    raise ValueError(f"unexpected parameter {name} {shape}")
-
-
-def randomize(model, seed):
-    import torch
-    g = torch.Generator().manual_seed(seed)
-    params = dict(model.named_parameters())
-    with torch.no_grad():
-        for name in sorted(params):
-            params[name].copy_(random_tensor(name, tuple(params[name].shape), g))
+def init_value(name, r):
+    """Scales of `fixture_common.init_value` (as python/gen_fixtures.py): linear weights
+    N(0, 1/fan_in), embeddings N(0, 1), norm gamma 1 + 0.2 N(0,1), norm beta and every other
+    bias 0.1 N(0,1); norms of every layout (transformers', the original `norm1/norm2/emb_ln`)."""
+    return fc.init_value(name, r, is_norm=is_norm)
 
 
 def hf_to_orig(sd):
@@ -306,22 +280,8 @@ def hf_to_orig(sd):
 
 
 # --------------------------------------------------------------------------------------------
-# shared golden machinery
+# goldens
 # --------------------------------------------------------------------------------------------
-
-def padded(seqs, types, pad):
-    import torch
-    n = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), n), pad, dtype=torch.long)
-    mask = torch.zeros((len(seqs), n), dtype=torch.long)
-    tt = torch.zeros((len(seqs), n), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s)
-        mask[i, : len(s)] = 1
-        if types is not None:
-            tt[i, : len(s)] = torch.tensor(types[i])
-    return ids, mask, tt
-
 
 def st_modules(d, fx):
     """sentence-transformers' own Pooling (+ Normalize) modules, loaded from the directory."""
@@ -344,34 +304,29 @@ def max_len(fx):
     return c.get("max_position_embeddings") or c["n_positions"]
 
 
+def make_sequence(vocab, rng, length, pair):
+    """BERT framing (python/gen_fixtures.py): [CLS] a... [SEP] (b... [SEP])."""
+    sp = BERT_SPECIAL
+    return fc.framed_sequence(rng, length, vocab, sp["cls"], sp["sep"], sp["first_word"], pair)
+
+
 def generate(fx, out_root):
     import torch
     from safetensors.torch import save_file
     torch.set_num_threads(1)
-    d = os.path.join(out_root, fx["name"])
-    if os.path.exists(d):
-        shutil.rmtree(d)
-    os.makedirs(d)
+    d = fc.fresh_dir(out_root, fx["name"])
     cfg = fx["config"]
     hidden = cfg.get("hidden_size") or cfg["n_embd"]
-    seq_fx = {"family": "bert", "config": {"vocab_size": cfg["vocab_size"]}}
-    st_fx = dict(fx, config={"hidden_size": hidden})
     st_full = None
 
     # 1. checkpoint + reference forward `run(ids, mask, types) -> last hidden state`
     if fx["kind"] == "nomic_hf":
         import transformers as tf
         model = tf.NomicBertModel(tf.NomicBertConfig(**cfg))
-        randomize(model, fx["seed"])
+        fc.randomize(model, fx["seed"], init_value)
         model.save_pretrained(d)
-        write_st_layout(d, st_fx)
-        ref, info = tf.NomicBertModel.from_pretrained(d, dtype=torch.float32,
-                                                      attn_implementation="eager",
-                                                      output_loading_info=True)
-        bad = {k: v for k, v in info.items() if v}
-        if bad:
-            raise RuntimeError(f"{fx['name']}: checkpoint did not load cleanly: {bad}")
-        ref.eval()
+        fc.write_st_layout(d, fx, hidden=hidden)
+        ref = fc.load_reference_model(tf.NomicBertModel, d, fx["name"])
 
         def run(ids, mask, types):
             with torch.no_grad():
@@ -384,19 +339,17 @@ def generate(fx, out_root):
                     rotary_emb_base=cfg["rope_parameters"]["rope_theta"], qkv_proj_bias=False,
                     mlp_fc1_bias=False, mlp_fc2_bias=False)
         mine = NomicReference(ocfg, hf_to_orig(dict(ref.state_dict())))
-        ids, mask, tt = padded([[2, 5, 9, 3], [2, 7, 3]], None, 0)
+        ids, mask, tt = fc.padded_batch([[2, 5, 9, 3], [2, 7, 3]], None, 0)
         with torch.no_grad():
             diff = (run(ids, mask, tt) - mine(ids, mask, tt))[mask.bool()].abs().max().item()
         if diff > 1e-5:
             raise RuntimeError(f"NomicReference disagrees with transformers by {diff}")
-        from sentence_transformers import SentenceTransformer
-        st_full = SentenceTransformer(d, device="cpu", model_kwargs={
-            "dtype": torch.float32, "attn_implementation": "eager"})
+        st_full = fc.load_sentence_transformer(d)
     elif fx["kind"] == "nomic_orig":
         sd = nomic_orig_state_dict(cfg, fx["seed"])
         save_file(sd, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
-        write_json(os.path.join(d, "config.json"), cfg)
-        write_st_layout(d, st_fx)
+        fc.write_json(os.path.join(d, "config.json"), cfg)
+        fc.write_st_layout(d, fx, hidden=hidden)
         ref = NomicReference(cfg, sd)
 
         def run(ids, mask, types):
@@ -406,14 +359,14 @@ def generate(fx, out_root):
         from jina_reference import JinaBertModel, JinaConfig
         jc = JinaConfig(**cfg)
         model = JinaBertModel(jc)
-        randomize(model, fx["seed"])
+        fc.randomize(model, fx["seed"], init_value)
         model.eval()
         sd = {k: v.contiguous() for k, v in model.state_dict().items()}
         save_file(sd, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
-        write_json(os.path.join(d, "config.json"), jc.to_hub_json())
+        fc.write_json(os.path.join(d, "config.json"), jc.to_hub_json())
         if fx["prefix"]:
-            add_prefix(os.path.join(d, "model.safetensors"), fx["prefix"])
-        write_st_layout(d, st_fx)
+            fc.add_prefix(os.path.join(d, "model.safetensors"), fx["prefix"])
+        fc.write_st_layout(d, fx, hidden=hidden)
 
         def run(ids, mask, types):
             with torch.no_grad():
@@ -421,29 +374,8 @@ def generate(fx, out_root):
 
     mods = st_modules(d, fx)
     pad = cfg.get("pad_token_id", 0)
-    rng = random.Random(fx["seed"])
-    cases = []
 
-    def hidden_case(name, seqs, types):
-        ids, mask, tt = padded(seqs, types, pad)
-        out = run(ids, mask, tt)
-        assert out.dtype == torch.float32
-        cases.append({"name": name, "kind": "hidden", "input_ids": seqs, "token_type_ids": types,
-                      "expected": [f32_list(out[i, : len(s)]) for i, s in enumerate(seqs)]})
-
-    seqs, types = [], []
-    for n in HIDDEN_BATCH_LENGTHS:
-        s, t = make_sequence(seq_fx, rng, n, pair=True)
-        seqs.append(s)
-        types.append(t)
-    hidden_case("padded_batch_" + "_".join(str(n) for n in HIDDEN_BATCH_LENGTHS), seqs, types)
-    n = max_len(fx)
-    s, t = make_sequence(seq_fx, rng, n, pair=True)
-    hidden_case(f"max_positions_{n}", [s], [t])
-
-    emb_ids = []
-    for n in EMBEDDING_LENGTHS:
-        s, _ = make_sequence(seq_fx, rng, n, pair=False)
+    def embed(s):
         x = torch.tensor([s], dtype=torch.long)
         m = torch.ones_like(x)
         with torch.no_grad():
@@ -453,16 +385,19 @@ def generate(fx, out_root):
                 diff = (emb - emb2).abs().max().item()
                 if diff > 1e-6:
                     raise RuntimeError(f"SentenceTransformer disagrees by {diff}")
-        cases.append({"name": f"embedding_len_{n}", "kind": "embedding", "input_ids": s,
-                      "expected": f32_list(emb)})
-        emb_ids.append(s)
+        return f32_list(emb)
 
-    extra = {"generator": {"script": "python/gen_fixtures_nomic_jina.py", "fixture": fx["name"],
-                           "pooling": fx["pooling"], "normalize": fx["normalize"],
-                           "storage_dtype": "float32", "versions": package_versions()}}
-    write_golden(os.path.join(d, "golden.json"), TOL, cases, extra)
+    n = max_len(fx)
+    cases = fc.standard_cases(
+        lambda rng, length, pair: make_sequence(cfg["vocab_size"], rng, length, pair),
+        random.Random(fx["seed"]),
+        hidden=lambda seqs, types: fc.unpadded_rows(run(*fc.padded_batch(seqs, types, pad)), seqs),
+        embed=embed, long_len=n, long_name=f"max_positions_{n}", typed=True)
+    fc.write_fixture_golden(d, SCRIPT, cases, fixture=fx["name"], pooling=fx["pooling"],
+                            normalize=fx["normalize"], storage_dtype="float32")
 
     if fx["name"] == "nomic_tiny":
+        emb_ids = [c["input_ids"] for c in cases if c["kind"] == "embedding"]
         write_matryoshka(d, run, mods, emb_ids, hidden)
     return d
 
@@ -497,20 +432,7 @@ def write_matryoshka(d, run, mods, emb_ids, hidden):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=os.path.join(REPO, "tests", "fixtures"))
-    ap.add_argument("--only", nargs="*")
-    args = ap.parse_args(argv)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    names = {f["name"] for f in FIXTURES}
-    if args.only and set(args.only) - names:
-        ap.error(f"unknown fixture(s): {sorted(set(args.only) - names)}; known: {sorted(names)}")
-    os.makedirs(args.out, exist_ok=True)
-    for fx in FIXTURES:
-        if args.only and fx["name"] not in args.only:
-            continue
-        print(generate(fx, args.out))
+    fc.main(argv, __doc__, FIXTURES, generate)
 
 
 if __name__ == "__main__":
