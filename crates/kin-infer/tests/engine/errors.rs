@@ -231,3 +231,77 @@ fn corrupted_checkpoints_never_panic() {
         assert!(r.is_ok(), "trial {trial}: panic on a corrupted checkpoint");
     }
 }
+
+/// Byte-level corruption of every fixture's config.json and golden.json, and of the
+/// sentence-transformers configs: parsing and loading either work or return an error; they
+/// never panic.
+#[test]
+fn corrupted_json_files_never_panic() {
+    let mut seed = 0x243f6a8885a308d3u64;
+    let mut next = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n.max(1) as u64) as usize
+    };
+    let bytes = b"{}[]\",:0123456789-.eEtruefalsnl \n\\";
+    for name in [
+        "bert_tiny",
+        "t5_tiny",
+        "deberta_v2_tiny",
+        "nomic_orig",
+        "jina_odd",
+        "albert_dense",
+    ] {
+        let src = fixture(name);
+        for trial in 0..40 {
+            let d = tempfile::tempdir().unwrap();
+            for e in fs::read_dir(&src).unwrap() {
+                let e = e.unwrap();
+                if e.path().is_dir() {
+                    let sub = d.path().join(e.file_name());
+                    fs::create_dir_all(&sub).unwrap();
+                    for f in fs::read_dir(e.path()).unwrap() {
+                        let f = f.unwrap();
+                        fs::copy(f.path(), sub.join(f.file_name())).unwrap();
+                    }
+                } else {
+                    fs::copy(e.path(), d.path().join(e.file_name())).unwrap();
+                }
+            }
+            let victim = match trial % 4 {
+                0 | 1 => d.path().join("config.json"),
+                2 => d.path().join("golden.json"),
+                _ => d.path().join("1_Pooling/config.json"),
+            };
+            let mut text = fs::read(&victim).unwrap();
+            for _ in 0..1 + next(3) {
+                let at = next(text.len());
+                match next(3) {
+                    0 => text[at] = bytes[next(bytes.len())],
+                    1 => text.truncate(at),
+                    _ => {
+                        text.remove(at.min(text.len().saturating_sub(1)));
+                    }
+                }
+                if text.is_empty() {
+                    break;
+                }
+            }
+            fs::write(&victim, &text).unwrap();
+            let r = std::panic::catch_unwind(|| {
+                let g = kin_infer::io::golden::GoldenFile::load(&d.path().join("golden.json"));
+                if let Ok(e) = Embedder::load(d.path(), &EmbedderOptions::default()) {
+                    if let Ok(g) = g {
+                        let _ = kin_infer::io::golden::check(&e, &g);
+                    }
+                }
+            });
+            assert!(
+                r.is_ok(),
+                "{name} trial {trial}: panic on a corrupted {}",
+                victim.display()
+            );
+        }
+    }
+}
