@@ -227,8 +227,17 @@ pub fn describe(a: DescribeArgs) -> Result<u8> {
 
 pub fn check(a: CheckArgs) -> Result<u8> {
     let g = GoldenFile::load(&a.golden)?;
-    let e = load(&a.model, EmbedderOptions::default())?;
-    let r = golden::check(&e, &g)?;
+    let dir = hub::resolve_model(&a.model.model)?;
+    let r = if kin_infer::models::decoders::is_decoder_dir(&dir) {
+        let pool =
+            kin_infer::threads::build_pool(kin_infer::threads::resolve_threads(a.model.threads)?)?;
+        let be = kin_infer::gpu::create_compute(None)?;
+        let m = kin_infer::models::decoders::load_decoder(&dir, be.as_ref())?;
+        pool.install(|| golden::check_decoder(m.as_ref(), be.as_ref(), &g))?
+    } else {
+        let e = load(&a.model, EmbedderOptions::default())?;
+        golden::check(&e, &g)?
+    };
     let ok = r.passed();
     if a.json {
         let mism: Vec<_> = r

@@ -275,3 +275,64 @@ fn every_simd_tier_writes_the_same_bytes() {
         }
     }
 }
+
+#[test]
+fn check_replays_decoder_logits_and_generate_goldens() {
+    let dir = root().join("tests/decoder_fixtures/llama_gqa");
+    let g = dir.join("golden.json");
+    let o = run(
+        &mut kin(&[
+            "check",
+            "--model",
+            dir.to_str().unwrap(),
+            "--golden",
+            g.to_str().unwrap(),
+        ]),
+        "",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("PARITY OK"));
+    // One generated token changed: PARITY FAILED naming the position, exit 1.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&g).unwrap()).unwrap();
+    let case = v["cases"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|c| c["kind"] == "generate")
+        .unwrap();
+    let t = case["expected_tokens"][0][2].as_u64().unwrap();
+    case["expected_tokens"][0][2] = serde_json::json!(t + 1);
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("g.json");
+    std::fs::write(&bad, v.to_string()).unwrap();
+    let o = run(
+        &mut kin(&[
+            "check",
+            "--model",
+            dir.to_str().unwrap(),
+            "--golden",
+            bad.to_str().unwrap(),
+        ]),
+        "",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stdout).contains("new token 2"),
+        "{}",
+        text(&o.stdout)
+    );
+    // An encoder golden against a decoder is a usage error, not a pass.
+    let enc = fixture("bert_tiny").join("golden.json");
+    let o = run(
+        &mut kin(&[
+            "check",
+            "--model",
+            dir.to_str().unwrap(),
+            "--golden",
+            enc.to_str().unwrap(),
+        ]),
+        "",
+    );
+    assert_clean_error(&o, 2, "encoder");
+}

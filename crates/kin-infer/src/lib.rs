@@ -9,6 +9,7 @@
 pub mod corpus;
 pub mod embed;
 pub mod error;
+pub mod generate;
 pub mod gpu;
 pub mod io;
 pub mod kernels;

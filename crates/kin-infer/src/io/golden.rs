@@ -3,6 +3,9 @@
 
 use crate::embed::Embedder;
 use crate::error::{InferError, Result};
+use crate::generate::generate_greedy;
+use crate::gpu::GpuCompute;
+use crate::models::decoders::{Decoder, LogitsRows};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -27,6 +30,24 @@ pub enum CaseKind {
         input: EmbeddingInput,
         expected: Vec<f64>,
     },
+    /// Decoder logits over whole prompts: per sequence, one row of `vocab_size` per position.
+    Logits {
+        input_ids: Vec<Vec<u32>>,
+        expected: Vec<Vec<Vec<f64>>>,
+    },
+    /// Greedy decoding without stopping on EOS, compared token for token.
+    Generate {
+        input_ids: Vec<Vec<u32>>,
+        max_new_tokens: usize,
+        expected_tokens: Vec<Vec<u32>>,
+    },
+}
+
+impl CaseKind {
+    /// Whether the case needs a decoder (`logits`, `generate`) rather than an encoder.
+    pub fn is_decoder(&self) -> bool {
+        matches!(self, CaseKind::Logits { .. } | CaseKind::Generate { .. })
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -203,10 +224,64 @@ fn parse_case(i: usize, c: &Value) -> Result<Case, String> {
             };
             CaseKind::Embedding { input, expected }
         }
-        "logits" | "generate" | "classify" => {
-            return Err(format!(
-                "case kind `{kind}` does not apply to an encoder model (this command checks `hidden` and `embedding`)"
-            ))
+        "logits" => {
+            let input_ids = id_rows(c.get("input_ids"), "input_ids")?;
+            let exp = c
+                .get("expected")
+                .and_then(Value::as_array)
+                .ok_or("missing `expected` array")?;
+            if exp.len() != input_ids.len() {
+                return Err(format!(
+                    "`expected` has {} sequences, `input_ids` {}",
+                    exp.len(),
+                    input_ids.len()
+                ));
+            }
+            let expected = exp
+                .iter()
+                .enumerate()
+                .map(|(s, rows)| {
+                    let rows = rows.as_array().ok_or(format!("expected[{s}] is not an array"))?;
+                    if rows.len() != input_ids[s].len() {
+                        return Err(format!(
+                            "expected[{s}] has {} rows for {} tokens",
+                            rows.len(),
+                            input_ids[s].len()
+                        ));
+                    }
+                    rows.iter()
+                        .map(|r| floats(Some(r), &format!("expected[{s}]")))
+                        .collect::<Result<Vec<_>, String>>()
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            CaseKind::Logits {
+                input_ids,
+                expected,
+            }
+        }
+        "generate" => {
+            let input_ids = id_rows(c.get("input_ids"), "input_ids")?;
+            let max_new_tokens = c
+                .get("max_new_tokens")
+                .and_then(Value::as_u64)
+                .ok_or("missing or non-integer `max_new_tokens`")? as usize;
+            let expected_tokens = id_rows(c.get("expected_tokens"), "expected_tokens")?;
+            if expected_tokens.len() != input_ids.len()
+                || expected_tokens.iter().any(|t| t.len() != max_new_tokens)
+            {
+                return Err(format!(
+                    "`expected_tokens` must hold {max_new_tokens} tokens for each of the {} prompts",
+                    input_ids.len()
+                ));
+            }
+            CaseKind::Generate {
+                input_ids,
+                max_new_tokens,
+                expected_tokens,
+            }
+        }
+        "classify" => {
+            return Err("case kind `classify` is for inMotion artifacts (inmotion-infer check), not a Hugging Face model".into())
         }
         other => return Err(format!("unknown kind `{other}`")),
     };
@@ -301,6 +376,12 @@ pub fn check(embedder: &Embedder, golden: &GoldenFile) -> Result<CheckReport> {
     };
     let hidden_size = embedder.config().hidden_size;
     for case in &golden.cases {
+        if case.kind.is_decoder() {
+            return Err(gerr(
+                &case.name,
+                "`logits` and `generate` cases need a decoder model; this is an encoder".into(),
+            ));
+        }
         match &case.kind {
             CaseKind::Hidden {
                 input_ids,
@@ -352,6 +433,81 @@ pub fn check(embedder: &Embedder, golden: &GoldenFile) -> Result<CheckReport> {
                     failed: false,
                 };
                 cmp.compare(expected, v, |d| format!("dim {d}"));
+            }
+            CaseKind::Logits { .. } | CaseKind::Generate { .. } => {}
+        }
+    }
+    Ok(report)
+}
+
+/// Replays `logits` and `generate` cases against a decoder (on the current rayon pool).
+pub fn check_decoder(
+    model: &dyn Decoder,
+    be: &dyn GpuCompute,
+    golden: &GoldenFile,
+) -> Result<CheckReport> {
+    let mut report = CheckReport {
+        cases: golden.cases.len(),
+        compared: 0,
+        max_diff: 0.0,
+        tol: golden.tol,
+        mismatches: Vec::new(),
+    };
+    let gerr = |case: &str, reason: String| InferError::Golden {
+        path: golden.path.clone(),
+        reason: format!("case {case}: {reason}"),
+    };
+    let vocab = model.spec().vocab_size;
+    for case in &golden.cases {
+        match &case.kind {
+            CaseKind::Logits {
+                input_ids,
+                expected,
+            } => {
+                let mut cmp = Comparer {
+                    report: &mut report,
+                    case: &case.name,
+                    failed: false,
+                };
+                for (s, (ids, rows)) in input_ids.iter().zip(expected).enumerate() {
+                    if let Some(r) = rows.iter().find(|r| r.len() != vocab) {
+                        return Err(gerr(
+                            &case.name,
+                            format!("a row of expected[{s}] has {} values, the model's vocab_size is {vocab}", r.len()),
+                        ));
+                    }
+                    let mut cache = model.new_cache(ids.len().max(1))?;
+                    let got = model.forward(be, ids, &mut cache, LogitsRows::All)?;
+                    for (t, row) in rows.iter().enumerate() {
+                        let a = &got[t * vocab..(t + 1) * vocab];
+                        cmp.compare(row, a, |d| format!("sequence {s}, position {t}, logit {d}"));
+                    }
+                }
+            }
+            CaseKind::Generate {
+                input_ids,
+                max_new_tokens,
+                expected_tokens,
+            } => {
+                for (s, (ids, want)) in input_ids.iter().zip(expected_tokens).enumerate() {
+                    let got = generate_greedy(model, be, ids, *max_new_tokens, |_| {})?;
+                    report.compared += got.len();
+                    if let Some(i) = (0..want.len()).find(|&i| got.get(i) != Some(&want[i])) {
+                        report.mismatches.push(Mismatch {
+                            case: case.name.clone(),
+                            position: format!("sequence {s}, new token {i} (got {got:?})"),
+                            expected: want[i] as f64,
+                            actual: got.get(i).map_or(f64::NAN, |&t| t as f64),
+                        });
+                    }
+                }
+            }
+            CaseKind::Hidden { .. } | CaseKind::Embedding { .. } => {
+                return Err(gerr(
+                    &case.name,
+                    "`hidden` and `embedding` cases need an encoder model; this is a decoder"
+                        .into(),
+                ))
             }
         }
     }

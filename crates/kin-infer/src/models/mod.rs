@@ -4,6 +4,7 @@
 //! `config.json`'s `model_type`, so the embedding pipeline, `describe`, `check` and `bench`
 //! serve every family through one interface.
 
+pub mod decoders;
 pub mod encoders;
 
 use crate::error::{InferError, Result};

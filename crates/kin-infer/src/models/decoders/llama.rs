@@ -1,0 +1,414 @@
+//! LLaMA (LLaMA 2/3 layout, `model_type: llama`): RMSNorm pre-norm blocks, rotary positions
+//! with `rope_theta`, grouped-query attention (`num_key_value_heads`: MHA, GQA, MQA), SwiGLU
+//! feed-forward, tied or untied `lm_head`.
+//!
+//! Config: the Hub's spelling (`rope_theta`, `rope_scaling` at top level) and transformers
+//! 5.x's (`rope_parameters.{rope_type, rope_theta}`). Rope scaling types (`linear`, `dynamic`,
+//! `llama3`, ...) are a typed [`InferError::Unsupported`] for now.
+//!
+//! Tensors: `model.embed_tokens.weight`, `model.layers.N.self_attn.{q,k,v,o}_proj.weight`,
+//! `model.layers.N.mlp.{gate,up,down}_proj.weight`,
+//! `model.layers.N.{input_layernorm,post_attention_layernorm}.weight`, `model.norm.weight`,
+//! `lm_head.weight` (absent when tied).
+//!
+//! Forward of a chunk at positions `p0..p0+rows`: `x = embed[ids]`; per layer
+//! `x += o(attn(rope(q), rope(k) ∪ cache, v ∪ cache))` on `rms(x)`, then
+//! `x += down(silu(gate) * up)` on `rms(x)`; logits `= lm_head(rms(x))`.
+
+use super::{causal_attention, rms_norm, AttnShape, Decoder, DecoderSpec, LogitsRows, ScratchDims};
+use crate::error::{InferError, Result};
+use crate::generate::KvCache;
+use crate::gpu::GpuCompute;
+use crate::io::config_fields::ConfigFields;
+use crate::io::safetensors::{WeightStore, Weights};
+use crate::nn::ffn::{FfnAct, GatedFfn};
+use crate::nn::rope::Rotary;
+use crate::nn::Linear;
+use rayon::prelude::*;
+use serde_json::Value;
+use std::path::Path;
+
+const PREFIXES: &[&str] = &[""];
+const PROBE: &str = "model.embed_tokens.weight";
+
+/// A validated LLaMA config.
+#[derive(Clone, Debug)]
+struct LlamaConfig {
+    vocab: usize,
+    hidden: usize,
+    layers: usize,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    intermediate: usize,
+    max_positions: usize,
+    eps: f32,
+    rope_theta: f64,
+    tied: bool,
+    eos: Vec<u32>,
+    bos: Option<u32>,
+    dtype: Option<String>,
+}
+
+impl LlamaConfig {
+    fn parse(f: &ConfigFields) -> Result<Self> {
+        let hidden = f.usize("hidden_size", None)?;
+        let heads = f.usize("num_attention_heads", None)?;
+        let layers = f.usize("num_hidden_layers", None)?;
+        let intermediate = f.usize("intermediate_size", None)?;
+        let vocab = f.usize("vocab_size", None)?;
+        let kv_heads = f.usize("num_key_value_heads", Some(heads))?;
+        let max_positions = f.usize("max_position_embeddings", Some(2048))?;
+        f.check_sizes(&[
+            ("hidden_size", hidden),
+            ("num_attention_heads", heads),
+            ("num_hidden_layers", layers),
+            ("intermediate_size", intermediate),
+            ("vocab_size", vocab),
+            ("num_key_value_heads", kv_heads),
+            ("max_position_embeddings", max_positions),
+        ])?;
+        if heads % kv_heads != 0 {
+            return Err(f.err(
+                "num_key_value_heads",
+                format!("num_attention_heads {heads} is not a multiple of {kv_heads}"),
+            ));
+        }
+        let head_dim = match f.opt_usize("head_dim")? {
+            Some(d) => d,
+            None if hidden % heads == 0 => hidden / heads,
+            None => {
+                return Err(f.err(
+                    "num_attention_heads",
+                    format!(
+                        "hidden_size {hidden} is not a multiple of num_attention_heads {heads}"
+                    ),
+                ))
+            }
+        };
+        if head_dim == 0 || !head_dim.is_multiple_of(2) {
+            return Err(f.err(
+                "head_dim",
+                format!("{head_dim}: rotary needs an even head_dim"),
+            ));
+        }
+        for flag in ["attention_bias", "mlp_bias"] {
+            if f.bool(flag, false)? {
+                return Err(InferError::Unsupported(format!(
+                    "llama with `{flag}: true` (biases) is not supported yet"
+                )));
+            }
+        }
+        let act = f.str("hidden_act", Some("silu"))?;
+        if act != "silu" {
+            return Err(f.err(
+                "hidden_act",
+                format!("`{act}` is not supported (supported: silu)"),
+            ));
+        }
+        let rope_theta = rope_theta(f)?;
+        let ids = |field: &str| -> Result<Vec<u32>> {
+            match f.get(field) {
+                None => Ok(vec![]),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .map(|x| {
+                        x.as_u64()
+                            .map(|n| n as u32)
+                            .ok_or_else(|| f.err(field, format!("expected token ids, found {x}")))
+                    })
+                    .collect(),
+                Some(x) => x
+                    .as_u64()
+                    .map(|n| vec![n as u32])
+                    .ok_or_else(|| f.err(field, format!("expected a token id, found {x}"))),
+            }
+        };
+        let eos = ids("eos_token_id")?;
+        let bos = ids("bos_token_id")?.first().copied();
+        Ok(LlamaConfig {
+            vocab,
+            hidden,
+            layers,
+            heads,
+            kv_heads,
+            head_dim,
+            intermediate,
+            max_positions,
+            eps: f.eps("rms_norm_eps", 1e-6)?,
+            rope_theta,
+            tied: f.bool("tie_word_embeddings", false)?,
+            eos,
+            bos,
+            dtype: f.dtype()?,
+        })
+    }
+}
+
+/// `rope_parameters.rope_theta` (transformers 5.x) or `rope_theta` (Hub), default 10000;
+/// a scaling type other than `default` is unsupported for now.
+fn rope_theta(f: &ConfigFields) -> Result<f64> {
+    let check_type = |field: &str, t: Option<&Value>| -> Result<()> {
+        match t.and_then(|t| t.as_str()) {
+            None | Some("default") => Ok(()),
+            Some(other) => Err(InferError::Unsupported(format!(
+                "llama `{field}` `{other}` (rope scaling) is not supported yet (supported: default)"
+            ))),
+        }
+    };
+    if let Some(rs) = f.get("rope_scaling") {
+        let t = rs.get("rope_type").or_else(|| rs.get("type"));
+        check_type("rope_scaling.rope_type", t)?;
+    }
+    let theta = match f.get("rope_parameters") {
+        Some(Value::Object(rp)) => {
+            check_type("rope_parameters.rope_type", rp.get("rope_type"))?;
+            if let Some(p) = rp.get("partial_rotary_factor").filter(|p| !p.is_null()) {
+                if p.as_f64() != Some(1.0) {
+                    return Err(InferError::Unsupported(format!(
+                        "llama with partial_rotary_factor {p} is not supported"
+                    )));
+                }
+            }
+            match rp.get("rope_theta").filter(|x| !x.is_null()) {
+                Some(x) => x.as_f64().ok_or_else(|| {
+                    f.err(
+                        "rope_parameters.rope_theta",
+                        format!("expected a number, found {x}"),
+                    )
+                })?,
+                None => f.f64("rope_theta", 10000.0)?,
+            }
+        }
+        None => f.f64("rope_theta", 10000.0)?,
+        Some(x) => return Err(f.err("rope_parameters", format!("expected an object, found {x}"))),
+    };
+    f.positive_f64("rope_theta", theta)
+}
+
+struct Layer {
+    input_norm: Vec<f32>,
+    /// Fused `[q | k | v]`.
+    qkv: Linear,
+    o: Linear,
+    post_norm: Vec<f32>,
+    mlp: GatedFfn,
+}
+
+/// A loaded LLaMA model.
+pub struct Llama {
+    cfg: LlamaConfig,
+    spec: DecoderSpec,
+    /// `[vocab, hidden]`
+    embed: Vec<f32>,
+    layers: Vec<Layer>,
+    norm: Vec<f32>,
+    lm_head: Linear,
+    rotary: Rotary,
+}
+
+impl Llama {
+    pub(crate) fn load(
+        config: &Path,
+        v: &Value,
+        store: &WeightStore,
+        be: &dyn GpuCompute,
+    ) -> Result<Self> {
+        let f = ConfigFields::new(v, config)?;
+        let cfg = LlamaConfig::parse(&f)?;
+        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
+        let (h, q_dim, kv_dim) = (
+            cfg.hidden,
+            cfg.heads * cfg.head_dim,
+            cfg.kv_heads * cfg.head_dim,
+        );
+        let embed = w.get(PROBE, &[cfg.vocab, h])?.to_vec();
+        let layers = (0..cfg.layers)
+            .into_par_iter()
+            .map(|i| -> Result<Layer> {
+                let p = format!("model.layers.{i}");
+                let a = format!("{p}.self_attn");
+                let mut parts = Vec::with_capacity(3);
+                for (name, rows) in [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)] {
+                    parts.push(w.get(&format!("{a}.{name}.weight"), &[rows, h])?);
+                }
+                let slices: Vec<&[f32]> = parts.iter().map(|t| t.as_slice()).collect();
+                Ok(Layer {
+                    input_norm: w
+                        .get(&format!("{p}.input_layernorm.weight"), &[h])?
+                        .to_vec(),
+                    qkv: Linear::from_parts(be.prepare_matrix(&slices, h), None),
+                    o: Linear::load_with(be, &w, &[&format!("{a}.o_proj")], q_dim, h, false)?,
+                    post_norm: w
+                        .get(&format!("{p}.post_attention_layernorm.weight"), &[h])?
+                        .to_vec(),
+                    mlp: GatedFfn::load(
+                        be,
+                        &w,
+                        &[&format!("{p}.mlp.gate_proj"), &format!("{p}.mlp.up_proj")],
+                        &format!("{p}.mlp.down_proj"),
+                        h,
+                        cfg.intermediate,
+                        false,
+                        false,
+                        FfnAct::Silu,
+                    )?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let norm = w.get("model.norm.weight", &[h])?.to_vec();
+        let lm_head = if cfg.tied {
+            Linear::from_parts(be.prepare_matrix(&[&embed], h), None)
+        } else {
+            Linear::load_with(be, &w, &["lm_head"], h, cfg.vocab, false)?
+        };
+        let rotary = Rotary::new(cfg.head_dim, cfg.rope_theta, false, cfg.max_positions);
+        let attention = match cfg.kv_heads {
+            1 => format!("causal, MQA ({} query heads, 1 kv head)", cfg.heads),
+            k if k == cfg.heads => format!("causal, multi-head ({k} heads)"),
+            k => format!("causal, GQA ({} query heads, {k} kv heads)", cfg.heads),
+        };
+        let spec = DecoderSpec {
+            model_type: "llama".into(),
+            hidden_size: h,
+            num_hidden_layers: cfg.layers,
+            num_attention_heads: cfg.heads,
+            num_key_value_heads: cfg.kv_heads,
+            head_dim: cfg.head_dim,
+            intermediate_size: cfg.intermediate,
+            vocab_size: cfg.vocab,
+            max_sequence_length: cfg.max_positions,
+            eos_token_ids: cfg.eos.clone(),
+            bos_token_id: cfg.bos,
+            tied_embeddings: cfg.tied,
+            positions: format!("rotary (theta {})", cfg.rope_theta),
+            attention,
+            ffn: "SwiGLU".into(),
+            dtype: cfg.dtype.clone(),
+        };
+        Ok(Llama {
+            cfg,
+            spec,
+            embed,
+            layers,
+            norm,
+            lm_head,
+            rotary,
+        })
+    }
+}
+
+impl Decoder for Llama {
+    fn spec(&self) -> &DecoderSpec {
+        &self.spec
+    }
+
+    fn forward<'c>(
+        &self,
+        be: &dyn GpuCompute,
+        ids: &[u32],
+        cache: &'c mut KvCache,
+        out_rows: LogitsRows,
+    ) -> Result<&'c [f32]> {
+        let c = &self.cfg;
+        cache.check_shape(c.layers, c.kv_heads * c.head_dim)?;
+        let start = cache.len();
+        let capacity = cache.capacity();
+        self.spec.validate_chunk(ids, start, capacity)?;
+        let k = be.host_kernels();
+        let rows = ids.len();
+        let (h, hd) = (c.hidden, c.head_dim);
+        let q_dim = c.heads * hd;
+        let kv_dim = c.kv_heads * hd;
+        let qkv_dim = q_dim + 2 * kv_dim;
+        cache.scratch.ensure(
+            rows,
+            capacity,
+            &ScratchDims {
+                hidden: h,
+                q_dim,
+                qkv_dim,
+                heads: c.heads,
+                intermediate: c.intermediate,
+                vocab: c.vocab,
+            },
+        );
+        {
+            let x = &mut cache.scratch.x[..rows * h];
+            for (row, &id) in x.chunks_exact_mut(h).zip(ids) {
+                row.copy_from_slice(&self.embed[id as usize * h..][..h]);
+            }
+        }
+        let shape = AttnShape {
+            heads: c.heads,
+            kv_heads: c.kv_heads,
+            head_dim: hd,
+            scale: 1.0 / (hd as f32).sqrt(),
+        };
+        for (l, layer) in self.layers.iter().enumerate() {
+            let (kc, vc, s) = cache.layer_mut(l);
+            // attention block
+            s.x[..rows * h]
+                .par_chunks(h)
+                .zip(s.normed[..rows * h].par_chunks_mut(h))
+                .for_each(|(x, n)| rms_norm(k, x, &layer.input_norm, c.eps, n));
+            layer
+                .qkv
+                .forward(be, &s.normed[..rows * h], rows, &mut s.qkv);
+            let rotary = &self.rotary;
+            s.qkv[..rows * qkv_dim]
+                .par_chunks_mut(qkv_dim)
+                .enumerate()
+                .for_each(|(r, row)| {
+                    for head in row[..q_dim + kv_dim].chunks_exact_mut(hd) {
+                        rotary.apply(head, start + r);
+                    }
+                });
+            for (r, row) in s.qkv[..rows * qkv_dim].chunks_exact(qkv_dim).enumerate() {
+                let p = (start + r) * kv_dim;
+                kc[p..p + kv_dim].copy_from_slice(&row[q_dim..q_dim + kv_dim]);
+                vc[p..p + kv_dim].copy_from_slice(&row[q_dim + kv_dim..]);
+            }
+            causal_attention(
+                k,
+                &shape,
+                &s.qkv,
+                qkv_dim,
+                rows,
+                start,
+                kc,
+                vc,
+                capacity,
+                &mut s.scores,
+                &mut s.attn,
+            );
+            layer
+                .o
+                .forward(be, &s.attn[..rows * q_dim], rows, &mut s.out);
+            be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
+            // feed-forward block
+            s.x[..rows * h]
+                .par_chunks(h)
+                .zip(s.normed[..rows * h].par_chunks_mut(h))
+                .for_each(|(x, n)| rms_norm(k, x, &layer.post_norm, c.eps, n));
+            let ffn = s.ffn.as_mut().expect("scratch holds ffn buffers");
+            layer
+                .mlp
+                .forward(be, &s.normed[..rows * h], rows, ffn, &mut s.out);
+            be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
+        }
+        cache.advance(rows);
+        let s = &mut cache.scratch;
+        let (first, n) = match out_rows {
+            LogitsRows::All => (0, rows),
+            LogitsRows::Last => (rows - 1, 1),
+        };
+        s.x[first * h..(first + n) * h]
+            .par_chunks(h)
+            .zip(s.normed[..n * h].par_chunks_mut(h))
+            .for_each(|(x, o)| rms_norm(k, x, &self.norm, c.eps, o));
+        self.lm_head
+            .forward(be, &s.normed[..n * h], n, &mut s.logits);
+        Ok(&s.logits[..n * c.vocab])
+    }
+}

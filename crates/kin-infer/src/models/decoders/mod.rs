@@ -1,0 +1,301 @@
+//! Decoder (causal language model) families, one file each, behind the [`Decoder`] trait.
+//!
+//! A decoder runs a chunk of tokens at the positions that follow what its [`KvCache`] already
+//! holds, appends their keys and values to the cache, and returns logits. The prompt is one
+//! chunk (prefill, a batched pass), every generated token another chunk of one row (decode).
+//!
+//! Determinism: a chunk of one row computes exactly what the same row computes inside a longer
+//! chunk, so incremental decoding gives the full forward pass's logits bit for bit:
+//! - every GEMM accumulates each output element k-sequentially whatever m is (`kernels`);
+//! - RMSNorm, RoPE and the gated feed-forward are per row;
+//! - attention ([`causal_attention`]) runs the same per-(query, head) code for prefill and
+//!   decode: scores over keys `0..=pos` read from the cache (canonical dot), scale, softmax
+//!   (canonical max/sum), then `Σ_j p_j · v_j` accumulated j = 0, 1, … with FMA.
+
+pub mod llama;
+
+use crate::error::{InferError, Result};
+use crate::generate::KvCache;
+use crate::gpu::GpuCompute;
+use crate::io::safetensors::WeightStore;
+use crate::kernels::Kernels;
+use crate::nn::ffn::FfnBuffers;
+use rayon::prelude::*;
+use std::path::Path;
+
+/// What every decoder tells the generation loop and `describe`.
+#[derive(Clone, Debug)]
+pub struct DecoderSpec {
+    /// `model_type` as the config names it, e.g. "llama".
+    pub model_type: String,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    pub head_dim: usize,
+    pub intermediate_size: usize,
+    pub vocab_size: usize,
+    /// Context length: positions `0..max_sequence_length` (`max_position_embeddings`).
+    pub max_sequence_length: usize,
+    /// End-of-sequence ids from `config.json` (`eos_token_id`, an integer or a list).
+    pub eos_token_ids: Vec<u32>,
+    pub bos_token_id: Option<u32>,
+    /// `lm_head` shares the token embedding table.
+    pub tied_embeddings: bool,
+    /// Positional scheme, e.g. "rotary (theta 10000)".
+    pub positions: String,
+    /// Attention kind, e.g. "causal, GQA 4 query / 2 kv heads".
+    pub attention: String,
+    /// Feed-forward kind, e.g. "SwiGLU".
+    pub ffn: String,
+    /// `torch_dtype` / `dtype` as the config writes it.
+    pub dtype: Option<String>,
+}
+
+impl DecoderSpec {
+    /// Keys and values per token per layer.
+    pub fn kv_dim(&self) -> usize {
+        self.num_key_value_heads * self.head_dim
+    }
+
+    /// Checks a chunk of `ids` that would start at position `start`: non-empty, inside the
+    /// vocabulary, and ending inside both the context and the cache.
+    pub fn validate_chunk(&self, ids: &[u32], start: usize, cache_capacity: usize) -> Result<()> {
+        if ids.is_empty() {
+            return Err(InferError::Input("empty token sequence".into()));
+        }
+        if let Some(bad) = ids.iter().find(|&&t| t as usize >= self.vocab_size) {
+            return Err(InferError::Input(format!(
+                "token id {bad} is outside the vocabulary (size {})",
+                self.vocab_size
+            )));
+        }
+        let end = start + ids.len();
+        if end > self.max_sequence_length {
+            return Err(InferError::Input(format!(
+                "{} tokens after {start} cached ones exceed the model's context of {} tokens",
+                ids.len(),
+                self.max_sequence_length
+            )));
+        }
+        if end > cache_capacity {
+            return Err(InferError::Input(format!(
+                "{} tokens after {start} cached ones exceed the KV cache's capacity of {} tokens",
+                ids.len(),
+                cache_capacity
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Which rows of logits a forward call returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogitsRows {
+    /// One row of `vocab_size` per token of the chunk.
+    All,
+    /// Only the chunk's last token (all generation needs).
+    Last,
+}
+
+/// A causal language model.
+pub trait Decoder: Send + Sync {
+    fn spec(&self) -> &DecoderSpec;
+
+    /// A cache for `capacity` positions (at most the context), allocated once.
+    fn new_cache(&self, capacity: usize) -> Result<KvCache> {
+        let s = self.spec();
+        if capacity == 0 || capacity > s.max_sequence_length {
+            return Err(InferError::Input(format!(
+                "KV cache capacity {capacity} must lie in 1..={} (the model's context)",
+                s.max_sequence_length
+            )));
+        }
+        Ok(KvCache::new(s.num_hidden_layers, s.kv_dim(), capacity))
+    }
+
+    /// Runs `ids` at positions `cache.len()..`, appends their keys/values to `cache`, and
+    /// returns the logits of `rows` (row-major, `vocab_size` each). On error the cache is
+    /// unchanged.
+    fn forward<'c>(
+        &self,
+        be: &dyn GpuCompute,
+        ids: &[u32],
+        cache: &'c mut KvCache,
+        rows: LogitsRows,
+    ) -> Result<&'c [f32]>;
+}
+
+/// Reads `config.json` in `dir`, picks the family from `model_type`, loads the weights.
+pub fn load_decoder(dir: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>> {
+    let config = dir.join("config.json");
+    if !config.is_file() {
+        return Err(InferError::ModelNotFound(dir.display().to_string()));
+    }
+    let v: serde_json::Value = crate::io::read_json(&config)?;
+    let model_type = v
+        .get("model_type")
+        .and_then(|t| t.as_str())
+        .unwrap_or("")
+        .to_string();
+    match model_type.as_str() {
+        "llama" => {
+            let store = WeightStore::open_dir(dir)?;
+            Ok(Box::new(llama::Llama::load(&config, &v, &store, be)?))
+        }
+        _ => Err(InferError::UnsupportedModel {
+            path: config,
+            model_type,
+            supported: SUPPORTED.to_vec(),
+        }),
+    }
+}
+
+/// Whether `dir/config.json` names a decoder family this build knows (else it is treated as
+/// an encoder, whose loader reports unsupported types).
+pub fn is_decoder_dir(dir: &Path) -> bool {
+    crate::io::read_json::<serde_json::Value>(&dir.join("config.json"))
+        .ok()
+        .and_then(|v| {
+            v.get("model_type")
+                .and_then(|t| t.as_str())
+                .map(String::from)
+        })
+        .is_some_and(|t| SUPPORTED.contains(&t.as_str()))
+}
+
+/// Decoder `model_type` values, in the order errors list them.
+pub const SUPPORTED: &[&str] = &["llama"];
+
+/// Per-forward scratch, kept in the [`KvCache`] and grown only when a chunk has more rows than
+/// any before it: decode steps after the prefill allocate nothing.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    /// Rows the buffers hold.
+    rows: usize,
+    /// `[rows, hidden]` residual stream.
+    pub(crate) x: Vec<f32>,
+    /// `[rows, hidden]` normalized input of a sub-block.
+    pub(crate) normed: Vec<f32>,
+    /// `[rows, q_dim + 2 * kv_dim]` fused projections.
+    pub(crate) qkv: Vec<f32>,
+    /// `[rows, q_dim]` attention output.
+    pub(crate) attn: Vec<f32>,
+    /// `[rows, hidden]` sub-block output before the residual add.
+    pub(crate) out: Vec<f32>,
+    /// `[ATTN_CHUNK * heads, capacity]` attention scores.
+    pub(crate) scores: Vec<f32>,
+    /// `[rows, vocab]` logits.
+    pub(crate) logits: Vec<f32>,
+    pub(crate) ffn: Option<FfnBuffers>,
+}
+
+/// Dimensions a family's scratch needs.
+pub(crate) struct ScratchDims {
+    pub hidden: usize,
+    pub q_dim: usize,
+    pub qkv_dim: usize,
+    pub heads: usize,
+    pub intermediate: usize,
+    pub vocab: usize,
+}
+
+impl Scratch {
+    pub(crate) fn ensure(&mut self, rows: usize, capacity: usize, d: &ScratchDims) {
+        if rows <= self.rows && self.scores.len() >= ATTN_CHUNK * d.heads * capacity {
+            return;
+        }
+        let rows = rows.max(self.rows);
+        *self = Scratch {
+            rows,
+            x: vec![0.0; rows * d.hidden],
+            normed: vec![0.0; rows * d.hidden],
+            qkv: vec![0.0; rows * d.qkv_dim],
+            attn: vec![0.0; rows * d.q_dim],
+            out: vec![0.0; rows * d.hidden],
+            scores: vec![0.0; ATTN_CHUNK * d.heads * capacity],
+            logits: vec![0.0; rows * d.vocab],
+            ffn: Some(FfnBuffers::new(rows, d.intermediate)),
+        };
+    }
+}
+
+/// Query rows per attention pass (bounds the score scratch; the results do not depend on it).
+const ATTN_CHUNK: usize = 16;
+
+/// RMSNorm of one row: `out = w * (x * 1/sqrt(mean(x²) + eps))` (the order transformers'
+/// `LlamaRMSNorm` rounds in), the mean through the canonical dot.
+pub(crate) fn rms_norm(k: &Kernels, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let n = x.len() as f32;
+    let inv = 1.0 / (k.dot(x, x) / n + eps).sqrt();
+    for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
+        *o = g * (v * inv);
+    }
+}
+
+/// Geometry of [`causal_attention`].
+pub(crate) struct AttnShape {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub scale: f32,
+}
+
+/// Causal attention of `rows` query rows at positions `start..start + rows` over one layer's
+/// cached keys/values (`[capacity, kv_heads * head_dim]` each, already holding positions
+/// `0..start + rows`). `q` has row stride `q_stride`, heads contiguous; query head `h` reads
+/// kv head `h / (heads / kv_heads)` (GQA/MQA). `out` gets `[rows, heads * head_dim]`.
+/// Every (query, head) runs the same code whatever `rows` is, so decode equals prefill.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn causal_attention(
+    k: &Kernels,
+    shape: &AttnShape,
+    q: &[f32],
+    q_stride: usize,
+    rows: usize,
+    start: usize,
+    keys: &[f32],
+    values: &[f32],
+    capacity: usize,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
+    let AttnShape {
+        heads,
+        kv_heads,
+        head_dim: hd,
+        scale,
+    } = *shape;
+    let q_dim = heads * hd;
+    let kv_dim = kv_heads * hd;
+    let group = heads / kv_heads;
+    let mut c0 = 0;
+    while c0 < rows {
+        let cr = ATTN_CHUNK.min(rows - c0);
+        out[c0 * q_dim..(c0 + cr) * q_dim]
+            .par_chunks_mut(hd)
+            .zip(scores[..cr * heads * capacity].par_chunks_mut(capacity))
+            .enumerate()
+            .for_each(|(t, (o, s))| {
+                let r = c0 + t / heads;
+                let h = t % heads;
+                let g = h / group;
+                let n = start + r + 1;
+                let qv = &q[r * q_stride + h * hd..][..hd];
+                let s = &mut s[..n];
+                for (j, sj) in s.iter_mut().enumerate() {
+                    *sj = k.dot(qv, &keys[j * kv_dim + g * hd..][..hd]);
+                }
+                k.scale(s, scale);
+                k.softmax(s);
+                o.fill(0.0);
+                for (j, &p) in s.iter().enumerate() {
+                    let v = &values[j * kv_dim + g * hd..][..hd];
+                    for (od, &vd) in o.iter_mut().zip(v) {
+                        *od = p.mul_add(vd, *od);
+                    }
+                }
+            });
+        c0 += cr;
+    }
+}
