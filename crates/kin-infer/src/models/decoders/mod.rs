@@ -12,6 +12,8 @@
 //!   decode: scores over keys `0..=pos` read from the cache (canonical dot), scale, softmax
 //!   (canonical max/sum), then `Σ_j p_j · v_j` accumulated j = 0, 1, … with FMA.
 
+pub mod gemma;
+pub mod gpt2;
 pub mod llama;
 
 use crate::error::{InferError, Result};
@@ -139,9 +141,17 @@ pub fn load_decoder(dir: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>>
         .unwrap_or("")
         .to_string();
     match model_type.as_str() {
-        "llama" => {
+        "llama" | "mistral" | "qwen2" => {
             let store = WeightStore::open_dir(dir)?;
             Ok(Box::new(llama::Llama::load(&config, &v, &store, be)?))
+        }
+        "gpt2" => {
+            let store = WeightStore::open_dir(dir)?;
+            gpt2::load(&config, &v, &store, be)
+        }
+        "gemma" | "gemma2" => {
+            let store = WeightStore::open_dir(dir)?;
+            gemma::load(&config, &v, &store, be)
         }
         _ => Err(InferError::UnsupportedModel {
             path: config,
@@ -165,7 +175,7 @@ pub fn is_decoder_dir(dir: &Path) -> bool {
 }
 
 /// Decoder `model_type` values, in the order errors list them.
-pub const SUPPORTED: &[&str] = &["llama"];
+pub const SUPPORTED: &[&str] = &["llama", "mistral", "qwen2", "gpt2", "gemma", "gemma2"];
 
 /// Per-forward scratch, kept in the [`KvCache`] and grown only when a chunk has more rows than
 /// any before it: decode steps after the prefill allocate nothing.
