@@ -1,22 +1,369 @@
-//! GPT-2: learned positions, Conv1D weights, fused c_attn, GELU tanh, tied head.
+//! GPT-2 (`model_type: gpt2`): learned absolute positions (`wpe`), pre-LayerNorm blocks
+//! (`ln_1`, `ln_2`, final `ln_f`), fused `c_attn` (`[q | k | v]`) multi-head attention,
+//! `c_fc` → GELU (tanh, `gelu_new`) → `c_proj` feed-forward, head tied to `wte`.
 //!
-//! Not built yet: loading such a checkpoint is a typed `Unsupported` error.
+//! Config: `n_embd`, `n_head`, `n_layer`, `vocab_size` (the Hub and transformers 5.x write the
+//! same names; the `hidden_size` / `num_attention_heads` / `num_hidden_layers` aliases are read
+//! too), `n_positions` (or the older `n_ctx`; default 1024) as the context, `n_inner` (null:
+//! `4 * n_embd`), `layer_norm_epsilon` (1e-5), `activation_function`, `scale_attn_weights`,
+//! `scale_attn_by_inverse_layer_idx`.
+//!
+//! Tensors, with or without the `transformer.` prefix (the Hub's original `gpt2` has none):
+//! `wte.weight`, `wpe.weight`, `h.N.{ln_1,ln_2}.{weight,bias}`,
+//! `h.N.attn.{c_attn,c_proj}.{weight,bias}`, `h.N.mlp.{c_fc,c_proj}.{weight,bias}`,
+//! `ln_f.{weight,bias}`; `lm_head.weight` only when `tie_word_embeddings` is false. The
+//! `Conv1D` weights are stored `[in, out]` (transposed relative to `nn.Linear`): they are
+//! transposed once at load, then packed like any linear.
+//!
+//! Forward of a chunk at positions `p0..p0+rows`: `x = wte[ids] + wpe[p0..]`; per layer
+//! `x += c_proj(attn(c_attn(ln_1(x))) ∪ cache)`, then `x += c_proj(gelu(c_fc(ln_2(x))))`;
+//! logits `= ln_f(x) · wteᵀ`.
 
+use super::{causal_attention, AttnShape, Decoder, DecoderSpec, LogitsRows, ScratchDims};
 use crate::error::{InferError, Result};
+use crate::generate::KvCache;
 use crate::gpu::GpuCompute;
-use crate::io::safetensors::WeightStore;
-use crate::models::decoders::Decoder;
+use crate::io::config_fields::ConfigFields;
+use crate::io::safetensors::{WeightStore, Weights};
+use crate::nn::ffn::FfnAct;
+use crate::nn::{LayerNorm, Linear};
+use rayon::prelude::*;
+use serde_json::Value;
 use std::path::Path;
 
-/// Loads a GPT-2 model from `config` (its parsed `config.json` is `_v`) and `_store`.
+const PREFIXES: &[&str] = &["transformer.", ""];
+const PROBE: &str = "wte.weight";
+
+/// A validated GPT-2 config.
+#[derive(Clone, Debug)]
+struct Gpt2Config {
+    vocab: usize,
+    hidden: usize,
+    layers: usize,
+    heads: usize,
+    head_dim: usize,
+    inner: usize,
+    positions: usize,
+    eps: f32,
+    act: FfnAct,
+    scale_attn_weights: bool,
+    scale_by_layer: bool,
+    tied: bool,
+    eos: Vec<u32>,
+    bos: Option<u32>,
+    dtype: Option<String>,
+}
+
+impl Gpt2Config {
+    fn parse(f: &ConfigFields) -> Result<Self> {
+        let hidden = f.dim(&["n_embd", "hidden_size"], None)?;
+        let heads = f.dim(&["n_head", "num_attention_heads"], None)?;
+        let layers = f.dim(&["n_layer", "num_hidden_layers"], None)?;
+        let vocab = f.dim(&["vocab_size"], None)?;
+        let positions = f.dim(
+            &["n_positions", "n_ctx", "max_position_embeddings"],
+            Some(1024),
+        )?;
+        let inner = f.dim(&["n_inner"], Some(4 * hidden))?;
+        if hidden % heads != 0 {
+            return Err(f.err(
+                "n_head",
+                format!("n_embd {hidden} is not a multiple of n_head {heads}"),
+            ));
+        }
+        let act = match f.str("activation_function", Some("gelu_new"))?.as_str() {
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => FfnAct::GeluTanh,
+            "gelu" => FfnAct::GeluErf,
+            "relu" => FfnAct::Relu,
+            other => {
+                return Err(f.err(
+                    "activation_function",
+                    format!(
+                        "`{other}` is not supported (supported: gelu_new, gelu_pytorch_tanh, \
+                         gelu_fast, gelu, relu)"
+                    ),
+                ))
+            }
+        };
+        if f.bool("add_cross_attention", false)? {
+            return Err(InferError::Unsupported(
+                "gpt2 with `add_cross_attention: true` (an encoder-decoder) is not supported"
+                    .into(),
+            ));
+        }
+        let ids = |field: &str| -> Result<Vec<u32>> {
+            match f.get(field) {
+                None => Ok(vec![]),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .map(|x| {
+                        x.as_u64()
+                            .map(|n| n as u32)
+                            .ok_or_else(|| f.err(field, format!("expected token ids, found {x}")))
+                    })
+                    .collect(),
+                Some(x) => x
+                    .as_u64()
+                    .map(|n| vec![n as u32])
+                    .ok_or_else(|| f.err(field, format!("expected a token id, found {x}"))),
+            }
+        };
+        let eos = ids("eos_token_id")?;
+        let bos = ids("bos_token_id")?.first().copied();
+        Ok(Gpt2Config {
+            vocab,
+            hidden,
+            layers,
+            heads,
+            head_dim: hidden / heads,
+            inner,
+            positions,
+            eps: f.eps("layer_norm_epsilon", 1e-5)?,
+            act,
+            scale_attn_weights: f.bool("scale_attn_weights", true)?,
+            scale_by_layer: f.bool("scale_attn_by_inverse_layer_idx", false)?,
+            tied: f.bool("tie_word_embeddings", true)?,
+            eos,
+            bos,
+            dtype: f.dtype()?,
+        })
+    }
+
+    /// The attention scale of layer `l`, computed in f64 and rounded once, as transformers
+    /// does (`head_dim ** -0.5`, divided by `l + 1` with `scale_attn_by_inverse_layer_idx`).
+    fn attn_scale(&self, l: usize) -> f32 {
+        let mut s = 1.0f64;
+        if self.scale_attn_weights {
+            s = 1.0 / (self.head_dim as f64).sqrt();
+        }
+        if self.scale_by_layer {
+            s /= (l + 1) as f64;
+        }
+        s as f32
+    }
+}
+
+/// A `Conv1D` (`x · W + b`, `W` stored `[in, out]`) as a [`Linear`]: the weight is transposed
+/// once to the `[out, in]` layout the backend packs.
+fn conv1d(
+    be: &dyn GpuCompute,
+    w: &Weights,
+    name: &str,
+    in_dim: usize,
+    out_dim: usize,
+) -> Result<Linear> {
+    let wt = w.get(&format!("{name}.weight"), &[in_dim, out_dim])?;
+    let mut t = vec![0.0f32; in_dim * out_dim];
+    for (i, row) in wt.chunks_exact(out_dim).enumerate() {
+        for (o, &v) in row.iter().enumerate() {
+            t[o * in_dim + i] = v;
+        }
+    }
+    let bias = w.get(&format!("{name}.bias"), &[out_dim])?.to_vec();
+    Ok(Linear::from_parts(
+        be.prepare_matrix(&[&t], in_dim),
+        Some(bias),
+    ))
+}
+
+struct Layer {
+    ln_1: LayerNorm,
+    /// Fused `[q | k | v]`, `3 * hidden` outputs.
+    c_attn: Linear,
+    attn_proj: Linear,
+    ln_2: LayerNorm,
+    c_fc: Linear,
+    mlp_proj: Linear,
+}
+
+/// A loaded GPT-2 model.
+pub struct Gpt2 {
+    cfg: Gpt2Config,
+    spec: DecoderSpec,
+    /// `[vocab, hidden]`
+    wte: Vec<f32>,
+    /// `[positions, hidden]`
+    wpe: Vec<f32>,
+    layers: Vec<Layer>,
+    ln_f: LayerNorm,
+    lm_head: Linear,
+}
+
+/// Loads a GPT-2 model from `config` (its parsed `config.json` is `v`) and `store`.
 pub fn load(
     config: &Path,
-    _v: &serde_json::Value,
-    _store: &WeightStore,
-    _be: &dyn GpuCompute,
+    v: &Value,
+    store: &WeightStore,
+    be: &dyn GpuCompute,
 ) -> Result<Box<dyn Decoder>> {
-    Err(InferError::Unsupported(format!(
-        "{}: GPT-2 decoders are not supported by this build yet",
-        config.display()
-    )))
+    Ok(Box::new(Gpt2::load(config, v, store, be)?))
+}
+
+impl Gpt2 {
+    pub(crate) fn load(
+        config: &Path,
+        v: &Value,
+        store: &WeightStore,
+        be: &dyn GpuCompute,
+    ) -> Result<Self> {
+        let f = ConfigFields::new(v, config)?;
+        let cfg = Gpt2Config::parse(&f)?;
+        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
+        let h = cfg.hidden;
+        let wte = w.get(PROBE, &[cfg.vocab, h])?.to_vec();
+        let wpe = w.get("wpe.weight", &[cfg.positions, h])?.to_vec();
+        let layers = (0..cfg.layers)
+            .into_par_iter()
+            .map(|i| -> Result<Layer> {
+                let p = format!("h.{i}");
+                Ok(Layer {
+                    ln_1: LayerNorm::load(&w, &format!("{p}.ln_1"), h, cfg.eps)?,
+                    c_attn: conv1d(be, &w, &format!("{p}.attn.c_attn"), h, 3 * h)?,
+                    attn_proj: conv1d(be, &w, &format!("{p}.attn.c_proj"), h, h)?,
+                    ln_2: LayerNorm::load(&w, &format!("{p}.ln_2"), h, cfg.eps)?,
+                    c_fc: conv1d(be, &w, &format!("{p}.mlp.c_fc"), h, cfg.inner)?,
+                    mlp_proj: conv1d(be, &w, &format!("{p}.mlp.c_proj"), cfg.inner, h)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let ln_f = LayerNorm::load(&w, "ln_f", h, cfg.eps)?;
+        let lm_head = if cfg.tied {
+            Linear::from_parts(be.prepare_matrix(&[&wte], h), None)
+        } else {
+            // `lm_head` sits beside `transformer.`, not under it.
+            let top = Weights::with_prefixes(store, &[""], "lm_head.weight")?;
+            Linear::load_with(be, &top, &["lm_head"], h, cfg.vocab, false)?
+        };
+        let spec = DecoderSpec {
+            model_type: "gpt2".into(),
+            hidden_size: h,
+            num_hidden_layers: cfg.layers,
+            num_attention_heads: cfg.heads,
+            num_key_value_heads: cfg.heads,
+            head_dim: cfg.head_dim,
+            intermediate_size: cfg.inner,
+            vocab_size: cfg.vocab,
+            max_sequence_length: cfg.positions,
+            eos_token_ids: cfg.eos.clone(),
+            bos_token_id: cfg.bos,
+            tied_embeddings: cfg.tied,
+            positions: format!("learned absolute ({} positions)", cfg.positions),
+            attention: format!("causal, multi-head ({} heads)", cfg.heads),
+            ffn: format!("{} MLP", cfg.act.name()),
+            dtype: cfg.dtype.clone(),
+        };
+        Ok(Gpt2 {
+            cfg,
+            spec,
+            wte,
+            wpe,
+            layers,
+            ln_f,
+            lm_head,
+        })
+    }
+}
+
+impl Decoder for Gpt2 {
+    fn spec(&self) -> &DecoderSpec {
+        &self.spec
+    }
+
+    fn forward<'c>(
+        &self,
+        be: &dyn GpuCompute,
+        ids: &[u32],
+        cache: &'c mut KvCache,
+        out_rows: LogitsRows,
+    ) -> Result<&'c [f32]> {
+        let c = &self.cfg;
+        let h = c.hidden;
+        cache.check_shape(c.layers, h)?;
+        let start = cache.len();
+        let capacity = cache.capacity();
+        self.spec.validate_chunk(ids, start, capacity)?;
+        let k = be.host_kernels();
+        let rows = ids.len();
+        let qkv_dim = 3 * h;
+        // The MLP's hidden activations reuse the qkv buffer (free once the keys and values are
+        // in the cache and the attention output is in `attn`), so it holds the wider of the
+        // two; the gated-FFN buffers are not used.
+        let wide = qkv_dim.max(c.inner);
+        cache.scratch.ensure(
+            rows,
+            capacity,
+            &ScratchDims {
+                hidden: h,
+                q_dim: h,
+                qkv_dim: wide,
+                heads: c.heads,
+                intermediate: 0,
+                vocab: c.vocab,
+            },
+        );
+        {
+            let x = &mut cache.scratch.x[..rows * h];
+            for (r, (row, &id)) in x.chunks_exact_mut(h).zip(ids).enumerate() {
+                row.copy_from_slice(&self.wte[id as usize * h..][..h]);
+                k.add(row, &self.wpe[(start + r) * h..][..h]);
+            }
+        }
+        for (l, layer) in self.layers.iter().enumerate() {
+            let (kc, vc, s) = cache.layer_mut(l);
+            // attention block
+            s.normed[..rows * h].copy_from_slice(&s.x[..rows * h]);
+            layer.ln_1.forward(be, &mut s.normed[..rows * h]);
+            layer
+                .c_attn
+                .forward(be, &s.normed[..rows * h], rows, &mut s.qkv);
+            for (r, row) in s.qkv[..rows * qkv_dim].chunks_exact(qkv_dim).enumerate() {
+                let p = (start + r) * h;
+                kc[p..p + h].copy_from_slice(&row[h..2 * h]);
+                vc[p..p + h].copy_from_slice(&row[2 * h..]);
+            }
+            let shape = AttnShape {
+                heads: c.heads,
+                kv_heads: c.heads,
+                head_dim: c.head_dim,
+                scale: c.attn_scale(l),
+                window: None,
+            };
+            causal_attention(
+                k,
+                &shape,
+                &s.qkv,
+                qkv_dim,
+                rows,
+                start,
+                kc,
+                vc,
+                capacity,
+                &mut s.scores,
+                &mut s.attn,
+            );
+            layer
+                .attn_proj
+                .forward(be, &s.attn[..rows * h], rows, &mut s.out);
+            be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
+            // feed-forward block
+            s.normed[..rows * h].copy_from_slice(&s.x[..rows * h]);
+            layer.ln_2.forward(be, &mut s.normed[..rows * h]);
+            let inner = &mut s.qkv[..rows * c.inner];
+            layer.c_fc.forward(be, &s.normed[..rows * h], rows, inner);
+            c.act.apply(be, inner);
+            layer.mlp_proj.forward(be, inner, rows, &mut s.out);
+            be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
+        }
+        cache.advance(rows);
+        let s = &mut cache.scratch;
+        let (first, n) = match out_rows {
+            LogitsRows::All => (0, rows),
+            LogitsRows::Last => (rows - 1, 1),
+        };
+        s.normed[..n * h].copy_from_slice(&s.x[first * h..(first + n) * h]);
+        self.ln_f.forward(be, &mut s.normed[..n * h]);
+        self.lm_head
+            .forward(be, &s.normed[..n * h], n, &mut s.logits);
+        Ok(&s.logits[..n * c.vocab])
+    }
 }

@@ -1,15 +1,24 @@
 //! LLaMA (LLaMA 2/3 layout, `model_type: llama`): RMSNorm pre-norm blocks, rotary positions
 //! with `rope_theta`, grouped-query attention (`num_key_value_heads`: MHA, GQA, MQA), SwiGLU
-//! feed-forward, tied or untied `lm_head`.
+//! feed-forward, tied or untied `lm_head`. The same file serves the two families that differ
+//! from it only in attention:
+//! - Mistral (`model_type: mistral`): `sliding_window` attention on every layer (a token sees
+//!   the `sliding_window` most recent positions, itself included; `null` = full attention).
+//! - Qwen2 (`model_type: qwen2`): biases on q/k/v (none on o_proj), and sliding windows per
+//!   layer: `layer_types` (transformers 5.x: `sliding_attention` / `full_attention` per layer)
+//!   when present, else derived as transformers does — layer `i` slides when
+//!   `use_sliding_window` and `i >= max_window_layers` (default 28) — with the window
+//!   `sliding_window`.
 //!
 //! Config: the Hub's spelling (`rope_theta`, `rope_scaling` at top level) and transformers
 //! 5.x's (`rope_parameters.{rope_type, rope_theta}`). Rope scaling types (`linear`, `dynamic`,
-//! `llama3`, ...) are a typed [`InferError::Unsupported`] for now.
+//! `llama3`, ...) are a typed [`InferError::Unsupported`] for now, as are LLaMA's
+//! `attention_bias` / `mlp_bias`.
 //!
 //! Tensors: `model.embed_tokens.weight`, `model.layers.N.self_attn.{q,k,v,o}_proj.weight`,
 //! `model.layers.N.mlp.{gate,up,down}_proj.weight`,
 //! `model.layers.N.{input_layernorm,post_attention_layernorm}.weight`, `model.norm.weight`,
-//! `lm_head.weight` (absent when tied).
+//! `lm_head.weight` (absent when tied); Qwen2 adds `model.layers.N.self_attn.{q,k,v}_proj.bias`.
 //!
 //! Forward of a chunk at positions `p0..p0+rows`: `x = embed[ids]`; per layer
 //! `x += o(attn(rope(q), rope(k) ∪ cache, v ∪ cache))` on `rms(x)`, then
@@ -31,9 +40,32 @@ use std::path::Path;
 const PREFIXES: &[&str] = &[""];
 const PROBE: &str = "model.embed_tokens.weight";
 
-/// A validated LLaMA config.
+/// Which member of the LLaMA layout a checkpoint is (from `model_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    Llama,
+    Mistral,
+    Qwen2,
+}
+
+impl Family {
+    fn name(self) -> &'static str {
+        match self {
+            Family::Llama => "llama",
+            Family::Mistral => "mistral",
+            Family::Qwen2 => "qwen2",
+        }
+    }
+}
+
+/// A validated LLaMA / Mistral / Qwen2 config.
 #[derive(Clone, Debug)]
 struct LlamaConfig {
+    family: Family,
+    /// q/k/v projections carry biases (Qwen2).
+    qkv_bias: bool,
+    /// Per layer: the sliding window, `None` for full causal attention.
+    windows: Vec<Option<usize>>,
     vocab: usize,
     hidden: usize,
     layers: usize,
@@ -52,6 +84,17 @@ struct LlamaConfig {
 
 impl LlamaConfig {
     fn parse(f: &ConfigFields) -> Result<Self> {
+        let family = match f.str("model_type", Some("llama"))?.as_str() {
+            "llama" => Family::Llama,
+            "mistral" => Family::Mistral,
+            "qwen2" => Family::Qwen2,
+            other => {
+                return Err(f.err(
+                    "model_type",
+                    format!("`{other}` is not a LLaMA-layout family (llama, mistral, qwen2)"),
+                ))
+            }
+        };
         let hidden = f.usize("hidden_size", None)?;
         let heads = f.usize("num_attention_heads", None)?;
         let layers = f.usize("num_hidden_layers", None)?;
@@ -92,13 +135,17 @@ impl LlamaConfig {
                 format!("{head_dim}: rotary needs an even head_dim"),
             ));
         }
-        for flag in ["attention_bias", "mlp_bias"] {
-            if f.bool(flag, false)? {
-                return Err(InferError::Unsupported(format!(
-                    "llama with `{flag}: true` (biases) is not supported yet"
-                )));
+        // Mistral and Qwen2 fix their biases in code (transformers ignores these flags there).
+        if family == Family::Llama {
+            for flag in ["attention_bias", "mlp_bias"] {
+                if f.bool(flag, false)? {
+                    return Err(InferError::Unsupported(format!(
+                        "llama with `{flag}: true` (biases) is not supported yet"
+                    )));
+                }
             }
         }
+        let windows = layer_windows(f, family, layers)?;
         let act = f.str("hidden_act", Some("silu"))?;
         if act != "silu" {
             return Err(f.err(
@@ -127,6 +174,9 @@ impl LlamaConfig {
         let eos = ids("eos_token_id")?;
         let bos = ids("bos_token_id")?.first().copied();
         Ok(LlamaConfig {
+            family,
+            qkv_bias: family == Family::Qwen2,
+            windows,
             vocab,
             hidden,
             layers,
@@ -142,6 +192,68 @@ impl LlamaConfig {
             bos,
             dtype: f.dtype()?,
         })
+    }
+}
+
+/// The sliding window of each layer (`None`: full causal attention).
+/// - llama: none.
+/// - mistral: `sliding_window` on every layer (transformers' `MistralModel` ignores
+///   `layer_types`).
+/// - qwen2: the window is `sliding_window` when `use_sliding_window` (else there is none, as
+///   transformers sets it to `None`); which layers use it comes from `layer_types` when the
+///   config has it, else layer `i` slides when `i >= max_window_layers`.
+fn layer_windows(f: &ConfigFields, family: Family, layers: usize) -> Result<Vec<Option<usize>>> {
+    let window = |field: &str| -> Result<Option<usize>> {
+        match f.opt_usize(field)? {
+            Some(0) => Err(f.err(field, "must be at least 1 (or null for full attention)")),
+            w => Ok(w),
+        }
+    };
+    match family {
+        Family::Llama => Ok(vec![None; layers]),
+        Family::Mistral => Ok(vec![window("sliding_window")?; layers]),
+        Family::Qwen2 => {
+            let w = if f.bool("use_sliding_window", false)? {
+                window("sliding_window")?
+            } else {
+                None
+            };
+            match f.get("layer_types") {
+                Some(Value::Array(types)) => {
+                    if types.len() != layers {
+                        return Err(f.err(
+                            "layer_types",
+                            format!("{} entries for num_hidden_layers {layers}", types.len()),
+                        ));
+                    }
+                    types
+                        .iter()
+                        .map(|t| match t.as_str() {
+                            Some("full_attention") => Ok(None),
+                            Some("sliding_attention") => w.map(Some).ok_or_else(|| {
+                                f.err(
+                                    "layer_types",
+                                    "names `sliding_attention` but the config sets no \
+                                     sliding window (`use_sliding_window` false or \
+                                     `sliding_window` null)",
+                                )
+                            }),
+                            _ => Err(f.err(
+                                "layer_types",
+                                format!(
+                                    "expected `full_attention` or `sliding_attention`, found {t}"
+                                ),
+                            )),
+                        })
+                        .collect()
+                }
+                Some(x) => Err(f.err("layer_types", format!("expected a list, found {x}"))),
+                None => {
+                    let first = f.usize("max_window_layers", Some(28))?;
+                    Ok((0..layers).map(|i| w.filter(|_| i >= first)).collect())
+                }
+            }
+        }
     }
 }
 
@@ -222,6 +334,7 @@ impl Llama {
             cfg.heads * cfg.head_dim,
             cfg.kv_heads * cfg.head_dim,
         );
+        let qkv_dim = q_dim + 2 * kv_dim;
         let embed = w.get(PROBE, &[cfg.vocab, h])?.to_vec();
         let layers = (0..cfg.layers)
             .into_par_iter()
@@ -229,15 +342,22 @@ impl Llama {
                 let p = format!("model.layers.{i}");
                 let a = format!("{p}.self_attn");
                 let mut parts = Vec::with_capacity(3);
+                let mut bias = Vec::with_capacity(if cfg.qkv_bias { qkv_dim } else { 0 });
                 for (name, rows) in [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)] {
                     parts.push(w.get(&format!("{a}.{name}.weight"), &[rows, h])?);
+                    if cfg.qkv_bias {
+                        bias.extend_from_slice(&w.get(&format!("{a}.{name}.bias"), &[rows])?);
+                    }
                 }
                 let slices: Vec<&[f32]> = parts.iter().map(|t| t.as_slice()).collect();
                 Ok(Layer {
                     input_norm: w
                         .get(&format!("{p}.input_layernorm.weight"), &[h])?
                         .to_vec(),
-                    qkv: Linear::from_parts(be.prepare_matrix(&slices, h), None),
+                    qkv: Linear::from_parts(
+                        be.prepare_matrix(&slices, h),
+                        cfg.qkv_bias.then_some(bias),
+                    ),
                     o: Linear::load_with(be, &w, &[&format!("{a}.o_proj")], q_dim, h, false)?,
                     post_norm: w
                         .get(&format!("{p}.post_attention_layernorm.weight"), &[h])?
@@ -263,13 +383,30 @@ impl Llama {
             Linear::load_with(be, &w, &["lm_head"], h, cfg.vocab, false)?
         };
         let rotary = Rotary::new(cfg.head_dim, cfg.rope_theta, false, cfg.max_positions);
-        let attention = match cfg.kv_heads {
+        let mut attention = match cfg.kv_heads {
             1 => format!("causal, MQA ({} query heads, 1 kv head)", cfg.heads),
             k if k == cfg.heads => format!("causal, multi-head ({k} heads)"),
             k => format!("causal, GQA ({} query heads, {k} kv heads)", cfg.heads),
         };
+        if cfg.qkv_bias {
+            attention.push_str(", q/k/v biases");
+        }
+        let sliding: Vec<String> = (0..cfg.layers)
+            .filter(|&i| cfg.windows[i].is_some())
+            .map(|i| i.to_string())
+            .collect();
+        if let Some(w) = cfg.windows.iter().flatten().next() {
+            if sliding.len() == cfg.layers {
+                attention.push_str(&format!(", sliding window {w}"));
+            } else {
+                attention.push_str(&format!(
+                    ", sliding window {w} on layers {}",
+                    sliding.join(",")
+                ));
+            }
+        }
         let spec = DecoderSpec {
-            model_type: "llama".into(),
+            model_type: cfg.family.name().into(),
             hidden_size: h,
             num_hidden_layers: cfg.layers,
             num_attention_heads: cfg.heads,
@@ -339,13 +476,14 @@ impl Decoder for Llama {
                 row.copy_from_slice(&self.embed[id as usize * h..][..h]);
             }
         }
-        let shape = AttnShape {
-            heads: c.heads,
-            kv_heads: c.kv_heads,
-            head_dim: hd,
-            scale: 1.0 / (hd as f32).sqrt(),
-        };
         for (l, layer) in self.layers.iter().enumerate() {
+            let shape = AttnShape {
+                heads: c.heads,
+                kv_heads: c.kv_heads,
+                head_dim: hd,
+                scale: 1.0 / (hd as f32).sqrt(),
+                window: c.windows[l],
+            };
             let (kc, vc, s) = cache.layer_mut(l);
             // attention block
             s.x[..rows * h]

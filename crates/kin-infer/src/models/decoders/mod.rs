@@ -249,12 +249,17 @@ pub(crate) struct AttnShape {
     pub kv_heads: usize,
     pub head_dim: usize,
     pub scale: f32,
+    /// Sliding window: a query at position `p` attends to keys `p + 1 - w ..= p` (the `w` most
+    /// recent positions, itself included, as transformers masks `kv > q - w`); `None` = all.
+    pub window: Option<usize>,
 }
 
 /// Causal attention of `rows` query rows at positions `start..start + rows` over one layer's
 /// cached keys/values (`[capacity, kv_heads * head_dim]` each, already holding positions
 /// `0..start + rows`). `q` has row stride `q_stride`, heads contiguous; query head `h` reads
 /// kv head `h / (heads / kv_heads)` (GQA/MQA). `out` gets `[rows, heads * head_dim]`.
+/// With a `window`, keys before the window are skipped (the softmax is anchored at the first
+/// key inside it, so a masked key changes nothing).
 /// Every (query, head) runs the same code whatever `rows` is, so decode equals prefill.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn causal_attention(
@@ -275,6 +280,7 @@ pub(crate) fn causal_attention(
         kv_heads,
         head_dim: hd,
         scale,
+        window,
     } = *shape;
     let q_dim = heads * hd;
     let kv_dim = kv_heads * hd;
@@ -291,15 +297,17 @@ pub(crate) fn causal_attention(
                 let h = t % heads;
                 let g = h / group;
                 let n = start + r + 1;
+                // first key inside the window
+                let j0 = window.map_or(0, |w| n.saturating_sub(w));
                 let qv = &q[r * q_stride + h * hd..][..hd];
-                let s = &mut s[..n];
-                for (j, sj) in s.iter_mut().enumerate() {
+                let s = &mut s[..n - j0];
+                for (j, sj) in (j0..).zip(s.iter_mut()) {
                     *sj = k.dot(qv, &keys[j * kv_dim + g * hd..][..hd]);
                 }
                 k.scale(s, scale);
                 k.softmax(s);
                 o.fill(0.0);
-                for (j, &p) in s.iter().enumerate() {
+                for (j, &p) in (j0..).zip(s.iter()) {
                     let v = &values[j * kv_dim + g * hd..][..hd];
                     for (od, &vd) in o.iter_mut().zip(v) {
                         *od = p.mul_add(vd, *od);
