@@ -160,7 +160,72 @@ pub fn plan(a: PlanArgs) -> Result<u8> {
     Ok(0)
 }
 
+/// `describe` for a decoder: the spec, the weights and the kernel tier.
+fn describe_decoder(a: &DescribeArgs, dir: &std::path::Path) -> Result<u8> {
+    let t0 = std::time::Instant::now();
+    let threads = kin_infer::threads::resolve_threads(a.model.threads)?;
+    let be = kin_infer::gpu::create_compute(None)?;
+    let m = kin_infer::models::decoders::load_decoder(dir, be.as_ref())?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let store = kin_infer::io::safetensors::WeightStore::open_dir(dir)?;
+    let c = m.spec();
+    let v = json!({
+        "model": dir.display().to_string(),
+        "family": c.model_type,
+        "kind": "decoder",
+        "hidden_size": c.hidden_size,
+        "num_hidden_layers": c.num_hidden_layers,
+        "num_attention_heads": c.num_attention_heads,
+        "num_key_value_heads": c.num_key_value_heads,
+        "head_dim": c.head_dim,
+        "intermediate_size": c.intermediate_size,
+        "vocab_size": c.vocab_size,
+        "context": c.max_sequence_length,
+        "eos_token_ids": c.eos_token_ids,
+        "tied_embeddings": c.tied_embeddings,
+        "positions": c.positions,
+        "attention": c.attention,
+        "ffn": c.ffn,
+        "dtype": store.storage_dtype().map_or("none", |d| d.name()),
+        "tensors": store.len(),
+        "parameters": store.parameter_count(),
+        "shards": store.shard_paths().len(),
+        "tokenizer": if dir.join("tokenizer.json").is_file() { "tokenizer.json" } else { "none (token-id input only)" },
+        "backend": be.name(),
+        "simd_tier": be.tier().name(),
+        "threads": threads,
+        "numerics_version": NUMERICS_VERSION,
+        "load_ms": (load_ms * 100.0).round() / 100.0,
+    });
+    print_value(&v, a.json);
+    Ok(0)
+}
+
+/// One JSON object, or `key : value` lines.
+fn print_value(v: &serde_json::Value, json: bool) {
+    if json {
+        println!("{v}");
+    } else {
+        let rows: Vec<(String, String)> = v
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.as_str().map_or_else(|| v.to_string(), String::from),
+                )
+            })
+            .collect();
+        print_report(&rows);
+    }
+}
+
 pub fn describe(a: DescribeArgs) -> Result<u8> {
+    let dir = hub::resolve_model(&a.model.model)?;
+    if kin_infer::models::decoders::is_decoder_dir(&dir) {
+        return describe_decoder(&a, &dir);
+    }
     let e = load(&a.model, EmbedderOptions::default())?;
     let c = e.config();
     let info = e.info();
@@ -206,22 +271,7 @@ pub fn describe(a: DescribeArgs) -> Result<u8> {
         "numerics_version": NUMERICS_VERSION,
         "load_ms": (info.load_ms * 100.0).round() / 100.0,
     });
-    if a.json {
-        println!("{v}");
-    } else {
-        let rows: Vec<(String, String)> = v
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    v.as_str().map_or_else(|| v.to_string(), String::from),
-                )
-            })
-            .collect();
-        print_report(&rows);
-    }
+    print_value(&v, a.json);
     Ok(0)
 }
 

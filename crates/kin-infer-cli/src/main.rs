@@ -6,6 +6,7 @@ mod commands;
 #[cfg(feature = "download")]
 mod download;
 mod embed_cmd;
+mod generate_cmd;
 mod input;
 mod output;
 
@@ -36,6 +37,8 @@ enum Command {
     Check(commands::CheckArgs),
     /// Measure embedding throughput on a file of texts.
     Bench(commands::BenchArgs),
+    /// Generate text with a decoder model, streamed token by token.
+    Generate(generate_cmd::GenerateArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Command::Check(a) => commands::check(a),
         Command::Plan(a) => commands::plan(a),
         Command::Bench(a) => commands::bench(a),
+        Command::Generate(a) => generate_cmd::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,9 +1,18 @@
-//! Text generation over a [`Decoder`]: the key/value cache and the greedy loop.
+//! Text generation over a [`Decoder`]: the key/value cache, the greedy loop, sampling
+//! ([`sampling`]) and the streaming loop with stop conditions ([`stream`]).
 //!
 //! The prompt is prefilled in one batched pass, then each new token runs alone against the
 //! cache. Both paths compute the same bits (see `models::decoders`), so greedy output does not
 //! depend on how the prompt was split. The cache is allocated once for the positions the run
 //! needs; decode steps allocate nothing.
+
+pub mod sampling;
+pub mod stream;
+
+pub use sampling::{Rng, Sampler, SamplingParams};
+pub use stream::{
+    eos_token_ids, generate, Detokenize, GenTokenizer, Generation, StopReason, TokenEvent,
+};
 
 use crate::error::{InferError, Result};
 use crate::gpu::GpuCompute;

@@ -1,0 +1,329 @@
+//! The generation loop with stop conditions and streaming: prefill the prompt in one pass,
+//! then one token at a time, each handed to a callback as soon as it is chosen.
+//!
+//! Stops, checked after every token: an EOS id (kept in the ids, absent from the text), a user
+//! stop string in the generated text (the text ends before it; while a stop string could still
+//! be completing, the streamed text holds back the possible prefix), `max_new_tokens`, or the
+//! model's context being full. A prompt longer than the context is an error, not a stop.
+
+use super::sampling::{Sampler, SamplingParams};
+use crate::error::{InferError, Result};
+use crate::gpu::GpuCompute;
+use crate::models::decoders::{Decoder, DecoderSpec, LogitsRows};
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Why a generation run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model produced one of the EOS ids.
+    Eos,
+    /// The generated text contains a user stop string.
+    StopString,
+    /// `max_new_tokens` were generated.
+    MaxTokens,
+    /// The model's context is full.
+    Context,
+    /// The callback asked to stop.
+    Cancelled,
+}
+
+impl StopReason {
+    /// The name `--json` output uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Eos => "eos",
+            StopReason::StopString => "stop_string",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::Context => "context",
+            StopReason::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Token ids → text, for stop strings and streamed text.
+pub trait Detokenize {
+    /// The text of `ids` (special tokens skipped).
+    fn decode(&self, ids: &[u32]) -> Result<String>;
+}
+
+/// A decoder model's `tokenizer.json`: prompts in (special tokens added, never truncated, so a
+/// prompt too long for the model is an error, not silently cut), text out.
+pub struct GenTokenizer {
+    inner: tokenizers::Tokenizer,
+    path: PathBuf,
+}
+
+impl GenTokenizer {
+    /// Loads `dir/tokenizer.json`.
+    pub fn load(dir: &Path) -> Result<Self> {
+        let path = dir.join("tokenizer.json");
+        if !path.is_file() {
+            return Err(InferError::Tokenizer {
+                reason: format!(
+                    "{} does not exist; text prompts and text output need the model's \
+                     tokenizer.json (token ids need none)",
+                    path.display()
+                ),
+            });
+        }
+        let mut inner =
+            tokenizers::Tokenizer::from_file(&path).map_err(|e| InferError::Tokenizer {
+                reason: format!("{}: {e}", path.display()),
+            })?;
+        inner.with_padding(None);
+        inner
+            .with_truncation(None)
+            .map_err(|e| InferError::Tokenizer {
+                reason: format!("{}: {e}", path.display()),
+            })?;
+        Ok(GenTokenizer { inner, path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Token ids of `text`, with the tokenizer's special tokens (e.g. BOS).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let e = self
+            .inner
+            .encode(text, true)
+            .map_err(|e| InferError::Tokenizer {
+                reason: format!("{}: {e}", self.path.display()),
+            })?;
+        Ok(e.get_ids().to_vec())
+    }
+}
+
+impl Detokenize for GenTokenizer {
+    fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.inner
+            .decode(ids, true)
+            .map_err(|e| InferError::Tokenizer {
+                reason: format!("{}: {e}", self.path.display()),
+            })
+    }
+}
+
+/// The EOS ids of the model in `dir`: `generation_config.json`'s `eos_token_id` (an integer
+/// or a list) when that file has one, else `config.json`'s (`spec.eos_token_ids`).
+pub fn eos_token_ids(dir: &Path, spec: &DecoderSpec) -> Result<Vec<u32>> {
+    let path = dir.join("generation_config.json");
+    if !path.is_file() {
+        return Ok(spec.eos_token_ids.clone());
+    }
+    let v: serde_json::Value = crate::io::read_json(&path)?;
+    let err = |reason: String| InferError::Config {
+        path: path.clone(),
+        field: "eos_token_id".into(),
+        reason,
+    };
+    let id = |x: &serde_json::Value| -> Result<u32> {
+        x.as_u64()
+            .filter(|&n| n <= u32::MAX as u64)
+            .map(|n| n as u32)
+            .ok_or_else(|| err(format!("expected a token id, found {x}")))
+    };
+    match v.get("eos_token_id") {
+        None | Some(serde_json::Value::Null) => Ok(spec.eos_token_ids.clone()),
+        Some(serde_json::Value::Array(a)) => a.iter().map(id).collect(),
+        Some(x) => Ok(vec![id(x)?]),
+    }
+}
+
+/// One generated token, as the callback sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct TokenEvent<'a> {
+    /// 0 for the first generated token.
+    pub index: usize,
+    pub id: u32,
+    /// New text this token completes (empty without a tokenizer, and while the text could be
+    /// the start of a stop string or ends inside an incomplete UTF-8 sequence).
+    pub text: &'a str,
+}
+
+/// The result of a run.
+#[derive(Clone, Debug)]
+pub struct Generation {
+    /// Generated ids (an EOS id that stopped the run included).
+    pub tokens: Vec<u32>,
+    /// Generated text when a tokenizer was given (ends before a stop string).
+    pub text: Option<String>,
+    pub stop_reason: StopReason,
+    pub prompt_tokens: usize,
+    /// Wall time of the prompt's forward pass and the first token's choice.
+    pub prefill_time: Duration,
+    /// Wall time of the decode steps (one forward pass and one choice each).
+    pub decode_time: Duration,
+    /// Forward passes of one token (`tokens.len() - 1`).
+    pub decode_steps: usize,
+}
+
+impl Generation {
+    /// Prompt tokens per second of prefill.
+    pub fn prefill_tokens_per_s(&self) -> f64 {
+        rate(self.prompt_tokens, self.prefill_time)
+    }
+
+    /// Generated tokens per second after the first.
+    pub fn decode_tokens_per_s(&self) -> f64 {
+        rate(self.decode_steps, self.decode_time)
+    }
+}
+
+fn rate(n: usize, t: Duration) -> f64 {
+    let s = t.as_secs_f64();
+    if n == 0 || s <= 0.0 {
+        0.0
+    } else {
+        n as f64 / s
+    }
+}
+
+/// Length of the longest suffix of `text` that is a proper prefix of some stop string (text
+/// that must be held back while a stop string may be completing), on a char boundary.
+fn held_back(text: &str, stops: &[String]) -> usize {
+    let mut best = 0;
+    for s in stops {
+        let max = (s.len() - 1).min(text.len());
+        for n in (best + 1..=max).rev() {
+            let start = text.len() - n;
+            if text.is_char_boundary(start) && s.as_bytes().starts_with(&text.as_bytes()[start..]) {
+                best = n;
+                break;
+            }
+        }
+    }
+    best
+}
+
+/// Generates after `prompt` with `params`, calling `on_token` for each token as it is chosen
+/// (return `ControlFlow::Break(())` to stop: [`StopReason::Cancelled`]). `detok` turns ids into
+/// text; stop strings need it. The cache holds `prompt.len() + max_new_tokens - 1` positions at
+/// most (the last token is never fed back), capped at the context.
+pub fn generate(
+    model: &dyn Decoder,
+    be: &dyn GpuCompute,
+    prompt: &[u32],
+    params: &SamplingParams,
+    detok: Option<&dyn Detokenize>,
+    mut on_token: impl FnMut(&TokenEvent) -> ControlFlow<()>,
+) -> Result<Generation> {
+    let spec = model.spec();
+    let ctx = spec.max_sequence_length;
+    params.validate()?;
+    if prompt.is_empty() {
+        return Err(InferError::Input("empty prompt".into()));
+    }
+    if prompt.len() > ctx {
+        return Err(InferError::Input(format!(
+            "prompt of {} tokens exceeds the model's context of {ctx} tokens",
+            prompt.len()
+        )));
+    }
+    spec.validate_chunk(prompt, 0, ctx)?;
+    if !params.stop.is_empty() && detok.is_none() {
+        return Err(InferError::Input(
+            "stop strings need a tokenizer to decode the generated text".into(),
+        ));
+    }
+    let mut g = Generation {
+        tokens: Vec::with_capacity(params.max_new_tokens.min(ctx)),
+        text: detok.map(|_| String::new()),
+        stop_reason: StopReason::MaxTokens,
+        prompt_tokens: prompt.len(),
+        prefill_time: Duration::ZERO,
+        decode_time: Duration::ZERO,
+        decode_steps: 0,
+    };
+    if params.max_new_tokens == 0 {
+        return Ok(g);
+    }
+    let capacity = (prompt.len() + params.max_new_tokens - 1).min(ctx);
+    let mut cache = model.new_cache(capacity)?;
+    let mut sampler = Sampler::new(params.clone(), spec.vocab_size)?;
+    sampler.observe(prompt);
+
+    let t0 = Instant::now();
+    let mut next = sampler.sample(model.forward(be, prompt, &mut cache, LogitsRows::Last)?);
+    g.prefill_time = t0.elapsed();
+
+    // Text decoded so far, and how much of it the callback has seen.
+    let mut text = String::new();
+    let mut emitted = 0usize;
+    loop {
+        g.tokens.push(next);
+        sampler.observe(&[next]);
+        let mut stop = if params.eos_token_ids.contains(&next) {
+            Some(StopReason::Eos)
+        } else if g.tokens.len() == params.max_new_tokens {
+            Some(StopReason::MaxTokens)
+        } else if cache.len() == capacity {
+            Some(StopReason::Context)
+        } else {
+            None
+        };
+        let mut end = 0;
+        if let Some(d) = detok {
+            let full = d.decode(&g.tokens)?;
+            // A trailing U+FFFD is usually a multi-byte character split across tokens: wait
+            // for the next token unless this is the last.
+            if stop.is_some() || !full.ends_with('\u{FFFD}') {
+                text = full;
+            }
+            let found = params
+                .stop
+                .iter()
+                .filter_map(|s| text.find(s.as_str()))
+                .min();
+            end = if let Some(i) = found {
+                stop = Some(StopReason::StopString);
+                text.truncate(i);
+                i
+            } else if stop.is_some() {
+                text.len()
+            } else {
+                text.len() - held_back(&text, &params.stop)
+            };
+        }
+        let delta = text.get(emitted..end.max(emitted)).unwrap_or("");
+        let event = TokenEvent {
+            index: g.tokens.len() - 1,
+            id: next,
+            text: delta,
+        };
+        let flow = on_token(&event);
+        emitted = emitted.max(end);
+        if flow.is_break() && stop.is_none() {
+            stop = Some(StopReason::Cancelled);
+        }
+        if let Some(reason) = stop {
+            g.stop_reason = reason;
+            if let Some(t) = g.text.as_mut() {
+                text.truncate(end.max(emitted).min(text.len()));
+                *t = text;
+            }
+            return Ok(g);
+        }
+        let t = Instant::now();
+        next = sampler.sample(model.forward(be, &[next], &mut cache, LogitsRows::Last)?);
+        g.decode_time += t.elapsed();
+        g.decode_steps += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::held_back;
+
+    #[test]
+    fn held_back_is_the_longest_partial_stop() {
+        let stops = vec!["</s>".to_string(), "END".to_string()];
+        assert_eq!(held_back("hello </", &stops), 2);
+        assert_eq!(held_back("hello EN", &stops), 2);
+        assert_eq!(held_back("hello", &stops), 0);
+        assert_eq!(held_back("x<", &stops), 1);
+    }
+}
