@@ -15,6 +15,7 @@
 pub mod gemma;
 pub mod gpt2;
 pub mod llama;
+pub mod phi;
 
 use crate::error::{InferError, Result};
 use crate::generate::KvCache;
@@ -149,6 +150,10 @@ pub fn load_decoder(dir: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>>
             let store = WeightStore::open_dir(dir)?;
             gpt2::load(&config, &v, &store, be)
         }
+        "phi" | "phi3" => {
+            let store = WeightStore::open_dir(dir)?;
+            phi::load(&config, &v, &store, be)
+        }
         "gemma" | "gemma2" => {
             let store = WeightStore::open_dir(dir)?;
             gemma::load(&config, &v, &store, be)
@@ -175,7 +180,7 @@ pub fn is_decoder_dir(dir: &Path) -> bool {
 }
 
 /// Decoder `model_type` values, in the order errors list them.
-pub const SUPPORTED: &[&str] = &["llama", "mistral", "qwen2", "gpt2", "gemma", "gemma2"];
+pub const SUPPORTED: &[&str] = &["llama", "mistral", "qwen2", "gpt2", "phi", "phi3", "gemma", "gemma2"];
 
 /// Per-forward scratch, kept in the [`KvCache`] and grown only when a chunk has more rows than
 /// any before it: decode steps after the prefill allocate nothing.
