@@ -19,6 +19,33 @@
 //! shared by every tier.
 
 use rayon::prelude::*;
+use std::borrow::Cow;
+
+/// A rope scaling type (`rope_scaling` on the Hub, `rope_parameters.rope_type` in transformers
+/// 5.x), computed as transformers 5.24 computes it (`modeling_rope_utils`). Factors are kept as the
+/// config's `f64` and rounded to `f32` where PyTorch applies them to a `float32` tensor.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RopeScaling {
+    /// Plain RoPE (`default`).
+    None,
+    /// `linear`: `inv_freq / factor` (positions divided by `factor`).
+    Linear { factor: f64 },
+    /// `llama3`: per frequency, by wavelength `2π / inv_freq` against the bands
+    /// `original_max_positions / high_freq_factor` and `original_max_positions / low_freq_factor`:
+    /// short wavelengths unchanged, long ones divided by `factor`, the middle band interpolated.
+    Llama3 {
+        factor: f64,
+        low_freq_factor: f64,
+        high_freq_factor: f64,
+        original_max_positions: usize,
+    },
+    /// `dynamic` (NTK-aware): a chunk whose sequence ends at length `L > max_positions` (the table
+    /// length, `max_position_embeddings`) uses the base rescaled for `L`:
+    /// `base · (factor · L / max_positions − (factor − 1))^(dim / (dim − 2))`; shorter ones use the
+    /// plain table. As in transformers' `dynamic_rope_update`, cached keys keep the rotation of the
+    /// chunk that produced them.
+    Dynamic { factor: f64 },
+}
 
 /// Rotary tables for one head geometry.
 #[derive(Clone, Debug)]
@@ -31,37 +58,97 @@ pub struct Rotary {
     /// `[max_positions, dim / 2]`
     sin: Vec<f32>,
     max_positions: usize,
+    base: f64,
+    scaling: RopeScaling,
+}
+
+/// Fills `cos`/`sin` rows (`half` each) for positions `first..` with the frequencies `inv`.
+fn fill_tables(inv: &[f32], first: usize, cos: &mut [f32], sin: &mut [f32]) {
+    let half = inv.len();
+    cos.par_chunks_mut(half)
+        .zip(sin.par_chunks_mut(half))
+        .enumerate()
+        .for_each(|(r, (c, s))| {
+            let p = first + r;
+            for i in 0..half {
+                let angle = (p as f32) * inv[i];
+                let (sv, cv) = sin_cos_f64(angle as f64);
+                c[i] = cv as f32;
+                s[i] = sv as f32;
+            }
+        });
+}
+
+/// Rotates the first `dim` features of `x` by the rows `c`, `s` (`dim / 2` each).
+#[inline]
+fn rotate(x: &mut [f32], c: &[f32], s: &[f32], dim: usize, interleaved: bool) {
+    let half = dim / 2;
+    if interleaved {
+        for i in 0..half {
+            let (x1, x2) = (x[2 * i], x[2 * i + 1]);
+            x[2 * i] = x1 * c[i] - x2 * s[i];
+            x[2 * i + 1] = x2 * c[i] + x1 * s[i];
+        }
+    } else {
+        let (a, b) = x[..dim].split_at_mut(half);
+        for i in 0..half {
+            let (x1, x2) = (a[i], b[i]);
+            a[i] = x1 * c[i] - x2 * s[i];
+            b[i] = x2 * c[i] + x1 * s[i];
+        }
+    }
 }
 
 impl Rotary {
     /// Tables for `dim` rotated features (even), frequency base `base`, positions
     /// `0..max_positions`.
     pub fn new(dim: usize, base: f64, interleaved: bool, max_positions: usize) -> Self {
+        Self::with_scaling(dim, base, interleaved, max_positions, RopeScaling::None)
+    }
+
+    /// [`Rotary::new`] with a scaling type. For [`RopeScaling::Dynamic`] the table holds the
+    /// plain frequencies for `0..max_positions`; chunks reaching beyond it are computed per chunk
+    /// by [`Rotary::chunk`] (any length).
+    pub fn with_scaling(
+        dim: usize,
+        base: f64,
+        interleaved: bool,
+        max_positions: usize,
+        scaling: RopeScaling,
+    ) -> Self {
         assert!(
             dim.is_multiple_of(2) && dim > 0,
             "rotary dim must be even and positive"
         );
-        let inv = inv_freq(dim, base);
+        let inv = match scaling {
+            RopeScaling::None | RopeScaling::Dynamic { .. } => inv_freq(dim, base),
+            RopeScaling::Linear { factor } => linear_inv_freq(dim, base, factor),
+            RopeScaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_positions,
+            } => llama3_inv_freq(
+                dim,
+                base,
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_positions,
+            ),
+        };
         let half = dim / 2;
         let mut cos = vec![0.0f32; max_positions * half];
         let mut sin = vec![0.0f32; max_positions * half];
-        cos.par_chunks_mut(half)
-            .zip(sin.par_chunks_mut(half))
-            .enumerate()
-            .for_each(|(p, (c, s))| {
-                for i in 0..half {
-                    let angle = (p as f32) * inv[i];
-                    let (sv, cv) = sin_cos_f64(angle as f64);
-                    c[i] = cv as f32;
-                    s[i] = sv as f32;
-                }
-            });
+        fill_tables(&inv, 0, &mut cos, &mut sin);
         Rotary {
             dim,
             interleaved,
             cos,
             sin,
             max_positions,
+            base,
+            scaling,
         }
     }
 
@@ -77,6 +164,10 @@ impl Rotary {
         self.max_positions
     }
 
+    pub fn scaling(&self) -> RopeScaling {
+        self.scaling
+    }
+
     /// `(cos, sin)` rows of position `pos` (`dim / 2` each).
     pub fn row(&self, pos: usize) -> (&[f32], &[f32]) {
         let half = self.dim / 2;
@@ -86,23 +177,48 @@ impl Rotary {
         )
     }
 
-    /// Rotates one head vector `x` (`>= dim` features; only the first `dim` change) at `pos`.
+    /// Rotates one head vector `x` (`>= dim` features; only the first `dim` change) at `pos`
+    /// (from the table: `pos < max_positions`).
     #[inline]
     pub fn apply(&self, x: &mut [f32], pos: usize) {
-        let half = self.dim / 2;
         let (c, s) = self.row(pos);
-        if self.interleaved {
-            for i in 0..half {
-                let (x1, x2) = (x[2 * i], x[2 * i + 1]);
-                x[2 * i] = x1 * c[i] - x2 * s[i];
-                x[2 * i + 1] = x2 * c[i] + x1 * s[i];
+        rotate(x, c, s, self.dim, self.interleaved);
+    }
+
+    /// The rotation of the chunk at positions `start..start + rows` of a sequence (the prompt,
+    /// or one decoded token). The table's rows, except for [`RopeScaling::Dynamic`] when the
+    /// chunk ends past `max_positions`: then the frequencies of the sequence length
+    /// `start + rows`, computed here. Every other type needs `start + rows <= max_positions`.
+    pub fn chunk(&self, start: usize, rows: usize) -> RotaryChunk<'_> {
+        let end = start + rows;
+        let half = self.dim / 2;
+        match self.scaling {
+            RopeScaling::Dynamic { factor } if end > self.max_positions => {
+                let inv = dynamic_inv_freq(self.dim, self.base, factor, self.max_positions, end);
+                let mut cos = vec![0.0f32; rows * half];
+                let mut sin = vec![0.0f32; rows * half];
+                fill_tables(&inv, start, &mut cos, &mut sin);
+                RotaryChunk {
+                    dim: self.dim,
+                    interleaved: self.interleaved,
+                    start,
+                    cos: Cow::Owned(cos),
+                    sin: Cow::Owned(sin),
+                }
             }
-        } else {
-            let (a, b) = x[..self.dim].split_at_mut(half);
-            for i in 0..half {
-                let (x1, x2) = (a[i], b[i]);
-                a[i] = x1 * c[i] - x2 * s[i];
-                b[i] = x2 * c[i] + x1 * s[i];
+            _ => {
+                assert!(
+                    end <= self.max_positions,
+                    "rotary chunk {start}..{end} past the table ({})",
+                    self.max_positions
+                );
+                RotaryChunk {
+                    dim: self.dim,
+                    interleaved: self.interleaved,
+                    start,
+                    cos: Cow::Borrowed(&self.cos[start * half..end * half]),
+                    sin: Cow::Borrowed(&self.sin[start * half..end * half]),
+                }
             }
         }
     }
@@ -119,6 +235,100 @@ impl Rotary {
                 }
             });
     }
+}
+
+/// The `cos`/`sin` rows of one chunk (see [`Rotary::chunk`]).
+#[derive(Clone, Debug)]
+pub struct RotaryChunk<'a> {
+    dim: usize,
+    interleaved: bool,
+    start: usize,
+    /// `[rows, dim / 2]`
+    cos: Cow<'a, [f32]>,
+    /// `[rows, dim / 2]`
+    sin: Cow<'a, [f32]>,
+}
+
+impl RotaryChunk<'_> {
+    /// Rotates one head vector `x` (`>= dim` features) at the absolute position `pos`
+    /// (`start <= pos < start + rows`).
+    #[inline]
+    pub fn apply(&self, x: &mut [f32], pos: usize) {
+        let half = self.dim / 2;
+        let r = pos - self.start;
+        rotate(
+            x,
+            &self.cos[r * half..(r + 1) * half],
+            &self.sin[r * half..(r + 1) * half],
+            self.dim,
+            self.interleaved,
+        );
+    }
+}
+
+/// `linear` scaling: `inv_freq / factor`, an `f32` division (PyTorch's `inv_freq /= factor`).
+pub fn linear_inv_freq(dim: usize, base: f64, factor: f64) -> Vec<f32> {
+    let f = factor as f32;
+    inv_freq(dim, base).into_iter().map(|v| v / f).collect()
+}
+
+/// `llama3` scaling, transformers 5.24 `_compute_llama3_parameters` in `float32` with PyTorch's
+/// rounding: `scalar / tensor` is `reciprocal(tensor) · scalar`, `tensor / scalar` an `f32`
+/// division, Python scalars rounded to `f32`.
+pub fn llama3_inv_freq(
+    dim: usize,
+    base: f64,
+    factor: f64,
+    low_freq_factor: f64,
+    high_freq_factor: f64,
+    original_max_positions: usize,
+) -> Vec<f32> {
+    let old = original_max_positions as f64;
+    let low_wavelen = (old / low_freq_factor) as f32;
+    let high_wavelen = (old / high_freq_factor) as f32;
+    let f = factor as f32;
+    let two_pi = (2.0 * std::f64::consts::PI) as f32;
+    let (low, band) = (
+        low_freq_factor as f32,
+        (high_freq_factor - low_freq_factor) as f32,
+    );
+    inv_freq(dim, base)
+        .into_iter()
+        .map(|v| {
+            let wavelen = (1.0f32 / v) * two_pi;
+            let scaled = if wavelen > low_wavelen { v / f } else { v };
+            // `~(wavelen < high) * ~(wavelen > low)`; wavelengths are finite.
+            let medium = wavelen >= high_wavelen && wavelen <= low_wavelen;
+            if medium {
+                let smooth = ((1.0f32 / wavelen) * old as f32 - low) / band;
+                (1.0 - smooth) * scaled / f + smooth * scaled
+            } else {
+                scaled
+            }
+        })
+        .collect()
+}
+
+/// `dynamic` (NTK) frequencies for a sequence of length `seq_len`: transformers 5.24
+/// `_compute_dynamic_ntk_parameters` as `dynamic_rope_update` calls it (a tensor `seq_len`, so
+/// `float32` arithmetic): `L = max(seq_len, max_positions)`,
+/// `base' = base · (factor · L / max_positions − (factor − 1))^(dim / (dim − 2))`, then
+/// [`inv_freq`] of `base'`. Needs `dim > 2`.
+pub fn dynamic_inv_freq(
+    dim: usize,
+    base: f64,
+    factor: f64,
+    max_positions: usize,
+    seq_len: usize,
+) -> Vec<f32> {
+    assert!(dim > 2, "dynamic rope needs a rotary dim above 2");
+    let l = seq_len.max(max_positions) as f32;
+    let f = factor as f32;
+    let a = f * l / max_positions as f32 - (factor - 1.0) as f32;
+    let e = (dim as f64 / (dim - 2) as f64) as f32;
+    let p = pow_f64(a as f64, e as f64) as f32;
+    let scaled = (base as f32) * p;
+    inv_freq(dim, scaled as f64)
 }
 
 /// `inv_freq[i] = 1 / base^(2i / dim)` in `f32`, as PyTorch computes it: the exponent is an `f32`
@@ -310,5 +520,42 @@ mod tests {
         let mut z = [1.0f32, 2.0, 3.0, 4.0];
         r.apply(&mut z, 0);
         assert_eq!(z, [1.0, 2.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn scaled_frequencies() {
+        let plain = inv_freq(16, 10000.0);
+        // dynamic up to the table length is the plain table, bit for bit
+        assert_eq!(dynamic_inv_freq(16, 10000.0, 2.0, 16, 16), plain);
+        assert_eq!(dynamic_inv_freq(16, 10000.0, 2.0, 16, 3), plain);
+        let d = dynamic_inv_freq(16, 10000.0, 2.0, 16, 24);
+        assert_eq!(d[0], 1.0);
+        assert!(d[1..].iter().zip(&plain[1..]).all(|(a, b)| a < b));
+        // linear divides every frequency
+        let l = linear_inv_freq(16, 10000.0, 2.0);
+        assert!(l.iter().zip(&plain).all(|(a, b)| *a == b / 2.0));
+        // llama3 (bands 16 and 64 for original 64, low/high 1/4): wavelengths 2π·10000^(i/8):
+        // i = 0 kept, i = 1, 2 interpolated, i >= 3 divided by the factor.
+        let q = llama3_inv_freq(16, 10000.0, 8.0, 1.0, 4.0, 64);
+        assert_eq!(q[0], plain[0]);
+        for i in 1..3 {
+            assert!(q[i] < plain[i] && q[i] > plain[i] / 8.0, "{i}");
+        }
+        for i in 3..8 {
+            assert_eq!(q[i], plain[i] / 8.0, "{i}");
+        }
+        // table vs chunk: the same rows
+        let r = Rotary::with_scaling(16, 10000.0, false, 16, RopeScaling::Dynamic { factor: 2.0 });
+        let plain_r = Rotary::new(16, 10000.0, false, 16);
+        assert_eq!(r.cos, plain_r.cos);
+        let c = r.chunk(3, 5);
+        let (mut x, mut y) = ([0.5f32; 16], [0.5f32; 16]);
+        c.apply(&mut x, 6);
+        plain_r.apply(&mut y, 6);
+        assert_eq!(x, y);
+        let far = r.chunk(20, 4);
+        let mut z = [0.5f32; 16];
+        far.apply(&mut z, 21);
+        assert_ne!(z, [0.5f32; 16]);
     }
 }

@@ -11,9 +11,14 @@
 //!   `sliding_window`.
 //!
 //! Config: the Hub's spelling (`rope_theta`, `rope_scaling` at top level) and transformers
-//! 5.x's (`rope_parameters.{rope_type, rope_theta}`). Rope scaling types (`linear`, `dynamic`,
-//! `llama3`, ...) are a typed [`InferError::Unsupported`] for now, as are LLaMA's
-//! `attention_bias` / `mlp_bias`.
+//! 5.x's (`rope_parameters.{rope_type, rope_theta}`; a non-empty top-level `rope_scaling` wins, as
+//! in transformers). Rope scaling types `linear`, `dynamic` and `llama3` (see
+//! [`RopeScaling`]); other types (`yarn`, `longrope`, ...) are a typed
+//! [`InferError::Unsupported`], as are LLaMA's `attention_bias` / `mlp_bias`. With `dynamic` the
+//! context is `max_position_embeddings · factor` (transformers sets no limit), and a chunk ending
+//! past `max_position_embeddings` rotates with the frequencies of its sequence length while the
+//! cached keys keep theirs (transformers' `dynamic_rope_update`): decoding token by token then
+//! differs from one full pass, by construction.
 //!
 //! Tensors: `model.embed_tokens.weight`, `model.layers.N.self_attn.{q,k,v,o}_proj.weight`,
 //! `model.layers.N.mlp.{gate,up,down}_proj.weight`,
@@ -31,7 +36,7 @@ use crate::gpu::GpuCompute;
 use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::{WeightStore, Weights};
 use crate::nn::ffn::{FfnAct, GatedFfn};
-use crate::nn::rope::Rotary;
+use crate::nn::rope::{RopeScaling, Rotary};
 use crate::nn::Linear;
 use rayon::prelude::*;
 use serde_json::Value;
@@ -76,6 +81,9 @@ struct LlamaConfig {
     max_positions: usize,
     eps: f32,
     rope_theta: f64,
+    rope_scaling: RopeScaling,
+    /// Context length: `max_positions`, times `factor` for `dynamic` rope.
+    context: usize,
     tied: bool,
     eos: Vec<u32>,
     bos: Option<u32>,
@@ -153,7 +161,13 @@ impl LlamaConfig {
                 format!("`{act}` is not supported (supported: silu)"),
             ));
         }
-        let rope_theta = rope_theta(f)?;
+        let (rope_theta, rope_scaling) = rope(f, max_positions, head_dim)?;
+        let context = match rope_scaling {
+            RopeScaling::Dynamic { factor } => {
+                ((max_positions as f64 * factor).floor() as usize).max(max_positions)
+            }
+            _ => max_positions,
+        };
         let ids = |field: &str| -> Result<Vec<u32>> {
             match f.get(field) {
                 None => Ok(vec![]),
@@ -187,6 +201,8 @@ impl LlamaConfig {
             max_positions,
             eps: f.eps("rms_norm_eps", 1e-6)?,
             rope_theta,
+            rope_scaling,
+            context,
             tied: f.bool("tie_word_embeddings", false)?,
             eos,
             bos,
@@ -257,45 +273,120 @@ fn layer_windows(f: &ConfigFields, family: Family, layers: usize) -> Result<Vec<
     }
 }
 
-/// `rope_parameters.rope_theta` (transformers 5.x) or `rope_theta` (Hub), default 10000;
-/// a scaling type other than `default` is unsupported for now.
-fn rope_theta(f: &ConfigFields) -> Result<f64> {
-    let check_type = |field: &str, t: Option<&Value>| -> Result<()> {
-        match t.and_then(|t| t.as_str()) {
-            None | Some("default") => Ok(()),
-            Some(other) => Err(InferError::Unsupported(format!(
-                "llama `{field}` `{other}` (rope scaling) is not supported yet (supported: default)"
-            ))),
+/// `(rope_theta, scaling)`. The rope dict is a non-empty top-level `rope_scaling` (Hub) when
+/// present, else `rope_parameters` (transformers 5.x), as transformers reads them; its type is
+/// `rope_type` or `type` (default `default`); theta is its `rope_theta`, else the top-level
+/// `rope_theta`, else 10000. `llama3`'s `original_max_position_embeddings` defaults to
+/// `max_position_embeddings`.
+fn rope(f: &ConfigFields, max_positions: usize, head_dim: usize) -> Result<(f64, RopeScaling)> {
+    let (field, rp) = match (f.get("rope_scaling"), f.get("rope_parameters")) {
+        (Some(Value::Object(o)), _) if !o.is_empty() => ("rope_scaling", Some(o)),
+        (Some(x), _) if !x.is_null() && !x.is_object() => {
+            return Err(f.err("rope_scaling", format!("expected an object, found {x}")))
+        }
+        (_, Some(Value::Object(o))) => ("rope_parameters", Some(o)),
+        (_, None | Some(Value::Null)) => ("rope_parameters", None),
+        (_, Some(x)) => {
+            return Err(f.err("rope_parameters", format!("expected an object, found {x}")))
         }
     };
-    if let Some(rs) = f.get("rope_scaling") {
-        let t = rs.get("rope_type").or_else(|| rs.get("type"));
-        check_type("rope_scaling.rope_type", t)?;
-    }
-    let theta = match f.get("rope_parameters") {
-        Some(Value::Object(rp)) => {
-            check_type("rope_parameters.rope_type", rp.get("rope_type"))?;
-            if let Some(p) = rp.get("partial_rotary_factor").filter(|p| !p.is_null()) {
-                if p.as_f64() != Some(1.0) {
-                    return Err(InferError::Unsupported(format!(
-                        "llama with partial_rotary_factor {p} is not supported"
-                    )));
-                }
-            }
-            match rp.get("rope_theta").filter(|x| !x.is_null()) {
-                Some(x) => x.as_f64().ok_or_else(|| {
+    let get = |key: &str| rp.and_then(|o| o.get(key)).filter(|x| !x.is_null());
+    let num = |key: &str| -> Result<Option<f64>> {
+        get(key)
+            .map(|x| {
+                x.as_f64().ok_or_else(|| {
                     f.err(
-                        "rope_parameters.rope_theta",
+                        &format!("{field}.{key}"),
                         format!("expected a number, found {x}"),
                     )
-                })?,
-                None => f.f64("rope_theta", 10000.0)?,
+                })
+            })
+            .transpose()
+    };
+    let positive = |key: &str| -> Result<f64> {
+        match num(key)? {
+            Some(v) if v > 0.0 && v.is_finite() => Ok(v),
+            Some(v) => Err(f.err(
+                &format!("{field}.{key}"),
+                format!("must be positive, found {v}"),
+            )),
+            None => Err(f.err(&format!("{field}.{key}"), "is required by this rope type")),
+        }
+    };
+    if let Some(p) = get("partial_rotary_factor") {
+        if p.as_f64() != Some(1.0) {
+            return Err(InferError::Unsupported(format!(
+                "llama with partial_rotary_factor {p} is not supported"
+            )));
+        }
+    }
+    let theta = match num("rope_theta")? {
+        Some(t) => t,
+        None => f.f64("rope_theta", 10000.0)?,
+    };
+    let theta = f.positive_f64("rope_theta", theta)?;
+    let kind = match get("rope_type").or_else(|| get("type")) {
+        None => "default",
+        Some(Value::String(t)) => t.as_str(),
+        Some(x) => {
+            return Err(f.err(
+                &format!("{field}.rope_type"),
+                format!("expected a string, found {x}"),
+            ))
+        }
+    };
+    let scaling = match kind {
+        "default" => RopeScaling::None,
+        "linear" => RopeScaling::Linear {
+            factor: positive("factor")?,
+        },
+        "dynamic" => {
+            if head_dim <= 2 {
+                return Err(f.err(
+                    "head_dim",
+                    format!("{head_dim}: dynamic rope needs a head_dim above 2"),
+                ));
+            }
+            RopeScaling::Dynamic {
+                factor: positive("factor")?,
             }
         }
-        None => f.f64("rope_theta", 10000.0)?,
-        Some(x) => return Err(f.err("rope_parameters", format!("expected an object, found {x}"))),
+        "llama3" => {
+            let (low, high) = (positive("low_freq_factor")?, positive("high_freq_factor")?);
+            if high <= low {
+                return Err(f.err(
+                    &format!("{field}.high_freq_factor"),
+                    format!("{high} must exceed low_freq_factor {low}"),
+                ));
+            }
+            let key = "original_max_position_embeddings";
+            let original = match get(key) {
+                None => max_positions,
+                Some(x) => match x.as_u64() {
+                    Some(n) if n > 0 => n as usize,
+                    _ => {
+                        return Err(f.err(
+                            &format!("{field}.{key}"),
+                            format!("expected a positive integer, found {x}"),
+                        ))
+                    }
+                },
+            };
+            RopeScaling::Llama3 {
+                factor: positive("factor")?,
+                low_freq_factor: low,
+                high_freq_factor: high,
+                original_max_positions: original,
+            }
+        }
+        other => {
+            return Err(InferError::Unsupported(format!(
+                "llama `{field}.rope_type` `{other}` (rope scaling) is not supported yet \
+                 (supported: default, linear, dynamic, llama3)"
+            )))
+        }
     };
-    f.positive_f64("rope_theta", theta)
+    Ok((theta, scaling))
 }
 
 struct Layer {
@@ -382,7 +473,13 @@ impl Llama {
         } else {
             Linear::load_with(be, &w, &["lm_head"], h, cfg.vocab, false)?
         };
-        let rotary = Rotary::new(cfg.head_dim, cfg.rope_theta, false, cfg.max_positions);
+        let rotary = Rotary::with_scaling(
+            cfg.head_dim,
+            cfg.rope_theta,
+            false,
+            cfg.max_positions,
+            cfg.rope_scaling,
+        );
         let mut attention = match cfg.kv_heads {
             1 => format!("causal, MQA ({} query heads, 1 kv head)", cfg.heads),
             k if k == cfg.heads => format!("causal, multi-head ({k} heads)"),
@@ -414,11 +511,34 @@ impl Llama {
             head_dim: cfg.head_dim,
             intermediate_size: cfg.intermediate,
             vocab_size: cfg.vocab,
-            max_sequence_length: cfg.max_positions,
+            max_sequence_length: cfg.context,
             eos_token_ids: cfg.eos.clone(),
             bos_token_id: cfg.bos,
             tied_embeddings: cfg.tied,
-            positions: format!("rotary (theta {})", cfg.rope_theta),
+            positions: match cfg.rope_scaling {
+                RopeScaling::None => format!("rotary (theta {})", cfg.rope_theta),
+                RopeScaling::Linear { factor } => {
+                    format!(
+                        "rotary (theta {}, linear scaling x{factor})",
+                        cfg.rope_theta
+                    )
+                }
+                RopeScaling::Dynamic { factor } => format!(
+                    "rotary (theta {}, dynamic NTK scaling x{factor} past {} positions)",
+                    cfg.rope_theta, cfg.max_positions
+                ),
+                RopeScaling::Llama3 {
+                    factor,
+                    low_freq_factor,
+                    high_freq_factor,
+                    original_max_positions,
+                } => format!(
+                    "rotary (theta {}, llama3 scaling x{factor}, low/high freq factors \
+                     {low_freq_factor}/{high_freq_factor}, original context \
+                     {original_max_positions})",
+                    cfg.rope_theta
+                ),
+            },
             attention,
             ffn: "SwiGLU".into(),
             dtype: cfg.dtype.clone(),
@@ -476,6 +596,7 @@ impl Decoder for Llama {
                 row.copy_from_slice(&self.embed[id as usize * h..][..h]);
             }
         }
+        let rotary = self.rotary.chunk(start, rows);
         for (l, layer) in self.layers.iter().enumerate() {
             let shape = AttnShape {
                 heads: c.heads,
@@ -493,7 +614,7 @@ impl Decoder for Llama {
             layer
                 .qkv
                 .forward(be, &s.normed[..rows * h], rows, &mut s.qkv);
-            let rotary = &self.rotary;
+            let rotary = &rotary;
             s.qkv[..rows * qkv_dim]
                 .par_chunks_mut(qkv_dim)
                 .enumerate()

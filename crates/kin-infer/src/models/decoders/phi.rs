@@ -1,22 +1,846 @@
-//! Phi (phi-2) and Phi-3: parallel attention + MLP, partial rotary, fused qkv/gate_up, longrope.
+//! Phi (phi-2 layout, `model_type: phi`) and Phi-3 (`model_type: phi3`).
 //!
-//! Not built yet: loading such a checkpoint is a typed `Unsupported` error.
+//! Phi (`PhiForCausalLM`): one LayerNorm per block (`input_layernorm`) feeding attention and
+//! the MLP in parallel, `x = x + (attn(ln(x)) + mlp(ln(x)))`; q/k/v and `dense` with biases;
+//! partial rotary (`partial_rotary_factor`: only the first `head_dim · factor` features of each
+//! head rotate, GPT-NeoX halves); MLP `fc1` → GELU tanh (`gelu_new`) → `fc2`, with biases;
+//! `final_layernorm`; `lm_head` with a bias. `qk_layernorm: true` is a typed `Unsupported`.
+//!
+//! Phi-3 (`Phi3ForCausalLM`): the LLaMA block (RMSNorm pre-norms, residual adds) with a fused
+//! `qkv_proj` (`[q | k | v]` rows, no bias) and a fused `gate_up_proj` (gate rows first,
+//! `down(silu(gate) · up)`), `sliding_window` on every layer (`null`: full attention), and
+//! rope scaling `longrope` (`su` is its old name): `inv_freq[i] = 1 / (ext[i] · θ^(2i/d))` with
+//! `ext` = `short_factor` or `long_factor`, and cos/sin multiplied by the attention factor
+//! (`attention_factor`, else `sqrt(1 + ln(factor) / ln(original_max_position_embeddings))`
+//! when `factor` — given, else `max_position_embeddings / original_max_position_embeddings` —
+//! exceeds 1).
+//!
+//! Short or long factors are chosen **per KV cache**: a cache whose capacity exceeds
+//! `original_max_position_embeddings` rotates every position with the long factors, a smaller
+//! one with the short factors (as llama.cpp chooses from its context size). So a chunk of one
+//! row computes what the same row computes inside a longer chunk over the same cache
+//! (incremental decoding equals the full pass), and a full pass over a cache sized to the
+//! sequence equals transformers' forward, which picks the long factors for every position of
+//! a call covering more than `original_max_position_embeddings` positions. transformers'
+//! Phi-3 generation instead starts with the short factors and recomputes its whole cache with
+//! the long ones once the sequence grows past that length: the two agree for any generation
+//! that stays on one side of the boundary (prompt plus new tokens within it, or a prompt
+//! already past it); one that crosses it chooses its early tokens with the long factors here.
+//!
+//! Config: both spellings — the Hub's (`rope_theta`, `partial_rotary_factor`, `rope_scaling`,
+//! `original_max_position_embeddings` at top level) and transformers 5.x's (`rope_parameters`
+//! holding `rope_type`, `rope_theta`, `partial_rotary_factor`, `short_factor`, `long_factor`,
+//! `factor`, `attention_factor`, `original_max_position_embeddings`).
+//!
+//! The rotary tables are built here (not by `nn::rope::Rotary`, which has no per-position
+//! frequency sets or cos/sin factor), with `nn::rope`'s deterministic f64 routines and the same
+//! f32 rounding steps as PyTorch.
 
+use super::{causal_attention, rms_norm, AttnShape, Decoder, DecoderSpec, LogitsRows, ScratchDims};
 use crate::error::{InferError, Result};
+use crate::generate::KvCache;
 use crate::gpu::GpuCompute;
-use crate::io::safetensors::WeightStore;
-use crate::models::decoders::Decoder;
+use crate::io::config_fields::ConfigFields;
+use crate::io::safetensors::{WeightStore, Weights};
+use crate::nn::ffn::{FfnAct, GatedFfn};
+use crate::nn::rope::{ln_f64, pow_f64, sin_cos_f64};
+use crate::nn::{LayerNorm, Linear};
+use rayon::prelude::*;
+use serde_json::{Map, Value};
 use std::path::Path;
 
-/// Loads a Phi model from `config` (its parsed `config.json` is `_v`) and `_store`.
+const PROBE: &str = "model.embed_tokens.weight";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    Phi,
+    Phi3,
+}
+
+/// Longrope parameters (Phi-3).
+#[derive(Clone, Debug)]
+struct LongRope {
+    short: Vec<f32>,
+    long: Vec<f32>,
+    original_max: usize,
+    attention_factor: f64,
+}
+
+#[derive(Clone, Debug)]
+struct PhiConfig {
+    family: Family,
+    vocab: usize,
+    hidden: usize,
+    layers: usize,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    /// Rotated features per head (even).
+    rotary_dim: usize,
+    intermediate: usize,
+    max_positions: usize,
+    eps: f32,
+    rope_theta: f64,
+    longrope: Option<LongRope>,
+    window: Option<usize>,
+    act: FfnAct,
+    tied: bool,
+    eos: Vec<u32>,
+    bos: Option<u32>,
+    dtype: Option<String>,
+}
+
+/// A number field of `rope_parameters` (`rp`) or, failing that, the top-level config.
+fn rope_num(f: &ConfigFields, rp: Option<&Map<String, Value>>, key: &str) -> Result<Option<f64>> {
+    if let Some(x) = rp.and_then(|rp| rp.get(key)).filter(|x| !x.is_null()) {
+        return x.as_f64().map(Some).ok_or_else(|| {
+            f.err(
+                &format!("rope_parameters.{key}"),
+                format!("expected a number, found {x}"),
+            )
+        });
+    }
+    match f.get(key) {
+        Some(x) => x
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| f.err(key, format!("expected a number, found {x}"))),
+        None => Ok(None),
+    }
+}
+
+fn factors(f: &ConfigFields, field: &str, v: Option<&Value>, n: usize) -> Result<Vec<f32>> {
+    let a = v
+        .and_then(|v| v.as_array())
+        .ok_or_else(|| f.err(field, "longrope needs a list of numbers"))?;
+    if a.len() != n {
+        return Err(f.err(
+            field,
+            format!("{} entries, expected {n} (rotary dim / 2)", a.len()),
+        ));
+    }
+    a.iter()
+        .map(|x| match x.as_f64() {
+            Some(v) if v.is_finite() && v > 0.0 => Ok(v as f32),
+            _ => Err(f.err(field, format!("expected positive numbers, found {x}"))),
+        })
+        .collect()
+}
+
+impl PhiConfig {
+    fn parse(f: &ConfigFields) -> Result<Self> {
+        let family = match f.str("model_type", None)?.as_str() {
+            "phi" => Family::Phi,
+            "phi3" => Family::Phi3,
+            other => {
+                return Err(f.err(
+                    "model_type",
+                    format!("`{other}` is not a Phi family (phi, phi3)"),
+                ))
+            }
+        };
+        let hidden = f.usize("hidden_size", None)?;
+        let heads = f.usize("num_attention_heads", None)?;
+        let layers = f.usize("num_hidden_layers", None)?;
+        let intermediate = f.usize("intermediate_size", None)?;
+        let vocab = f.usize("vocab_size", None)?;
+        let kv_heads = f.usize("num_key_value_heads", Some(heads))?;
+        let max_positions = f.usize("max_position_embeddings", Some(2048))?;
+        f.check_sizes(&[
+            ("hidden_size", hidden),
+            ("num_attention_heads", heads),
+            ("num_hidden_layers", layers),
+            ("intermediate_size", intermediate),
+            ("vocab_size", vocab),
+            ("num_key_value_heads", kv_heads),
+            ("max_position_embeddings", max_positions),
+        ])?;
+        if heads % kv_heads != 0 {
+            return Err(f.err(
+                "num_key_value_heads",
+                format!("num_attention_heads {heads} is not a multiple of {kv_heads}"),
+            ));
+        }
+        if hidden % heads != 0 {
+            return Err(f.err(
+                "num_attention_heads",
+                format!("hidden_size {hidden} is not a multiple of num_attention_heads {heads}"),
+            ));
+        }
+        let head_dim = f.opt_usize("head_dim")?.unwrap_or(hidden / heads);
+        if head_dim == 0 {
+            return Err(f.err("head_dim", "must be at least 1"));
+        }
+        let rp = match f.get("rope_parameters") {
+            None => None,
+            Some(Value::Object(m)) => Some(m),
+            Some(x) => {
+                return Err(f.err("rope_parameters", format!("expected an object, found {x}")))
+            }
+        };
+        let scaling = match f.get("rope_scaling") {
+            None => None,
+            Some(Value::Object(m)) => Some(m),
+            Some(x) => return Err(f.err("rope_scaling", format!("expected an object, found {x}"))),
+        };
+        // The scaling parameters: transformers 5.x's rope_parameters, else the Hub's rope_scaling.
+        let (sp, sp_name) = match (rp, scaling) {
+            (Some(rp), _) if rp.contains_key("rope_type") || rp.contains_key("type") => {
+                (Some(rp), "rope_parameters")
+            }
+            (_, Some(s)) => (Some(s), "rope_scaling"),
+            (rp, None) => (rp, "rope_parameters"),
+        };
+        let rope_type = sp
+            .and_then(|m| m.get("rope_type").or_else(|| m.get("type")))
+            .filter(|t| !t.is_null())
+            .map(|t| {
+                t.as_str().map(String::from).ok_or_else(|| {
+                    f.err(
+                        &format!("{sp_name}.rope_type"),
+                        format!("expected a string, found {t}"),
+                    )
+                })
+            })
+            .transpose()?
+            .unwrap_or_else(|| "default".into());
+        let partial = rope_num(f, rp, "partial_rotary_factor")?.unwrap_or(1.0);
+        if !(partial > 0.0 && partial <= 1.0) {
+            return Err(f.err(
+                "partial_rotary_factor",
+                format!("{partial} must lie in (0, 1]"),
+            ));
+        }
+        let rotary_dim = (head_dim as f64 * partial) as usize;
+        if rotary_dim == 0 || !rotary_dim.is_multiple_of(2) {
+            return Err(f.err(
+                "partial_rotary_factor",
+                format!("head_dim {head_dim} × {partial} = {rotary_dim} rotated features: rotary needs an even, positive count"),
+            ));
+        }
+        let rope_theta = rope_num(f, rp, "rope_theta")?.unwrap_or(10000.0);
+        let rope_theta = f.positive_f64("rope_theta", rope_theta)?;
+        let longrope = match (family, rope_type.as_str()) {
+            (_, "default") => None,
+            (Family::Phi3, "longrope" | "su") => {
+                let sp = sp.expect("a rope type comes from a parameter map");
+                let half = rotary_dim / 2;
+                let short = factors(f, &format!("{sp_name}.short_factor"), sp.get("short_factor"), half)?;
+                let long = factors(f, &format!("{sp_name}.long_factor"), sp.get("long_factor"), half)?;
+                let om = match sp.get("original_max_position_embeddings").filter(|x| !x.is_null()) {
+                    Some(x) => x.as_u64().map(|n| n as usize).ok_or_else(|| {
+                        f.err(
+                            &format!("{sp_name}.original_max_position_embeddings"),
+                            format!("expected a positive integer, found {x}"),
+                        )
+                    })?,
+                    None => f.usize("original_max_position_embeddings", Some(4096))?,
+                };
+                if om < 2 {
+                    return Err(f.err(
+                        "original_max_position_embeddings",
+                        format!("{om} must be at least 2"),
+                    ));
+                }
+                let num = |key: &str| -> Result<Option<f64>> {
+                    match sp.get(key).filter(|x| !x.is_null()) {
+                        None => Ok(None),
+                        Some(x) => match x.as_f64() {
+                            Some(v) if v.is_finite() && v > 0.0 => Ok(Some(v)),
+                            _ => Err(f.err(
+                                &format!("{sp_name}.{key}"),
+                                format!("expected a positive number, found {x}"),
+                            )),
+                        },
+                    }
+                };
+                let factor = num("factor")?.unwrap_or(max_positions as f64 / om as f64);
+                let attention_factor = match num("attention_factor")? {
+                    Some(a) => a,
+                    None if factor <= 1.0 => 1.0,
+                    None => (1.0 + ln_f64(factor) / ln_f64(om as f64)).sqrt(),
+                };
+                Some(LongRope {
+                    short,
+                    long,
+                    original_max: om,
+                    attention_factor,
+                })
+            }
+            (fam, other) => {
+                return Err(InferError::Unsupported(format!(
+                    "{} `{sp_name}.rope_type` `{other}` (rope scaling) is not supported (supported: default{})",
+                    if fam == Family::Phi { "phi" } else { "phi3" },
+                    if fam == Family::Phi3 { ", longrope, su" } else { "" }
+                )))
+            }
+        };
+        let (act, window, eps) = match family {
+            Family::Phi => {
+                if f.bool("qk_layernorm", false)? {
+                    return Err(InferError::Unsupported(
+                        "phi with `qk_layernorm: true` is not supported yet".into(),
+                    ));
+                }
+                let act = match f.str("hidden_act", Some("gelu_new"))?.as_str() {
+                    "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => FfnAct::GeluTanh,
+                    "gelu" => FfnAct::GeluErf,
+                    other => {
+                        return Err(f.err(
+                            "hidden_act",
+                            format!("`{other}` is not supported (supported: gelu_new, gelu_pytorch_tanh, gelu_fast, gelu)"),
+                        ))
+                    }
+                };
+                (act, None, f.eps("layer_norm_eps", 1e-5)?)
+            }
+            Family::Phi3 => {
+                let act = f.str("hidden_act", Some("silu"))?;
+                if act != "silu" {
+                    return Err(f.err(
+                        "hidden_act",
+                        format!("`{act}` is not supported (supported: silu)"),
+                    ));
+                }
+                let window = match f.opt_usize("sliding_window")? {
+                    Some(0) => {
+                        return Err(f.err(
+                            "sliding_window",
+                            "must be at least 1 (or null for full attention)",
+                        ))
+                    }
+                    w => w,
+                };
+                (FfnAct::Silu, window, f.eps("rms_norm_eps", 1e-5)?)
+            }
+        };
+        let ids = |field: &str| -> Result<Vec<u32>> {
+            match f.get(field) {
+                None => Ok(vec![]),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .map(|x| {
+                        x.as_u64()
+                            .map(|n| n as u32)
+                            .ok_or_else(|| f.err(field, format!("expected token ids, found {x}")))
+                    })
+                    .collect(),
+                Some(x) => x
+                    .as_u64()
+                    .map(|n| vec![n as u32])
+                    .ok_or_else(|| f.err(field, format!("expected a token id, found {x}"))),
+            }
+        };
+        Ok(PhiConfig {
+            family,
+            vocab,
+            hidden,
+            layers,
+            heads,
+            kv_heads,
+            head_dim,
+            rotary_dim,
+            intermediate,
+            max_positions,
+            eps,
+            rope_theta,
+            longrope,
+            window,
+            act,
+            tied: f.bool("tie_word_embeddings", false)?,
+            eos: ids("eos_token_id")?,
+            bos: ids("bos_token_id")?.first().copied(),
+            dtype: f.dtype()?,
+        })
+    }
+}
+
+/// Rotary tables: one set of frequencies, or longrope's short and long sets, with the cos/sin
+/// factor applied.
+struct PhiRotary {
+    dim: usize,
+    /// Caches with more positions than this use `long` (longrope); `usize::MAX` otherwise.
+    switch: usize,
+    short: RotaryTable,
+    /// Longrope only.
+    long: Option<RotaryTable>,
+}
+
+/// `[max_positions, dim / 2]` cos and sin.
+struct RotaryTable {
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+}
+
+/// `1 / (ext[i] · base^(2i / dim))` in f32, as transformers computes it (no `ext` for plain
+/// RoPE).
+fn scaled_inv_freq(dim: usize, base: f64, ext: Option<&[f32]>) -> Vec<f32> {
+    (0..dim / 2)
+        .map(|i| {
+            let e = (2 * i) as f32 / dim as f32;
+            let p = pow_f64(base, e as f64) as f32;
+            let d = match ext {
+                Some(x) => x[i] * p,
+                None => p,
+            };
+            1.0f32 / d
+        })
+        .collect()
+}
+
+impl RotaryTable {
+    /// Angles `pos · inv[i]` in f32 (PyTorch's product), cos/sin from the deterministic f64
+    /// routines rounded to f32, then times `factor` in f32 (transformers' `cos * scaling`).
+    fn new(inv: &[f32], positions: usize, factor: Option<f32>) -> Self {
+        let half = inv.len();
+        let mut cos = vec![0.0f32; positions * half];
+        let mut sin = vec![0.0f32; positions * half];
+        cos.par_chunks_mut(half)
+            .zip(sin.par_chunks_mut(half))
+            .enumerate()
+            .for_each(|(p, (cr, sr))| {
+                for i in 0..half {
+                    let angle = (p as f32) * inv[i];
+                    let (sv, cv) = sin_cos_f64(angle as f64);
+                    let (cv, sv) = (cv as f32, sv as f32);
+                    (cr[i], sr[i]) = match factor {
+                        Some(a) => (cv * a, sv * a),
+                        None => (cv, sv),
+                    };
+                }
+            });
+        RotaryTable { cos, sin }
+    }
+}
+
+impl PhiRotary {
+    fn new(c: &PhiConfig) -> Self {
+        let dim = c.rotary_dim;
+        let n = c.max_positions;
+        match &c.longrope {
+            None => PhiRotary {
+                dim,
+                switch: usize::MAX,
+                short: RotaryTable::new(&scaled_inv_freq(dim, c.rope_theta, None), n, None),
+                long: None,
+            },
+            Some(lr) => {
+                let af = Some(lr.attention_factor as f32);
+                PhiRotary {
+                    dim,
+                    switch: lr.original_max,
+                    short: RotaryTable::new(
+                        &scaled_inv_freq(dim, c.rope_theta, Some(&lr.short)),
+                        n,
+                        af,
+                    ),
+                    long: Some(RotaryTable::new(
+                        &scaled_inv_freq(dim, c.rope_theta, Some(&lr.long)),
+                        n,
+                        af,
+                    )),
+                }
+            }
+        }
+    }
+
+    /// The table a cache of `capacity` positions uses.
+    fn table(&self, capacity: usize) -> &RotaryTable {
+        match &self.long {
+            Some(long) if capacity > self.switch => long,
+            _ => &self.short,
+        }
+    }
+
+    /// Rotates the first `dim` features of head `x` at `pos` (GPT-NeoX halves).
+    #[inline]
+    fn apply(&self, t: &RotaryTable, x: &mut [f32], pos: usize) {
+        let half = self.dim / 2;
+        let c = &t.cos[pos * half..][..half];
+        let s = &t.sin[pos * half..][..half];
+        let (a, b) = x[..self.dim].split_at_mut(half);
+        for i in 0..half {
+            let (x1, x2) = (a[i], b[i]);
+            a[i] = x1 * c[i] - x2 * s[i];
+            b[i] = x2 * c[i] + x1 * s[i];
+        }
+    }
+}
+
+enum Norm {
+    Layer(LayerNorm),
+    Rms(Vec<f32>),
+}
+
+enum Mlp {
+    /// Phi: `fc2(act(fc1(x)))`.
+    Plain { fc1: Linear, fc2: Linear },
+    /// Phi-3: `down(silu(gate) · up)`.
+    Gated(GatedFfn),
+}
+
+struct Layer {
+    input_norm: Norm,
+    /// Phi-3 only.
+    post_norm: Option<Vec<f32>>,
+    /// Fused `[q | k | v]`.
+    qkv: Linear,
+    o: Linear,
+    mlp: Mlp,
+}
+
+/// A loaded Phi or Phi-3 model.
+pub struct Phi {
+    cfg: PhiConfig,
+    spec: DecoderSpec,
+    embed: Vec<f32>,
+    layers: Vec<Layer>,
+    norm: Norm,
+    lm_head: Linear,
+    rotary: PhiRotary,
+}
+
+/// Loads a Phi / Phi-3 model from `config` (parsed as `v`) and `store`.
 pub fn load(
     config: &Path,
-    _v: &serde_json::Value,
-    _store: &WeightStore,
-    _be: &dyn GpuCompute,
+    v: &Value,
+    store: &WeightStore,
+    be: &dyn GpuCompute,
 ) -> Result<Box<dyn Decoder>> {
-    Err(InferError::Unsupported(format!(
-        "{}: Phi decoders are not supported by this build yet",
-        config.display()
-    )))
+    Ok(Box::new(Phi::load(config, v, store, be)?))
+}
+
+impl Phi {
+    pub(crate) fn load(
+        config: &Path,
+        v: &Value,
+        store: &WeightStore,
+        be: &dyn GpuCompute,
+    ) -> Result<Self> {
+        let f = ConfigFields::new(v, config)?;
+        let cfg = PhiConfig::parse(&f)?;
+        let w = Weights::with_prefixes(store, &[""], PROBE)?;
+        let h = cfg.hidden;
+        let q_dim = cfg.heads * cfg.head_dim;
+        let kv_dim = cfg.kv_heads * cfg.head_dim;
+        let qkv_dim = q_dim + 2 * kv_dim;
+        let embed = w.get(PROBE, &[cfg.vocab, h])?.to_vec();
+        let phi = cfg.family == Family::Phi;
+        let layers = (0..cfg.layers)
+            .into_par_iter()
+            .map(|i| -> Result<Layer> {
+                let p = format!("model.layers.{i}");
+                let a = format!("{p}.self_attn");
+                Ok(if phi {
+                    Layer {
+                        input_norm: Norm::Layer(LayerNorm::load(
+                            &w,
+                            &format!("{p}.input_layernorm"),
+                            h,
+                            cfg.eps,
+                        )?),
+                        post_norm: None,
+                        qkv: {
+                            let mut parts = Vec::with_capacity(3);
+                            let mut bias = Vec::with_capacity(qkv_dim);
+                            for (name, rows) in
+                                [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)]
+                            {
+                                parts.push(w.get(&format!("{a}.{name}.weight"), &[rows, h])?);
+                                bias.extend_from_slice(
+                                    &w.get(&format!("{a}.{name}.bias"), &[rows])?,
+                                );
+                            }
+                            let slices: Vec<&[f32]> = parts.iter().map(|t| t.as_slice()).collect();
+                            Linear::from_parts(be.prepare_matrix(&slices, h), Some(bias))
+                        },
+                        o: Linear::load_with(be, &w, &[&format!("{a}.dense")], q_dim, h, true)?,
+                        mlp: Mlp::Plain {
+                            fc1: Linear::load_with(
+                                be,
+                                &w,
+                                &[&format!("{p}.mlp.fc1")],
+                                h,
+                                cfg.intermediate,
+                                true,
+                            )?,
+                            fc2: Linear::load_with(
+                                be,
+                                &w,
+                                &[&format!("{p}.mlp.fc2")],
+                                cfg.intermediate,
+                                h,
+                                true,
+                            )?,
+                        },
+                    }
+                } else {
+                    Layer {
+                        input_norm: Norm::Rms(
+                            w.get(&format!("{p}.input_layernorm.weight"), &[h])?
+                                .to_vec(),
+                        ),
+                        post_norm: Some(
+                            w.get(&format!("{p}.post_attention_layernorm.weight"), &[h])?
+                                .to_vec(),
+                        ),
+                        qkv: Linear::load_with(
+                            be,
+                            &w,
+                            &[&format!("{a}.qkv_proj")],
+                            h,
+                            qkv_dim,
+                            false,
+                        )?,
+                        o: Linear::load_with(be, &w, &[&format!("{a}.o_proj")], q_dim, h, false)?,
+                        mlp: Mlp::Gated(GatedFfn::load(
+                            be,
+                            &w,
+                            &[&format!("{p}.mlp.gate_up_proj")],
+                            &format!("{p}.mlp.down_proj"),
+                            h,
+                            cfg.intermediate,
+                            false,
+                            false,
+                            FfnAct::Silu,
+                        )?),
+                    }
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let norm = if phi {
+            Norm::Layer(LayerNorm::load(&w, "model.final_layernorm", h, cfg.eps)?)
+        } else {
+            Norm::Rms(w.get("model.norm.weight", &[h])?.to_vec())
+        };
+        // Phi's head has a bias (also when its weight is tied), Phi-3's none.
+        let lm_head = if cfg.tied {
+            let bias = if phi {
+                Some(w.get("lm_head.bias", &[cfg.vocab])?.to_vec())
+            } else {
+                None
+            };
+            Linear::from_parts(be.prepare_matrix(&[&embed], h), bias)
+        } else {
+            Linear::load_with(be, &w, &["lm_head"], h, cfg.vocab, phi)?
+        };
+        let rotary = PhiRotary::new(&cfg);
+        let mut attention = match cfg.kv_heads {
+            1 => format!("causal, MQA ({} query heads, 1 kv head)", cfg.heads),
+            k if k == cfg.heads => format!("causal, multi-head ({k} heads)"),
+            k => format!("causal, GQA ({} query heads, {k} kv heads)", cfg.heads),
+        };
+        if phi {
+            attention.push_str(", q/k/v/dense biases, parallel with the MLP");
+        }
+        if let Some(win) = cfg.window {
+            attention.push_str(&format!(", sliding window {win}"));
+        }
+        let mut positions = format!("rotary (theta {}", cfg.rope_theta);
+        if cfg.rotary_dim < cfg.head_dim {
+            positions.push_str(&format!(
+                ", {} of {} features per head",
+                cfg.rotary_dim, cfg.head_dim
+            ));
+        }
+        if let Some(lr) = &cfg.longrope {
+            positions.push_str(&format!(
+                ", longrope: original context {}, attention factor {}",
+                lr.original_max, lr.attention_factor
+            ));
+        }
+        positions.push(')');
+        let spec = DecoderSpec {
+            model_type: if phi { "phi" } else { "phi3" }.into(),
+            hidden_size: h,
+            num_hidden_layers: cfg.layers,
+            num_attention_heads: cfg.heads,
+            num_key_value_heads: cfg.kv_heads,
+            head_dim: cfg.head_dim,
+            intermediate_size: cfg.intermediate,
+            vocab_size: cfg.vocab,
+            max_sequence_length: cfg.max_positions,
+            eos_token_ids: cfg.eos.clone(),
+            bos_token_id: cfg.bos,
+            tied_embeddings: cfg.tied,
+            positions,
+            attention,
+            ffn: if phi {
+                format!("fc1 → {} → fc2", cfg.act.name())
+            } else {
+                "SwiGLU (fused gate_up)".into()
+            },
+            dtype: cfg.dtype.clone(),
+        };
+        Ok(Phi {
+            cfg,
+            spec,
+            embed,
+            layers,
+            norm,
+            lm_head,
+            rotary,
+        })
+    }
+}
+
+/// Normalizes `rows` rows of `x` into `out`.
+fn apply_norm(be: &dyn GpuCompute, norm: &Norm, eps: f32, x: &[f32], out: &mut [f32], h: usize) {
+    match norm {
+        Norm::Layer(ln) => {
+            out.copy_from_slice(x);
+            ln.forward(be, out);
+        }
+        Norm::Rms(wt) => {
+            let k = be.host_kernels();
+            x.par_chunks(h)
+                .zip(out.par_chunks_mut(h))
+                .for_each(|(x, o)| rms_norm(k, x, wt, eps, o));
+        }
+    }
+}
+
+impl Decoder for Phi {
+    fn spec(&self) -> &DecoderSpec {
+        &self.spec
+    }
+
+    fn forward<'c>(
+        &self,
+        be: &dyn GpuCompute,
+        ids: &[u32],
+        cache: &'c mut KvCache,
+        out_rows: LogitsRows,
+    ) -> Result<&'c [f32]> {
+        let c = &self.cfg;
+        let (h, hd) = (c.hidden, c.head_dim);
+        let q_dim = c.heads * hd;
+        let kv_dim = c.kv_heads * hd;
+        let qkv_dim = q_dim + 2 * kv_dim;
+        cache.check_shape(c.layers, kv_dim)?;
+        let start = cache.len();
+        let capacity = cache.capacity();
+        self.spec.validate_chunk(ids, start, capacity)?;
+        let k = be.host_kernels();
+        let rows = ids.len();
+        let phi = c.family == Family::Phi;
+        // Phi's fc1 output reuses the qkv buffer (free once attention has run), so it holds the
+        // wider of the two; the gated-FFN buffers serve Phi-3 only.
+        cache.scratch.ensure(
+            rows,
+            capacity,
+            &ScratchDims {
+                hidden: h,
+                q_dim,
+                qkv_dim: if phi {
+                    qkv_dim.max(c.intermediate)
+                } else {
+                    qkv_dim
+                },
+                heads: c.heads,
+                intermediate: if phi { 0 } else { c.intermediate },
+                vocab: c.vocab,
+            },
+        );
+        {
+            let x = &mut cache.scratch.x[..rows * h];
+            for (row, &id) in x.chunks_exact_mut(h).zip(ids) {
+                row.copy_from_slice(&self.embed[id as usize * h..][..h]);
+            }
+        }
+        let shape = AttnShape {
+            heads: c.heads,
+            kv_heads: c.kv_heads,
+            head_dim: hd,
+            scale: (hd as f64).powf(-0.5) as f32,
+            window: c.window,
+        };
+        for (l, layer) in self.layers.iter().enumerate() {
+            let (kc, vc, s) = cache.layer_mut(l);
+            apply_norm(
+                be,
+                &layer.input_norm,
+                c.eps,
+                &s.x[..rows * h],
+                &mut s.normed[..rows * h],
+                h,
+            );
+            layer
+                .qkv
+                .forward(be, &s.normed[..rows * h], rows, &mut s.qkv);
+            let rotary = &self.rotary;
+            let table = rotary.table(capacity);
+            s.qkv[..rows * qkv_dim]
+                .par_chunks_mut(qkv_dim)
+                .enumerate()
+                .for_each(|(r, row)| {
+                    for head in row[..q_dim + kv_dim].chunks_exact_mut(hd) {
+                        rotary.apply(table, head, start + r);
+                    }
+                });
+            for (r, row) in s.qkv[..rows * qkv_dim].chunks_exact(qkv_dim).enumerate() {
+                let p = (start + r) * kv_dim;
+                kc[p..p + kv_dim].copy_from_slice(&row[q_dim..q_dim + kv_dim]);
+                vc[p..p + kv_dim].copy_from_slice(&row[q_dim + kv_dim..]);
+            }
+            causal_attention(
+                k,
+                &shape,
+                &s.qkv,
+                qkv_dim,
+                rows,
+                start,
+                kc,
+                vc,
+                capacity,
+                &mut s.scores,
+                &mut s.attn,
+            );
+            layer
+                .o
+                .forward(be, &s.attn[..rows * q_dim], rows, &mut s.out);
+            match &layer.mlp {
+                Mlp::Plain { fc1, fc2 } => {
+                    // x + (attn + mlp), as transformers' `attn + ff + residual` rounds.
+                    let inner = &mut s.qkv[..rows * c.intermediate];
+                    fc1.forward(be, &s.normed[..rows * h], rows, inner);
+                    c.act.apply(be, inner);
+                    fc2.forward(be, inner, rows, &mut s.normed);
+                    be.add(&mut s.out[..rows * h], &s.normed[..rows * h]);
+                    be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
+                }
+                Mlp::Gated(mlp) => {
+                    be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
+                    let post = layer
+                        .post_norm
+                        .as_ref()
+                        .expect("phi3 layers have a post norm");
+                    s.x[..rows * h]
+                        .par_chunks(h)
+                        .zip(s.normed[..rows * h].par_chunks_mut(h))
+                        .for_each(|(x, n)| rms_norm(k, x, post, c.eps, n));
+                    let ffn = s.ffn.as_mut().expect("scratch holds ffn buffers");
+                    mlp.forward(be, &s.normed[..rows * h], rows, ffn, &mut s.out);
+                    be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
+                }
+            }
+        }
+        cache.advance(rows);
+        let s = &mut cache.scratch;
+        let (first, n) = match out_rows {
+            LogitsRows::All => (0, rows),
+            LogitsRows::Last => (rows - 1, 1),
+        };
+        apply_norm(
+            be,
+            &self.norm,
+            c.eps,
+            &s.x[first * h..(first + n) * h],
+            &mut s.normed[..n * h],
+            h,
+        );
+        self.lm_head
+            .forward(be, &s.normed[..n * h], n, &mut s.logits);
+        Ok(&s.logits[..n * c.vocab])
+    }
 }

@@ -1,0 +1,416 @@
+//! LLaMA rope scaling types against the transformers 5.24 goldens of
+//! python/gen_fixtures_llama_rope.py (tests/decoder_fixtures/llama_rope_linear: `linear` x2 in
+//! the Hub spelling; llama_rope_llama3: `llama3` x8 with bands that matter; llama_rope_dynamic:
+//! `dynamic` x2 past max_position_embeddings 16): full-prompt logits within `tol`, greedy tokens
+//! exactly, incremental decoding equal to the full forward bit for bit (for `dynamic`: only while
+//! the sequence stays within max_position_embeddings, see below), 1 vs 2 threads and every SIMD
+//! tier bit-identical, both config spellings read alike, and clear errors for bad rope fields.
+//!
+//! `dynamic` by construction: transformers (`dynamic_rope_update`) recomputes the frequencies
+//! from the length `L` of the sequence at each forward call once `L > max_position_embeddings`
+//! and rotates only that call's tokens with them; keys already in the KV cache keep the rotation
+//! they got. A full pass over `L` tokens rotates every position with the frequencies of `L`,
+//! decoding token by token rotates position `p` with those of `p + 1`: past the limit the two
+//! differ (asserted below), and transformers' `generate` (the golden) is the token-by-token one.
+
+use kin_infer::generate::{generate_greedy, KvCache};
+use kin_infer::gpu::{create_compute, GpuCompute};
+use kin_infer::kernels::Tier;
+use kin_infer::models::decoders::{load_decoder, Decoder, LogitsRows};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+const FIXTURES: [&str; 3] = [
+    "llama_rope_linear",
+    "llama_rope_llama3",
+    "llama_rope_dynamic",
+];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/decoder_fixtures")
+        .join(name)
+}
+
+fn load(name: &str, be: &dyn GpuCompute) -> Box<dyn Decoder> {
+    load_decoder(&fixture(name), be).unwrap_or_else(|e| panic!("load {name}: {e}"))
+}
+
+fn golden(name: &str) -> Value {
+    let text = std::fs::read_to_string(fixture(name).join("golden.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn config(name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture(name).join("config.json")).unwrap())
+        .unwrap()
+}
+
+/// Loads fixture `name`'s weights with the config `cfg` (from a temporary directory).
+fn load_with(
+    name: &str,
+    cfg: &Value,
+    tag: &str,
+    be: &dyn GpuCompute,
+) -> kin_infer::Result<Box<dyn Decoder>> {
+    let dir = std::env::temp_dir().join(format!(
+        "kin-llama-rope-{name}-{tag}-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+    std::fs::copy(
+        fixture(name).join("model.safetensors"),
+        dir.join("model.safetensors"),
+    )
+    .unwrap();
+    let m = load_decoder(&dir, be);
+    std::fs::remove_dir_all(&dir).ok();
+    m
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn full_logits(m: &dyn Decoder, be: &dyn GpuCompute, ids: &[u32]) -> Vec<f32> {
+    let mut cache = m.new_cache(ids.len()).unwrap();
+    m.forward(be, ids, &mut cache, LogitsRows::All)
+        .unwrap()
+        .to_vec()
+}
+
+/// Logits of every position: the chunks `split`, then one token at a time.
+fn chunked_logits(m: &dyn Decoder, be: &dyn GpuCompute, ids: &[u32], split: &[usize]) -> Vec<f32> {
+    let n = ids.len();
+    let mut cache: KvCache = m.new_cache(n).unwrap();
+    let mut got = vec![];
+    let mut pos = 0;
+    for &len in split {
+        got.extend_from_slice(
+            m.forward(be, &ids[pos..pos + len], &mut cache, LogitsRows::All)
+                .unwrap(),
+        );
+        pos += len;
+    }
+    while pos < n {
+        got.extend_from_slice(
+            m.forward(be, &ids[pos..pos + 1], &mut cache, LogitsRows::Last)
+                .unwrap(),
+        );
+        pos += 1;
+    }
+    assert_eq!(cache.len(), n);
+    got
+}
+
+fn bits(x: &[f32]) -> Vec<u32> {
+    x.iter().map(|v| v.to_bits()).collect()
+}
+
+fn prompt(n: usize, vocab: usize) -> Vec<u32> {
+    (0..n as u32)
+        .map(|i| (i * 37 + 11) % vocab as u32)
+        .collect()
+}
+
+#[test]
+fn logits_and_greedy_tokens_match_transformers() {
+    let be = create_compute(None).unwrap();
+    for name in FIXTURES {
+        let m = load(name, be.as_ref());
+        let g = golden(name);
+        let tol = g["tol"].as_f64().unwrap() as f32;
+        let vocab = m.spec().vocab_size;
+        let (mut worst, mut generated) = (0.0f32, 0);
+        for case in g["cases"].as_array().unwrap() {
+            let cname = case["name"].as_str().unwrap();
+            let p = ids(&case["input_ids"][0]);
+            match case["kind"].as_str().unwrap() {
+                "logits" => {
+                    let got = full_logits(m.as_ref(), be.as_ref(), &p);
+                    let want: Vec<f32> = case["expected"][0]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .flat_map(|row| row.as_array().unwrap().iter())
+                        .map(|x| x.as_f64().unwrap() as f32)
+                        .collect();
+                    assert_eq!(got.len(), p.len() * vocab, "{name}/{cname}");
+                    assert_eq!(got.len(), want.len(), "{name}/{cname}");
+                    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                        let d = (a - b).abs();
+                        assert!(
+                            d <= tol,
+                            "{name}/{cname}: position {}, token {}: {a} vs {b}",
+                            i / vocab,
+                            i % vocab
+                        );
+                        worst = worst.max(d);
+                    }
+                }
+                "generate" => {
+                    let n = case["max_new_tokens"].as_u64().unwrap() as usize;
+                    let got = generate_greedy(m.as_ref(), be.as_ref(), &p, n, |_| {}).unwrap();
+                    assert_eq!(got, ids(&case["expected_tokens"][0]), "{name}/{cname}");
+                    generated += 1;
+                }
+                k => panic!("unexpected case kind {k}"),
+            }
+        }
+        assert!(generated > 0);
+        eprintln!("{name}: max |diff| of logits {worst:e} (tol {tol:e})");
+    }
+}
+
+#[test]
+fn incremental_decoding_equals_the_full_forward_bit_for_bit() {
+    let be = create_compute(None).unwrap();
+    for name in ["llama_rope_linear", "llama_rope_llama3"] {
+        let m = load(name, be.as_ref());
+        let n = m.spec().max_sequence_length.min(40);
+        let p = prompt(n, m.spec().vocab_size);
+        let full = full_logits(m.as_ref(), be.as_ref(), &p);
+        for split in [vec![1], vec![5], vec![17, 1], vec![3, 20, 2], vec![n - 1]] {
+            assert!(
+                bits(&chunked_logits(m.as_ref(), be.as_ref(), &p, &split)) == bits(&full),
+                "{name}: chunks {split:?} then single tokens differ from the full pass"
+            );
+        }
+    }
+}
+
+/// `dynamic`: within max_position_embeddings (16) every chunking equals the full pass bit for
+/// bit; past it, a chunk rotates with the frequencies of the length it ends at, so the full pass
+/// differs from token-by-token decoding, while equal chunkings stay bit-identical.
+#[test]
+fn dynamic_incremental_decoding_within_and_past_the_original_context() {
+    let be = create_compute(None).unwrap();
+    let m = load("llama_rope_dynamic", be.as_ref());
+    let (vocab, limit) = (m.spec().vocab_size, 16);
+    assert_eq!(
+        m.spec().max_sequence_length,
+        2 * limit,
+        "context = mpe x factor"
+    );
+    let p = prompt(limit, vocab);
+    let full = full_logits(m.as_ref(), be.as_ref(), &p);
+    for split in [
+        vec![1],
+        vec![5],
+        vec![7, 1],
+        vec![3, 10, 2],
+        vec![limit - 1],
+    ] {
+        assert!(
+            bits(&chunked_logits(m.as_ref(), be.as_ref(), &p, &split)) == bits(&full),
+            "dynamic within the limit: chunks {split:?} differ from the full pass"
+        );
+    }
+    let n = 23;
+    let p = prompt(n, vocab);
+    let full = full_logits(m.as_ref(), be.as_ref(), &p);
+    // Rows of the first 16 positions: a prefill of 16 uses the plain frequencies, the full pass
+    // over 23 tokens the rescaled ones.
+    let stepwise = chunked_logits(m.as_ref(), be.as_ref(), &p, &[limit]);
+    assert!(bits(&stepwise[..limit * vocab]) != bits(&full[..limit * vocab]));
+    assert!(bits(&stepwise[limit * vocab..]) != bits(&full[limit * vocab..]));
+    // The last chunk ending at 23 sees the same frequencies either way: a prefill of all 23
+    // tokens as one chunk is the full pass, bit for bit.
+    assert!(bits(&chunked_logits(m.as_ref(), be.as_ref(), &p, &[n])) == bits(&full));
+    // Decoding is a function of the chunking: the same chunks give the same bits.
+    assert!(bits(&chunked_logits(m.as_ref(), be.as_ref(), &p, &[limit])) == bits(&stepwise));
+    // Past the context (32): a clear error.
+    let e = generate_greedy(m.as_ref(), be.as_ref(), &prompt(30, vocab), 4, |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("context") && e.contains("32"), "{e}");
+}
+
+#[test]
+fn identical_across_threads_and_tiers() {
+    for name in FIXTURES {
+        let mut reference: Option<(Vec<u32>, Vec<u32>)> = None;
+        for tier in Tier::available() {
+            let be = create_compute(Some(tier)).unwrap();
+            let m = load(name, be.as_ref());
+            // 20 + 8 tokens: past the dynamic fixture's original 16 positions.
+            let p: Vec<u32> = (0..20u32).map(|i| (i * 13 + 5) % 120).collect();
+            for threads in [1, 2] {
+                let pool = kin_infer::threads::build_pool(threads).unwrap();
+                let (logits, tokens) = pool.install(|| {
+                    (
+                        bits(&full_logits(m.as_ref(), be.as_ref(), &p)),
+                        generate_greedy(m.as_ref(), be.as_ref(), &p, 8, |_| {}).unwrap(),
+                    )
+                });
+                match &reference {
+                    None => reference = Some((logits, tokens)),
+                    Some((l, t)) => {
+                        assert!(
+                            &logits == l,
+                            "{name}: logits differ on {} with {threads} threads",
+                            tier.name()
+                        );
+                        assert_eq!(&tokens, t, "{name}: tokens on {}", tier.name());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The Hub spelling (`rope_scaling` with `type` or `rope_type`, top-level `rope_theta`) and
+/// transformers 5.x's (`rope_parameters` with `rope_type` and `rope_theta`) give the same bits.
+#[test]
+fn both_config_spellings_read_alike() {
+    let be = create_compute(None).unwrap();
+    for name in FIXTURES {
+        let m = load(name, be.as_ref());
+        let p = prompt(20, m.spec().vocab_size);
+        let want = bits(&full_logits(m.as_ref(), be.as_ref(), &p));
+        let cfg = config(name);
+        let (mut rope, theta) = match cfg.get("rope_parameters") {
+            Some(rp) => {
+                let mut rp = rp.clone();
+                let theta = rp.as_object_mut().unwrap().remove("rope_theta").unwrap();
+                (rp, theta)
+            }
+            None => (cfg["rope_scaling"].clone(), cfg["rope_theta"].clone()),
+        };
+        let o = rope.as_object_mut().unwrap();
+        let kind = o.remove("rope_type").or_else(|| o.remove("type")).unwrap();
+        let mut variants = vec![];
+        for key in ["type", "rope_type"] {
+            let mut c = cfg.clone();
+            let co = c.as_object_mut().unwrap();
+            co.remove("rope_parameters");
+            let mut r = rope.clone();
+            r[key] = kind.clone();
+            co.insert("rope_scaling".into(), r);
+            co.insert("rope_theta".into(), theta.clone());
+            variants.push((format!("hub-{key}"), c));
+        }
+        let mut c = cfg.clone();
+        let co = c.as_object_mut().unwrap();
+        co.remove("rope_scaling");
+        co.remove("rope_theta");
+        let mut r = rope.clone();
+        r["rope_type"] = kind.clone();
+        r["rope_theta"] = theta.clone();
+        co.insert("rope_parameters".into(), r);
+        variants.push(("v5".into(), c));
+        for (tag, c) in variants {
+            let m2 = load_with(name, &c, &tag, be.as_ref())
+                .unwrap_or_else(|e| panic!("{name} {tag}: {e}"));
+            assert_eq!(m2.spec().positions, m.spec().positions, "{name} {tag}");
+            assert!(
+                bits(&full_logits(m2.as_ref(), be.as_ref(), &p)) == want,
+                "{name}: spelling {tag} gives other logits"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_rope_fields_are_clear_errors() {
+    let be = create_compute(None).unwrap();
+    let hub = config("llama_rope_linear");
+    let v5 = config("llama_rope_llama3");
+    let check = |name: &str, cfg: Value, tag: &str, needles: &[&str], unsupported: bool| {
+        let e = load_with(name, &cfg, tag, be.as_ref())
+            .err()
+            .unwrap_or_else(|| panic!("{tag} must fail"));
+        assert_eq!(
+            matches!(e, kin_infer::InferError::Unsupported(_)),
+            unsupported,
+            "{tag}: {e:?}"
+        );
+        let s = e.to_string();
+        for n in needles {
+            assert!(s.contains(n), "{tag}: `{n}` not in {s}");
+        }
+    };
+    let mut c = hub.clone();
+    c["rope_scaling"].as_object_mut().unwrap().remove("factor");
+    check(
+        "llama_rope_linear",
+        c,
+        "nofactor",
+        &["rope_scaling.factor", "required"],
+        false,
+    );
+    let mut c = hub.clone();
+    c["rope_scaling"]["factor"] = (-2.0).into();
+    check(
+        "llama_rope_linear",
+        c,
+        "negfactor",
+        &["rope_scaling.factor", "positive"],
+        false,
+    );
+    let mut c = hub.clone();
+    c["rope_scaling"]["factor"] = "two".into();
+    check(
+        "llama_rope_linear",
+        c,
+        "strfactor",
+        &["rope_scaling.factor", "number"],
+        false,
+    );
+    let mut c = hub.clone();
+    c["rope_scaling"]["type"] = "yarn".into();
+    check(
+        "llama_rope_linear",
+        c,
+        "yarn",
+        &["yarn", "linear, dynamic, llama3"],
+        true,
+    );
+    let mut c = hub.clone();
+    c["rope_scaling"] = 2.into();
+    check(
+        "llama_rope_linear",
+        c,
+        "notobj",
+        &["rope_scaling", "object"],
+        false,
+    );
+    let mut c = v5.clone();
+    c["rope_parameters"]["high_freq_factor"] = 0.5.into();
+    check(
+        "llama_rope_llama3",
+        c,
+        "bands",
+        &["rope_parameters.high_freq_factor", "low_freq_factor"],
+        false,
+    );
+    let mut c = v5.clone();
+    c["rope_parameters"]["original_max_position_embeddings"] = 0.into();
+    check(
+        "llama_rope_llama3",
+        c,
+        "orig",
+        &["original_max_position_embeddings"],
+        false,
+    );
+    let mut c = v5.clone();
+    c["rope_parameters"]["rope_type"] = "longrope".into();
+    check("llama_rope_llama3", c, "longrope", &["longrope"], true);
+    // llama3 without original_max_position_embeddings: max_position_embeddings (as transformers).
+    let mut c = v5.clone();
+    c["rope_parameters"]
+        .as_object_mut()
+        .unwrap()
+        .remove("original_max_position_embeddings");
+    let m = load_with("llama_rope_llama3", &c, "noorig", be.as_ref()).unwrap();
+    assert!(
+        m.spec().positions.contains("original context 128"),
+        "{}",
+        m.spec().positions
+    );
+}
