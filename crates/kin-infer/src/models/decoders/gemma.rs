@@ -1,22 +1,599 @@
-//! Gemma and Gemma 2: GeGLU, (1 + w) RMSNorm, scaled embeddings, sandwich norms and softcapping.
+//! Gemma (`model_type: gemma`) and Gemma 2 (`model_type: gemma2`).
 //!
-//! Not built yet: loading such a checkpoint is a typed `Unsupported` error.
+//! Gemma is the LLaMA layout with: GeGLU feed-forward (`gelu_pytorch_tanh`; the legacy
+//! `gelu` spelling means the same, as transformers maps it), RMSNorm scaling by `(1 + w)`
+//! (`x * 1/sqrt(mean(x²) + eps) * (1 + w)`, in f32 as `GemmaRMSNorm`), token embeddings
+//! multiplied by `sqrt(hidden_size)` (rounded to f32 as transformers' `embed_scale` buffer),
+//! a `head_dim` independent of `hidden_size`, and a tied head by default.
+//!
+//! Gemma 2 adds:
+//! - "sandwich" norms: `x += post_attention_norm(attn(input_norm(x)))`,
+//!   `x += post_feedforward_norm(mlp(pre_feedforward_norm(x)))`;
+//! - attention scale `query_pre_attn_scalar^-0.5`;
+//! - attention-logit softcapping `tanh(s / cap) * cap` (`attn_logit_softcapping`) on the
+//!   scaled scores, and final-logit softcapping (`final_logit_softcapping`) on the logits;
+//! - sliding-window attention (`sliding_window`) on the layers `layer_types` names
+//!   `sliding_attention` (transformers 5.x), else on even layers (transformers' default).
+//!
+//! Config: the Hub's spelling (`rope_theta`, `torch_dtype`) and transformers 5.x's
+//! (`rope_parameters.{rope_type, rope_theta}`, `dtype`, `layer_types`). Rope scaling types
+//! other than `default`, `attention_bias: true` and bidirectional attention are a typed
+//! [`InferError::Unsupported`].
+//!
+//! Tensors: `model.embed_tokens.weight`, `model.layers.N.self_attn.{q,k,v,o}_proj.weight`,
+//! `model.layers.N.mlp.{gate,up,down}_proj.weight`,
+//! `model.layers.N.{input_layernorm,post_attention_layernorm}.weight` (Gemma 2 adds
+//! `pre_feedforward_layernorm`, `post_feedforward_layernorm`), `model.norm.weight`,
+//! `lm_head.weight` (only when untied).
 
+use super::{
+    causal_attention_softcap, rms_norm, AttnShape, Decoder, DecoderSpec, LogitsRows, ScratchDims,
+};
 use crate::error::{InferError, Result};
+use crate::generate::KvCache;
 use crate::gpu::GpuCompute;
-use crate::io::safetensors::WeightStore;
-use crate::models::decoders::Decoder;
+use crate::io::config_fields::ConfigFields;
+use crate::io::safetensors::{WeightStore, Weights};
+use crate::nn::ffn::{FfnAct, GatedFfn};
+use crate::nn::rope::Rotary;
+use crate::nn::Linear;
+use rayon::prelude::*;
+use serde_json::Value;
 use std::path::Path;
 
-/// Loads a Gemma model from `config` (its parsed `config.json` is `_v`) and `_store`.
+const PREFIXES: &[&str] = &[""];
+const PROBE: &str = "model.embed_tokens.weight";
+
+/// A validated Gemma / Gemma 2 config.
+#[derive(Clone, Debug)]
+struct GemmaConfig {
+    /// Gemma 2 (sandwich norms, softcaps, windows).
+    v2: bool,
+    /// Per layer: the sliding window, `None` for full causal attention.
+    windows: Vec<Option<usize>>,
+    vocab: usize,
+    hidden: usize,
+    layers: usize,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    intermediate: usize,
+    max_positions: usize,
+    eps: f32,
+    rope_theta: f64,
+    act: FfnAct,
+    /// Attention scale (`head_dim^-0.5`, Gemma 2: `query_pre_attn_scalar^-0.5`).
+    scale: f32,
+    attn_softcap: Option<f32>,
+    final_softcap: Option<f32>,
+    tied: bool,
+    eos: Vec<u32>,
+    bos: Option<u32>,
+    dtype: Option<String>,
+}
+
+impl GemmaConfig {
+    fn parse(f: &ConfigFields) -> Result<Self> {
+        let v2 = match f.str("model_type", Some("gemma"))?.as_str() {
+            "gemma" => false,
+            "gemma2" => true,
+            other => {
+                return Err(f.err(
+                    "model_type",
+                    format!("`{other}` is not a Gemma family (gemma, gemma2)"),
+                ))
+            }
+        };
+        let hidden = f.usize("hidden_size", None)?;
+        let heads = f.usize("num_attention_heads", None)?;
+        let layers = f.usize("num_hidden_layers", None)?;
+        let intermediate = f.usize("intermediate_size", None)?;
+        let vocab = f.usize("vocab_size", None)?;
+        let kv_heads = f.usize("num_key_value_heads", Some(heads))?;
+        let head_dim = f.usize("head_dim", Some(256))?;
+        let max_positions = f.usize("max_position_embeddings", Some(8192))?;
+        f.check_sizes(&[
+            ("hidden_size", hidden),
+            ("num_attention_heads", heads),
+            ("num_hidden_layers", layers),
+            ("intermediate_size", intermediate),
+            ("vocab_size", vocab),
+            ("num_key_value_heads", kv_heads),
+            ("head_dim", head_dim),
+            ("max_position_embeddings", max_positions),
+        ])?;
+        if heads % kv_heads != 0 {
+            return Err(f.err(
+                "num_key_value_heads",
+                format!("num_attention_heads {heads} is not a multiple of {kv_heads}"),
+            ));
+        }
+        if !head_dim.is_multiple_of(2) {
+            return Err(f.err(
+                "head_dim",
+                format!("{head_dim}: rotary needs an even head_dim"),
+            ));
+        }
+        for flag in ["attention_bias", "use_bidirectional_attention"] {
+            if f.get(flag).is_some_and(|x| !x.is_null()) && f.bool(flag, false)? {
+                return Err(InferError::Unsupported(format!(
+                    "{} with `{flag}: true` is not supported",
+                    if v2 { "gemma2" } else { "gemma" }
+                )));
+            }
+        }
+        // transformers: Gemma reads `hidden_act` (legacy `gelu` meaning the tanh form),
+        // Gemma 2 `hidden_activation`.
+        let (act_field, act_default) = if v2 {
+            ("hidden_activation", "gelu_pytorch_tanh")
+        } else {
+            ("hidden_act", "gelu_pytorch_tanh")
+        };
+        let act = match f.str(act_field, Some(act_default))?.as_str() {
+            "gelu_pytorch_tanh" | "gelu_new" => FfnAct::GeluTanh,
+            "gelu" if !v2 => FfnAct::GeluTanh,
+            "gelu" => FfnAct::GeluErf,
+            other => {
+                return Err(f.err(
+                    act_field,
+                    format!("`{other}` is not supported (supported: gelu_pytorch_tanh, gelu)"),
+                ))
+            }
+        };
+        let softcap = |field: &str| -> Result<Option<f32>> {
+            match f.get(field) {
+                None | Some(Value::Null) => Ok(None),
+                Some(x) => match x.as_f64() {
+                    Some(c) if c > 0.0 && c.is_finite() => Ok(Some(c as f32)),
+                    _ => Err(f.err(
+                        field,
+                        format!("expected a positive number or null, found {x}"),
+                    )),
+                },
+            }
+        };
+        let (scale, attn_softcap, final_softcap, windows) = if v2 {
+            let qpas = f.f64("query_pre_attn_scalar", 256.0)?;
+            let qpas = f.positive_f64("query_pre_attn_scalar", qpas)?;
+            (
+                qpas.powf(-0.5) as f32,
+                softcap("attn_logit_softcapping")?,
+                softcap("final_logit_softcapping")?,
+                layer_windows(f, layers)?,
+            )
+        } else {
+            (
+                (head_dim as f64).powf(-0.5) as f32,
+                None,
+                None,
+                vec![None; layers],
+            )
+        };
+        let ids = |field: &str| -> Result<Vec<u32>> {
+            match f.get(field) {
+                None | Some(Value::Null) => Ok(vec![]),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .map(|x| {
+                        x.as_u64()
+                            .map(|n| n as u32)
+                            .ok_or_else(|| f.err(field, format!("expected token ids, found {x}")))
+                    })
+                    .collect(),
+                Some(x) => x
+                    .as_u64()
+                    .map(|n| vec![n as u32])
+                    .ok_or_else(|| f.err(field, format!("expected a token id, found {x}"))),
+            }
+        };
+        Ok(GemmaConfig {
+            v2,
+            windows,
+            vocab,
+            hidden,
+            layers,
+            heads,
+            kv_heads,
+            head_dim,
+            intermediate,
+            max_positions,
+            eps: f.eps("rms_norm_eps", 1e-6)?,
+            rope_theta: rope_theta(f)?,
+            act,
+            scale,
+            attn_softcap,
+            final_softcap,
+            tied: f.bool("tie_word_embeddings", true)?,
+            eos: ids("eos_token_id")?,
+            bos: ids("bos_token_id")?.first().copied(),
+            dtype: f.dtype()?,
+        })
+    }
+}
+
+/// Gemma 2's window per layer: `layer_types` when present, else transformers' default
+/// (layer `i` slides when `i` is even); the window is `sliding_window` (default 4096).
+fn layer_windows(f: &ConfigFields, layers: usize) -> Result<Vec<Option<usize>>> {
+    let w = match f.get("sliding_window") {
+        None => Some(4096),
+        Some(Value::Null) => None,
+        Some(_) => match f.usize("sliding_window", None)? {
+            0 => return Err(f.err("sliding_window", "must be at least 1 (or null)")),
+            w => Some(w),
+        },
+    };
+    let sliding = |i: usize, t: Option<&Value>| -> Result<Option<usize>> {
+        let slides = match t {
+            None => i.is_multiple_of(2),
+            Some(t) => match t.as_str() {
+                Some("sliding_attention") => true,
+                Some("full_attention") => false,
+                _ => {
+                    return Err(f.err(
+                        "layer_types",
+                        format!("expected `full_attention` or `sliding_attention`, found {t}"),
+                    ))
+                }
+            },
+        };
+        Ok(w.filter(|_| slides))
+    };
+    match f.get("layer_types") {
+        None | Some(Value::Null) => (0..layers).map(|i| sliding(i, None)).collect(),
+        Some(Value::Array(types)) => {
+            if types.len() != layers {
+                return Err(f.err(
+                    "layer_types",
+                    format!("{} entries for num_hidden_layers {layers}", types.len()),
+                ));
+            }
+            (0..layers).map(|i| sliding(i, Some(&types[i]))).collect()
+        }
+        Some(x) => Err(f.err("layer_types", format!("expected a list, found {x}"))),
+    }
+}
+
+/// `rope_parameters.rope_theta` (transformers 5.x) or `rope_theta` (Hub), default 10000;
+/// a scaling type other than `default` is unsupported.
+fn rope_theta(f: &ConfigFields) -> Result<f64> {
+    let check_type = |field: &str, t: Option<&Value>| -> Result<()> {
+        match t.and_then(|t| t.as_str()) {
+            None | Some("default") => Ok(()),
+            Some(other) => Err(InferError::Unsupported(format!(
+                "gemma `{field}` `{other}` (rope scaling) is not supported (supported: default)"
+            ))),
+        }
+    };
+    if let Some(rs) = f.get("rope_scaling").filter(|x| !x.is_null()) {
+        check_type(
+            "rope_scaling.rope_type",
+            rs.get("rope_type").or_else(|| rs.get("type")),
+        )?;
+    }
+    let theta = match f.get("rope_parameters") {
+        Some(Value::Object(rp)) => {
+            check_type("rope_parameters.rope_type", rp.get("rope_type"))?;
+            match rp.get("rope_theta").filter(|x| !x.is_null()) {
+                Some(x) => x.as_f64().ok_or_else(|| {
+                    f.err(
+                        "rope_parameters.rope_theta",
+                        format!("expected a number, found {x}"),
+                    )
+                })?,
+                None => f.f64("rope_theta", 10000.0)?,
+            }
+        }
+        None | Some(Value::Null) => f.f64("rope_theta", 10000.0)?,
+        Some(x) => return Err(f.err("rope_parameters", format!("expected an object, found {x}"))),
+    };
+    f.positive_f64("rope_theta", theta)
+}
+
+/// `(1 + w)`, the factor `GemmaRMSNorm` multiplies by (in f32).
+fn one_plus(w: &[f32]) -> Vec<f32> {
+    w.iter().map(|&g| 1.0 + g).collect()
+}
+
+struct Layer {
+    /// Norm factors `(1 + w)`.
+    input_norm: Vec<f32>,
+    /// Fused `[q | k | v]`.
+    qkv: Linear,
+    o: Linear,
+    /// Gemma: the pre-feed-forward norm. Gemma 2: the norm of the attention output.
+    post_attn_norm: Vec<f32>,
+    /// Gemma 2 only: `(pre_feedforward, post_feedforward)`.
+    ffn_norms: Option<(Vec<f32>, Vec<f32>)>,
+    mlp: GatedFfn,
+}
+
+/// A loaded Gemma / Gemma 2 model.
+pub struct Gemma {
+    cfg: GemmaConfig,
+    spec: DecoderSpec,
+    /// `[vocab, hidden]`, unscaled (the tied head reads it as is).
+    embed: Vec<f32>,
+    /// `sqrt(hidden_size)` rounded to f32.
+    embed_scale: f32,
+    layers: Vec<Layer>,
+    norm: Vec<f32>,
+    lm_head: Linear,
+    rotary: Rotary,
+}
+
+/// Loads a Gemma model from `config` (its parsed `config.json` is `v`) and `store`.
 pub fn load(
     config: &Path,
-    _v: &serde_json::Value,
-    _store: &WeightStore,
-    _be: &dyn GpuCompute,
+    v: &Value,
+    store: &WeightStore,
+    be: &dyn GpuCompute,
 ) -> Result<Box<dyn Decoder>> {
-    Err(InferError::Unsupported(format!(
-        "{}: Gemma decoders are not supported by this build yet",
-        config.display()
-    )))
+    Ok(Box::new(Gemma::load(config, v, store, be)?))
+}
+
+impl Gemma {
+    fn load(config: &Path, v: &Value, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
+        let f = ConfigFields::new(v, config)?;
+        let cfg = GemmaConfig::parse(&f)?;
+        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
+        let (h, q_dim, kv_dim) = (
+            cfg.hidden,
+            cfg.heads * cfg.head_dim,
+            cfg.kv_heads * cfg.head_dim,
+        );
+        let embed = w.get(PROBE, &[cfg.vocab, h])?.to_vec();
+        let norm_w = |name: &str| -> Result<Vec<f32>> { Ok(one_plus(&w.get(name, &[h])?)) };
+        let layers = (0..cfg.layers)
+            .into_par_iter()
+            .map(|i| -> Result<Layer> {
+                let p = format!("model.layers.{i}");
+                let a = format!("{p}.self_attn");
+                let mut parts = Vec::with_capacity(3);
+                for (name, rows) in [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)] {
+                    parts.push(w.get(&format!("{a}.{name}.weight"), &[rows, h])?);
+                }
+                let slices: Vec<&[f32]> = parts.iter().map(|t| t.as_slice()).collect();
+                let ffn_norms = if cfg.v2 {
+                    Some((
+                        norm_w(&format!("{p}.pre_feedforward_layernorm.weight"))?,
+                        norm_w(&format!("{p}.post_feedforward_layernorm.weight"))?,
+                    ))
+                } else {
+                    None
+                };
+                Ok(Layer {
+                    input_norm: norm_w(&format!("{p}.input_layernorm.weight"))?,
+                    qkv: Linear::from_parts(be.prepare_matrix(&slices, h), None),
+                    o: Linear::load_with(be, &w, &[&format!("{a}.o_proj")], q_dim, h, false)?,
+                    post_attn_norm: norm_w(&format!("{p}.post_attention_layernorm.weight"))?,
+                    ffn_norms,
+                    mlp: GatedFfn::load(
+                        be,
+                        &w,
+                        &[&format!("{p}.mlp.gate_proj"), &format!("{p}.mlp.up_proj")],
+                        &format!("{p}.mlp.down_proj"),
+                        h,
+                        cfg.intermediate,
+                        false,
+                        false,
+                        cfg.act,
+                    )?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let norm = norm_w("model.norm.weight")?;
+        let lm_head = if cfg.tied {
+            Linear::from_parts(be.prepare_matrix(&[&embed], h), None)
+        } else {
+            Linear::load_with(be, &w, &["lm_head"], h, cfg.vocab, false)?
+        };
+        let rotary = Rotary::new(cfg.head_dim, cfg.rope_theta, false, cfg.max_positions);
+        let mut attention = match cfg.kv_heads {
+            1 => format!("causal, MQA ({} query heads, 1 kv head)", cfg.heads),
+            k if k == cfg.heads => format!("causal, multi-head ({k} heads)"),
+            k => format!("causal, GQA ({} query heads, {k} kv heads)", cfg.heads),
+        };
+        if let Some(c) = cfg.attn_softcap {
+            attention.push_str(&format!(", logit softcap {c}"));
+        }
+        let sliding: Vec<String> = (0..cfg.layers)
+            .filter(|&i| cfg.windows[i].is_some())
+            .map(|i| i.to_string())
+            .collect();
+        if let Some(w) = cfg.windows.iter().flatten().next() {
+            if sliding.len() == cfg.layers {
+                attention.push_str(&format!(", sliding window {w}"));
+            } else {
+                attention.push_str(&format!(
+                    ", sliding window {w} on layers {}",
+                    sliding.join(",")
+                ));
+            }
+        }
+        let mut ffn = cfg.act.glu_name().to_string();
+        if cfg.v2 {
+            ffn.push_str(", sandwich norms");
+        }
+        let spec = DecoderSpec {
+            model_type: if cfg.v2 { "gemma2" } else { "gemma" }.into(),
+            hidden_size: h,
+            num_hidden_layers: cfg.layers,
+            num_attention_heads: cfg.heads,
+            num_key_value_heads: cfg.kv_heads,
+            head_dim: cfg.head_dim,
+            intermediate_size: cfg.intermediate,
+            vocab_size: cfg.vocab,
+            max_sequence_length: cfg.max_positions,
+            eos_token_ids: cfg.eos.clone(),
+            bos_token_id: cfg.bos,
+            tied_embeddings: cfg.tied,
+            positions: format!("rotary (theta {})", cfg.rope_theta),
+            attention,
+            ffn,
+            dtype: cfg.dtype.clone(),
+        };
+        Ok(Gemma {
+            embed_scale: (h as f64).sqrt() as f32,
+            cfg,
+            spec,
+            embed,
+            layers,
+            norm,
+            lm_head,
+            rotary,
+        })
+    }
+}
+
+impl Decoder for Gemma {
+    fn spec(&self) -> &DecoderSpec {
+        &self.spec
+    }
+
+    fn forward<'c>(
+        &self,
+        be: &dyn GpuCompute,
+        ids: &[u32],
+        cache: &'c mut KvCache,
+        out_rows: LogitsRows,
+    ) -> Result<&'c [f32]> {
+        let c = &self.cfg;
+        cache.check_shape(c.layers, c.kv_heads * c.head_dim)?;
+        let start = cache.len();
+        let capacity = cache.capacity();
+        self.spec.validate_chunk(ids, start, capacity)?;
+        let k = be.host_kernels();
+        let rows = ids.len();
+        let (h, hd) = (c.hidden, c.head_dim);
+        let q_dim = c.heads * hd;
+        let kv_dim = c.kv_heads * hd;
+        let qkv_dim = q_dim + 2 * kv_dim;
+        cache.scratch.ensure(
+            rows,
+            capacity,
+            &ScratchDims {
+                hidden: h,
+                q_dim,
+                qkv_dim,
+                heads: c.heads,
+                intermediate: c.intermediate,
+                vocab: c.vocab,
+            },
+        );
+        {
+            let x = &mut cache.scratch.x[..rows * h];
+            for (row, &id) in x.chunks_exact_mut(h).zip(ids) {
+                for (o, &e) in row.iter_mut().zip(&self.embed[id as usize * h..][..h]) {
+                    *o = e * self.embed_scale;
+                }
+            }
+        }
+        // Norms every row of `src` into `dst` with the factors `w` (already `1 + w`).
+        let norm_rows = |src: &[f32], w: &[f32], dst: &mut [f32]| {
+            src.par_chunks(h)
+                .zip(dst.par_chunks_mut(h))
+                .for_each(|(x, n)| rms_norm(k, x, w, c.eps, n));
+        };
+        for (l, layer) in self.layers.iter().enumerate() {
+            let shape = AttnShape {
+                heads: c.heads,
+                kv_heads: c.kv_heads,
+                head_dim: hd,
+                scale: c.scale,
+                window: c.windows[l],
+            };
+            let (kc, vc, s) = cache.layer_mut(l);
+            // attention block
+            norm_rows(
+                &s.x[..rows * h],
+                &layer.input_norm,
+                &mut s.normed[..rows * h],
+            );
+            layer
+                .qkv
+                .forward(be, &s.normed[..rows * h], rows, &mut s.qkv);
+            let rotary = &self.rotary;
+            s.qkv[..rows * qkv_dim]
+                .par_chunks_mut(qkv_dim)
+                .enumerate()
+                .for_each(|(r, row)| {
+                    for head in row[..q_dim + kv_dim].chunks_exact_mut(hd) {
+                        rotary.apply(head, start + r);
+                    }
+                });
+            for (r, row) in s.qkv[..rows * qkv_dim].chunks_exact(qkv_dim).enumerate() {
+                let p = (start + r) * kv_dim;
+                kc[p..p + kv_dim].copy_from_slice(&row[q_dim..q_dim + kv_dim]);
+                vc[p..p + kv_dim].copy_from_slice(&row[q_dim + kv_dim..]);
+            }
+            causal_attention_softcap(
+                k,
+                &shape,
+                c.attn_softcap,
+                &s.qkv,
+                qkv_dim,
+                rows,
+                start,
+                kc,
+                vc,
+                capacity,
+                &mut s.scores,
+                &mut s.attn,
+            );
+            layer
+                .o
+                .forward(be, &s.attn[..rows * q_dim], rows, &mut s.out);
+            let ffn = s.ffn.as_mut().expect("scratch holds ffn buffers");
+            match &layer.ffn_norms {
+                None => {
+                    be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
+                    norm_rows(
+                        &s.x[..rows * h],
+                        &layer.post_attn_norm,
+                        &mut s.normed[..rows * h],
+                    );
+                    layer
+                        .mlp
+                        .forward(be, &s.normed[..rows * h], rows, ffn, &mut s.out);
+                    be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
+                }
+                Some((pre_ffn, post_ffn)) => {
+                    norm_rows(
+                        &s.out[..rows * h],
+                        &layer.post_attn_norm,
+                        &mut s.normed[..rows * h],
+                    );
+                    be.add(&mut s.x[..rows * h], &s.normed[..rows * h]);
+                    norm_rows(&s.x[..rows * h], pre_ffn, &mut s.normed[..rows * h]);
+                    layer
+                        .mlp
+                        .forward(be, &s.normed[..rows * h], rows, ffn, &mut s.out);
+                    norm_rows(&s.out[..rows * h], post_ffn, &mut s.normed[..rows * h]);
+                    be.add(&mut s.x[..rows * h], &s.normed[..rows * h]);
+                }
+            }
+        }
+        cache.advance(rows);
+        let s = &mut cache.scratch;
+        let (first, n) = match out_rows {
+            LogitsRows::All => (0, rows),
+            LogitsRows::Last => (rows - 1, 1),
+        };
+        norm_rows(
+            &s.x[first * h..(first + n) * h],
+            &self.norm,
+            &mut s.normed[..n * h],
+        );
+        self.lm_head
+            .forward(be, &s.normed[..n * h], n, &mut s.logits);
+        let logits = &mut s.logits[..n * c.vocab];
+        if let Some(cap) = c.final_softcap {
+            logits.par_chunks_mut(c.vocab).for_each(|row| {
+                for v in row {
+                    *v = crate::kernels::math::tanh(*v / cap) * cap;
+                }
+            });
+        }
+        Ok(logits)
+    }
 }

@@ -280,6 +280,32 @@ pub(crate) fn causal_attention(
     scores: &mut [f32],
     out: &mut [f32],
 ) {
+    causal_attention_softcap(
+        k, shape, None, q, q_stride, rows, start, keys, values, capacity, scores, out,
+    )
+}
+
+/// [`causal_attention`] with an optional attention-logit softcap (Gemma 2's
+/// `attn_logit_softcapping`): each scaled score `s` becomes `tanh(s / cap) * cap` (our
+/// [`math::tanh`](crate::kernels::math::tanh), the order transformers' eager attention rounds
+/// in) before the softmax. `None` runs exactly [`causal_attention`]'s code.
+// The softcap is a parameter rather than an `AttnShape` field so the other families' shape
+// literals stay unchanged; it can move into `AttnShape` (next to `window`) in one edit.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn causal_attention_softcap(
+    k: &Kernels,
+    shape: &AttnShape,
+    softcap: Option<f32>,
+    q: &[f32],
+    q_stride: usize,
+    rows: usize,
+    start: usize,
+    keys: &[f32],
+    values: &[f32],
+    capacity: usize,
+    scores: &mut [f32],
+    out: &mut [f32],
+) {
     let AttnShape {
         heads,
         kv_heads,
@@ -310,6 +336,11 @@ pub(crate) fn causal_attention(
                     *sj = k.dot(qv, &keys[j * kv_dim + g * hd..][..hd]);
                 }
                 k.scale(s, scale);
+                if let Some(cap) = softcap {
+                    for v in s.iter_mut() {
+                        *v = crate::kernels::math::tanh(*v / cap) * cap;
+                    }
+                }
                 k.softmax(s);
                 o.fill(0.0);
                 for (j, &p) in (j0..).zip(s.iter()) {

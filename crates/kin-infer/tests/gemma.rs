@@ -1,0 +1,401 @@
+//! Gemma and Gemma 2 decoders against the transformers goldens of python/gen_fixtures_gemma.py:
+//! - gemma_tied: GeGLU, (1 + w) RMSNorm, sqrt(hidden)-scaled embeddings, head_dim 24 with
+//!   hidden 64 and 4 heads, GQA, tied head;
+//! - gemma2_sw: sandwich norms, query_pre_attn_scalar 20, attention-logit softcap 1.5 and
+//!   final-logit softcap 0.5, sliding window 5 on layers 0 and 2 (shorter than the prompts).
+//!
+//! Full-prompt logits within `tol`, greedy tokens exactly, incremental decoding past the window
+//! equal to the full forward pass bit for bit, 1 vs 2 threads and every SIMD tier
+//! bit-identical, the softcaps and window applied, the Hub spelling (no `layer_types`,
+//! `rope_theta`, `torch_dtype`) read the same way, and clear errors for bad config fields.
+
+use kin_infer::generate::{generate_greedy, KvCache};
+use kin_infer::gpu::{create_compute, GpuCompute};
+use kin_infer::kernels::Tier;
+use kin_infer::models::decoders::{load_decoder, Decoder, LogitsRows};
+use kin_infer::InferError;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+const FIXTURES: [&str; 2] = ["gemma_tied", "gemma2_sw"];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/decoder_fixtures")
+        .join(name)
+}
+
+fn load(name: &str, be: &dyn GpuCompute) -> Box<dyn Decoder> {
+    load_decoder(&fixture(name), be).unwrap_or_else(|e| panic!("load {name}: {e}"))
+}
+
+fn golden(name: &str) -> Value {
+    let text = std::fs::read_to_string(fixture(name).join("golden.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn config(name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture(name).join("config.json")).unwrap())
+        .unwrap()
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// Logits of every position of `ids` in one pass over a fresh cache.
+fn full_logits(m: &dyn Decoder, be: &dyn GpuCompute, ids: &[u32]) -> Vec<f32> {
+    let mut cache = m.new_cache(ids.len()).unwrap();
+    m.forward(be, ids, &mut cache, LogitsRows::All)
+        .unwrap()
+        .to_vec()
+}
+
+fn bits(x: &[f32]) -> Vec<u32> {
+    x.iter().map(|v| v.to_bits()).collect()
+}
+
+/// A copy of fixture `name` in a temporary directory with its config edited by `edit`.
+struct Edited(PathBuf);
+
+impl Edited {
+    fn new(name: &str, tag: &str, edit: impl FnOnce(&mut Value)) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("kin-gemma-{name}-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cfg = config(name);
+        edit(&mut cfg);
+        std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
+        let src = fixture(name);
+        std::fs::copy(src.join("model.safetensors"), dir.join("model.safetensors")).unwrap();
+        Edited(dir)
+    }
+
+    fn load(&self, be: &dyn GpuCompute) -> Box<dyn Decoder> {
+        load_decoder(&self.0, be).unwrap()
+    }
+}
+
+impl Drop for Edited {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.0).ok();
+    }
+}
+
+#[test]
+fn logits_and_greedy_tokens_match_transformers() {
+    let be = create_compute(None).unwrap();
+    for name in FIXTURES {
+        let m = load(name, be.as_ref());
+        assert_eq!(m.spec().model_type, name.split('_').next().unwrap());
+        let g = golden(name);
+        let tol = g["tol"].as_f64().unwrap() as f32;
+        let vocab = m.spec().vocab_size;
+        let mut worst = 0.0f32;
+        let mut generated = 0;
+        for case in g["cases"].as_array().unwrap() {
+            let cname = case["name"].as_str().unwrap();
+            let prompt = ids(&case["input_ids"][0]);
+            match case["kind"].as_str().unwrap() {
+                "logits" => {
+                    let got = full_logits(m.as_ref(), be.as_ref(), &prompt);
+                    let want: Vec<f32> = case["expected"][0]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .flat_map(|row| row.as_array().unwrap().iter())
+                        .map(|x| x.as_f64().unwrap() as f32)
+                        .collect();
+                    assert_eq!(got.len(), prompt.len() * vocab, "{name}/{cname}");
+                    assert_eq!(got.len(), want.len(), "{name}/{cname}");
+                    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                        let d = (a - b).abs();
+                        assert!(
+                            d <= tol,
+                            "{name}/{cname}: position {}, token {}: {a} vs {b}",
+                            i / vocab,
+                            i % vocab
+                        );
+                        worst = worst.max(d);
+                    }
+                }
+                "generate" => {
+                    let n = case["max_new_tokens"].as_u64().unwrap() as usize;
+                    let mut streamed = vec![];
+                    let got =
+                        generate_greedy(m.as_ref(), be.as_ref(), &prompt, n, |t| streamed.push(t))
+                            .unwrap();
+                    assert_eq!(got, ids(&case["expected_tokens"][0]), "{name}/{cname}");
+                    assert_eq!(streamed, got);
+                    generated += 1;
+                }
+                k => panic!("unexpected case kind {k}"),
+            }
+        }
+        assert!(generated > 0);
+        eprintln!("{name}: max |diff| of logits {worst:e} (tol {tol:e})");
+    }
+}
+
+/// Prefill + one token at a time (and other chunkings, some ending inside the window, some
+/// past it) give exactly the full forward pass's logits.
+#[test]
+fn incremental_decoding_past_the_window_equals_the_full_forward_bit_for_bit() {
+    let be = create_compute(None).unwrap();
+    for name in FIXTURES {
+        let m = load(name, be.as_ref());
+        let vocab = m.spec().vocab_size;
+        let n = m.spec().max_sequence_length.min(40);
+        let prompt: Vec<u32> = (0..n as u32)
+            .map(|i| (i * 37 + 11) % vocab as u32)
+            .collect();
+        let full = full_logits(m.as_ref(), be.as_ref(), &prompt);
+        for split in [
+            vec![1],
+            vec![3],
+            vec![5],
+            vec![6, 1],
+            vec![17, 1],
+            vec![3, 20, 2],
+            vec![n - 1],
+        ] {
+            let mut cache: KvCache = m.new_cache(n).unwrap();
+            let mut got = Vec::with_capacity(full.len());
+            let mut pos = 0;
+            for &len in &split {
+                got.extend_from_slice(
+                    m.forward(
+                        be.as_ref(),
+                        &prompt[pos..pos + len],
+                        &mut cache,
+                        LogitsRows::All,
+                    )
+                    .unwrap(),
+                );
+                pos += len;
+            }
+            while pos < n {
+                let last = m
+                    .forward(
+                        be.as_ref(),
+                        &prompt[pos..pos + 1],
+                        &mut cache,
+                        LogitsRows::Last,
+                    )
+                    .unwrap();
+                got.extend_from_slice(last);
+                pos += 1;
+            }
+            assert_eq!(cache.len(), n);
+            assert!(
+                bits(&got) == bits(&full),
+                "{name}: chunks {split:?} then single tokens differ from the full pass"
+            );
+        }
+    }
+}
+
+#[test]
+fn identical_across_threads_and_tiers() {
+    for name in FIXTURES {
+        let mut reference: Option<(Vec<u32>, Vec<u32>)> = None;
+        for tier in Tier::available() {
+            let be = create_compute(Some(tier)).unwrap();
+            let m = load(name, be.as_ref());
+            let prompt: Vec<u32> = (0..23u32).map(|i| (i * 13 + 5) % 90).collect();
+            for threads in [1, 2] {
+                let pool = kin_infer::threads::build_pool(threads).unwrap();
+                let (logits, tokens) = pool.install(|| {
+                    (
+                        bits(&full_logits(m.as_ref(), be.as_ref(), &prompt)),
+                        generate_greedy(m.as_ref(), be.as_ref(), &prompt, 8, |_| {}).unwrap(),
+                    )
+                });
+                match &reference {
+                    None => reference = Some((logits, tokens)),
+                    Some((l, t)) => {
+                        assert!(
+                            &logits == l,
+                            "{name}: logits differ on {} with {threads} threads",
+                            tier.name()
+                        );
+                        assert_eq!(&tokens, t, "{name}: tokens on {}", tier.name());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Each Gemma 2 feature changes the logits (the fixture would not test it otherwise), the
+/// final softcap bounds them, and the spec describes the model.
+#[test]
+fn softcaps_and_window_are_applied_and_described() {
+    let be = create_compute(None).unwrap();
+    let prompt: Vec<u32> = (0..19u32).map(|i| (i * 7 + 3) % 90).collect();
+    let m = load("gemma2_sw", be.as_ref());
+    let spec = m.spec();
+    assert!(
+        spec.attention
+            .ends_with("logit softcap 1.5, sliding window 5 on layers 0,2"),
+        "{}",
+        spec.attention
+    );
+    assert_eq!(spec.ffn, "GeGLU, sandwich norms");
+    let want = full_logits(m.as_ref(), be.as_ref(), &prompt);
+    assert!(want.iter().all(|v| v.abs() <= 0.5));
+    let vocab = spec.vocab_size;
+    type Edit = fn(&mut Value);
+    let variants: [(&str, Edit); 3] = [
+        ("noattncap", |c| c["attn_logit_softcapping"] = Value::Null),
+        ("nofinalcap", |c| c["final_logit_softcapping"] = Value::Null),
+        ("nowindow", |c| {
+            c["layer_types"] =
+                serde_json::json!(["full_attention", "full_attention", "full_attention"])
+        }),
+    ];
+    for (tag, edit) in variants {
+        let e = Edited::new("gemma2_sw", tag, edit);
+        let got = full_logits(e.load(be.as_ref()).as_ref(), be.as_ref(), &prompt);
+        assert!(bits(&got) != bits(&want), "{tag} changes nothing");
+        if tag == "nowindow" {
+            // The first `window` positions see the same keys either way.
+            assert_eq!(bits(&got[..5 * vocab]), bits(&want[..5 * vocab]));
+            assert!(!e.load(be.as_ref()).spec().attention.contains("sliding"));
+        }
+    }
+    let m = load("gemma_tied", be.as_ref());
+    assert_eq!(m.spec().ffn, "GeGLU");
+    assert_eq!(m.spec().head_dim, 24);
+    assert!(m.spec().tied_embeddings);
+    assert!(!m.spec().attention.contains("sliding"));
+}
+
+/// The Hub's spelling (no `layer_types`: even layers slide; `rope_theta`, `torch_dtype` at the
+/// top level; Gemma's legacy `hidden_act: gelu`) gives the same model bit for bit.
+#[test]
+fn hub_spelling_gives_the_same_model() {
+    let be = create_compute(None).unwrap();
+    let prompt: Vec<u32> = (0..26u32).map(|i| (i * 11 + 4) % 90).collect();
+    for name in FIXTURES {
+        let want = full_logits(load(name, be.as_ref()).as_ref(), be.as_ref(), &prompt);
+        let hub = Edited::new(name, "hub", |c| {
+            let o = c.as_object_mut().unwrap();
+            o.remove("layer_types");
+            let rp = o.remove("rope_parameters").unwrap();
+            o.insert("rope_theta".into(), rp["rope_theta"].clone());
+            o.insert("torch_dtype".into(), o["dtype"].clone());
+            o.remove("dtype");
+            if o.contains_key("hidden_act") {
+                o.insert("hidden_act".into(), "gelu".into());
+            }
+        });
+        let m = hub.load(be.as_ref());
+        assert_eq!(m.spec().dtype.as_deref(), Some("float32"));
+        assert!(
+            bits(&full_logits(m.as_ref(), be.as_ref(), &prompt)) == bits(&want),
+            "{name}"
+        );
+    }
+}
+
+fn config_error(name: &str, tag: &str, edit: impl FnOnce(&mut Value)) -> InferError {
+    let dir = Edited::new(name, tag, edit);
+    let be = create_compute(None).unwrap();
+    load_decoder(&dir.0, be.as_ref()).err().expect("must fail")
+}
+
+#[test]
+fn bad_config_fields_are_clear_errors() {
+    type Edit = Box<dyn FnOnce(&mut Value)>;
+    let cases: Vec<(&str, &str, Edit, &str)> = vec![
+        (
+            "gemma2_sw",
+            "zero",
+            Box::new(|c| c["sliding_window"] = 0.into()),
+            "sliding_window",
+        ),
+        (
+            "gemma2_sw",
+            "len",
+            Box::new(|c| c["layer_types"] = serde_json::json!(["full_attention"])),
+            "layer_types",
+        ),
+        (
+            "gemma2_sw",
+            "kind",
+            Box::new(|c| {
+                c["layer_types"] =
+                    serde_json::json!(["full_attention", "chunked_attention", "full_attention"])
+            }),
+            "layer_types",
+        ),
+        (
+            "gemma2_sw",
+            "cap",
+            Box::new(|c| c["attn_logit_softcapping"] = (-1.0).into()),
+            "attn_logit_softcapping",
+        ),
+        (
+            "gemma2_sw",
+            "fcap",
+            Box::new(|c| c["final_logit_softcapping"] = "big".into()),
+            "final_logit_softcapping",
+        ),
+        (
+            "gemma2_sw",
+            "qpas",
+            Box::new(|c| c["query_pre_attn_scalar"] = 0.into()),
+            "query_pre_attn_scalar",
+        ),
+        (
+            "gemma2_sw",
+            "act",
+            Box::new(|c| c["hidden_activation"] = "swish".into()),
+            "hidden_activation",
+        ),
+        (
+            "gemma_tied",
+            "act",
+            Box::new(|c| c["hidden_act"] = "relu".into()),
+            "hidden_act",
+        ),
+        (
+            "gemma_tied",
+            "hd",
+            Box::new(|c| c["head_dim"] = 23.into()),
+            "head_dim",
+        ),
+        (
+            "gemma_tied",
+            "kv",
+            Box::new(|c| c["num_key_value_heads"] = 3.into()),
+            "num_key_value_heads",
+        ),
+    ];
+    for (name, tag, edit, field) in cases {
+        let e = config_error(name, tag, edit);
+        assert!(
+            matches!(&e, InferError::Config { field: f, .. } if f == field),
+            "{name}/{tag}: {e}"
+        );
+        assert!(e.to_string().contains(field), "{e}");
+    }
+    let e = config_error("gemma_tied", "bias", |c| c["attention_bias"] = true.into());
+    assert!(matches!(e, InferError::Unsupported(_)), "{e}");
+    let e = config_error("gemma2_sw", "rope", |c| {
+        c["rope_parameters"]["rope_type"] = "yarn".into()
+    });
+    assert!(matches!(e, InferError::Unsupported(_)), "{e}");
+}
+
+#[test]
+fn missing_sandwich_norm_names_the_tensor() {
+    // A gemma2 config over Gemma weights (no pre/post feed-forward norms).
+    let e = config_error("gemma_tied", "v2", |c| c["model_type"] = "gemma2".into());
+    assert!(e.to_string().contains("pre_feedforward_layernorm"), "{e}");
+}

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Regenerate the Gemma and Gemma 2 decoder fixtures under tests/decoder_fixtures/.
+
+    python python/gen_fixtures_gemma.py                 # both, into tests/decoder_fixtures/
+    python python/gen_fixtures_gemma.py --out /tmp/fx   # elsewhere
+
+Same conventions as python/gen_fixtures_llama.py (fixed seeds, float32, eager attention,
+byte-identical reruns, golden format kin-infer-golden/1, tol 1e-4). Fixtures:
+
+- `gemma_tied`: hidden 64, 4 heads of an explicit `head_dim` 24 (heads * head_dim != hidden),
+  2 KV heads (GQA), 2 layers, vocab 128, tied embeddings, GeGLU (gelu_pytorch_tanh).
+- `gemma2_sw`: hidden 48, 4 heads of `head_dim` 16, 2 KV heads, 3 layers, vocab 96, tied,
+  `sliding_window` 5 (shorter than the 7-, 19- and 27-token prompts) on layers 0 and 2
+  (transformers' default `layer_types`), `query_pre_attn_scalar` 20 (not head_dim),
+  `attn_logit_softcapping` 1.5 and `final_logit_softcapping` 0.5, both small enough to change
+  the logits (checked here: the model without them differs by more than 1e-2).
+
+Gemma's RMSNorm multiplies by `(1 + w)`: norm weights are drawn as `0.2 * randn` so the
+scale is near 1; the tied embedding table is `0.03 * randn` (and gemma_tied's projections
+twice the usual `randn / sqrt(fan_in)`) so greedy decoding does not just repeat a token; every
+greedy step's top-2 margin is checked to exceed 1e-3. Each golden.json has `logits` cases (one row of vocab logits per prompt
+position) and `generate` cases (greedy, max_new_tokens 8, no stop on EOS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+from golden_json import f32_list, package_versions, write_golden  # noqa: E402
+
+TOL = 1e-4
+
+FIXTURES = {
+    "gemma_tied": dict(
+        seed=3001,
+        family="gemma",
+        config=dict(
+            vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=24,
+            max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=10000.0,
+            hidden_act="gelu_pytorch_tanh",
+        ),
+        prompt_lengths=[1, 7, 19],
+        embed_scale=0.03, proj_scale=2.0,
+    ),
+    "gemma2_sw": dict(
+        seed=3002,
+        family="gemma2",
+        config=dict(
+            vocab_size=96, hidden_size=48, intermediate_size=80, num_hidden_layers=3,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+            max_position_embeddings=48, rms_norm_eps=1e-6, rope_theta=10000.0,
+            hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=20,
+            sliding_window=5, attn_logit_softcapping=1.5, final_logit_softcapping=0.5,
+        ),
+        prompt_lengths=[7, 19, 27],
+        embed_scale=0.03, proj_scale=1.0,
+    ),
+}
+
+
+def make(torch, fx, cfg):
+    if fx["family"] == "gemma":
+        from transformers import GemmaConfig as C, GemmaForCausalLM as M
+    else:
+        from transformers import Gemma2Config as C, Gemma2ForCausalLM as M
+    cfg = dict(cfg)
+    theta = cfg.pop("rope_theta")
+    config = C(
+        **cfg,
+        rope_parameters={"rope_type": "default", "rope_theta": theta},
+        bos_token_id=2, eos_token_id=1, pad_token_id=0,
+        attention_bias=False, tie_word_embeddings=True,
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(fx["seed"])
+    model = M(config).float().eval()
+    g = torch.Generator().manual_seed(fx["seed"])
+    with torch.no_grad():
+        for pname, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+            r = torch.randn(p.shape, generator=g, dtype=torch.float32)
+            if "norm" in pname:
+                p.copy_(0.2 * r)  # (1 + w) near 1
+            elif "embed_tokens" in pname:
+                # The tied table (also the head) is small: it is multiplied by sqrt(hidden) on
+                # the way in, and a large one makes greedy repeat the input token.
+                p.copy_(fx["embed_scale"] * r)
+            else:
+                p.copy_(fx["proj_scale"] * r / (p.shape[-1] ** 0.5))
+        model.tie_weights()
+    return model
+
+
+def build(torch, name, fx, out_root):
+    model = make(torch, fx, fx["config"])
+    config = model.config
+
+    d = os.path.join(out_root, name)
+    if os.path.exists(d):
+        shutil.rmtree(d)
+    os.makedirs(d)
+    model.save_pretrained(d, safe_serialization=True)
+    gc = os.path.join(d, "generation_config.json")
+    if os.path.exists(gc):
+        os.remove(gc)
+
+    rng = random.Random(fx["seed"])
+    vocab = config.vocab_size
+    cases = []
+    prompts = [[rng.randrange(3, vocab) for _ in range(n)] for n in fx["prompt_lengths"]]
+    with torch.no_grad():
+        for ids in prompts:
+            logits = model(torch.tensor([ids])).logits[0]
+            cases.append(dict(name=f"logits_{len(ids)}", kind="logits", input_ids=[ids],
+                              expected=[f32_list(logits)]))
+        if fx["family"] == "gemma2":
+            # The softcaps must matter, else the fixture would not test them.
+            for off in ("attn_logit_softcapping", "final_logit_softcapping"):
+                cfg = dict(fx["config"], **{off: None})
+                other = make(torch, fx, cfg)
+                ids = prompts[-1]
+                diff = (other(torch.tensor([ids])).logits - model(torch.tensor([ids])).logits)
+                assert diff.abs().max().item() > 1e-2, (off, diff.abs().max().item())
+        for ids in prompts:
+            out = model.generate(
+                torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                max_new_tokens=8, min_new_tokens=8, do_sample=False, eos_token_id=None,
+                pad_token_id=0, use_cache=True, output_scores=True,
+                return_dict_in_generate=True,
+            )
+            new = out.sequences[0, len(ids):].tolist()
+            assert len(new) == 8, new
+            # Greedy must not hinge on a near tie (our logits agree to ~1e-5).
+            for step in out.scores:
+                top = step[0].topk(2).values
+                assert (top[0] - top[1]).item() > 1e-3, (name, ids, new)
+            cases.append(dict(name=f"generate_{len(ids)}", kind="generate", input_ids=[ids],
+                              max_new_tokens=8, expected_tokens=[new]))
+    write_golden(os.path.join(d, "golden.json"), TOL, cases,
+                 extra=dict(generator="python/gen_fixtures_gemma.py", fixture=name,
+                            versions=package_versions()))
+    print(f"wrote {d}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(REPO, "tests", "decoder_fixtures"))
+    ap.add_argument("--only", nargs="*")
+    a = ap.parse_args(argv)
+    import torch
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    for name, fx in FIXTURES.items():
+        if a.only and name not in a.only:
+            continue
+        build(torch, name, fx, a.out)
+
+
+if __name__ == "__main__":
+    main()
