@@ -59,14 +59,23 @@ pub struct CheckArgs {
 pub struct BenchArgs {
     #[command(flatten)]
     model: ModelArgs,
-    /// Texts, one per line.
+    /// Texts, one per line (encoders; decoders are fed random token ids).
     #[arg(long)]
-    input: PathBuf,
+    input: Option<PathBuf>,
+    /// Encoders: texts per forward pass.
     #[arg(long, default_value_t = 32)]
     batch_size: usize,
-    /// Timed passes over the whole input.
+    /// Timed passes (encoders: over the whole input; decoders: prefill + decode runs).
     #[arg(long, default_value_t = 3)]
     repeat: usize,
+    /// Decoders: prompt length of the prefill (random in-vocabulary ids, fixed seed).
+    /// Default 128, lowered to fit a smaller context.
+    #[arg(long)]
+    prompt_tokens: Option<usize>,
+    /// Decoders: greedy tokens decoded one at a time after the prompt.
+    /// Default 64, lowered to fit a smaller context.
+    #[arg(long)]
+    decode_tokens: Option<usize>,
     #[arg(long)]
     json: bool,
 }
@@ -330,10 +339,21 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
     if a.batch_size == 0 || a.repeat == 0 {
         bail!("--batch-size and --repeat must be at least 1");
     }
+    if let Ok(dir) = hub::resolve_model(&a.model.model) {
+        if kin_infer::models::decoders::is_decoder_dir(&dir) {
+            return bench_decoder(&a, &dir);
+        }
+    }
+    if a.prompt_tokens.is_some() || a.decode_tokens.is_some() {
+        bail!("--prompt-tokens and --decode-tokens apply to decoder models only");
+    }
+    let Some(input) = &a.input else {
+        bail!("--input FILE (texts, one per line) is required to benchmark an encoder model");
+    };
     let e = load(&a.model, EmbedderOptions::default())?;
     let load_ms = e.info().load_ms;
-    let src = a.input.display().to_string();
-    let items = read_all(&a.input)?;
+    let src = input.display().to_string();
+    let items = read_all(input)?;
     if items.is_empty() {
         bail!("{src}: no texts to benchmark");
     }
@@ -386,6 +406,111 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
             ("load".into(), format!("{load_ms:.1} ms")),
             ("simd tier".into(), e.tier().name().into()),
             ("threads".into(), e.threads().to_string()),
+        ]);
+    }
+    Ok(0)
+}
+
+/// `bench` for a decoder: one prompt of `--prompt-tokens` random in-vocabulary ids (fixed
+/// seed) prefilled in one pass, then `--decode-tokens` greedy tokens one at a time, `--repeat`
+/// times; prefill and decode tokens/s (min / median / max over the runs).
+fn bench_decoder(a: &BenchArgs, dir: &std::path::Path) -> Result<u8> {
+    use kin_infer::generate::{argmax, Rng};
+    use kin_infer::models::decoders::LogitsRows;
+
+    let threads = kin_infer::threads::resolve_threads(a.model.threads)?;
+    let pool = kin_infer::threads::build_pool(threads)?;
+    let be = kin_infer::gpu::create_compute(None)?;
+    let t0 = Instant::now();
+    let model = kin_infer::models::decoders::load_decoder(dir, be.as_ref())?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let spec = model.spec();
+    let ctx = spec.max_sequence_length;
+
+    // Defaults shrink to fit a small context; explicit lengths must fit as given.
+    let n_prompt = a.prompt_tokens.unwrap_or_else(|| {
+        let want_decode = a.decode_tokens.unwrap_or(64);
+        128.min(ctx.saturating_sub(want_decode).max(ctx / 2))
+    });
+    let n_decode = a
+        .decode_tokens
+        .unwrap_or_else(|| 64.min(ctx.saturating_sub(n_prompt)));
+    if n_prompt == 0 || n_decode == 0 {
+        bail!("--prompt-tokens and --decode-tokens must be at least 1");
+    }
+    if n_prompt + n_decode > ctx {
+        bail!(
+            "--prompt-tokens {n_prompt} plus --decode-tokens {n_decode} exceed the model's \
+             context of {ctx} tokens"
+        );
+    }
+    let mut rng = Rng::new(0x6b69_6e5f_6265_6e63);
+    let vocab = spec.vocab_size as u64;
+    let prompt: Vec<u32> = (0..n_prompt)
+        .map(|_| (rng.next_u64() % vocab) as u32)
+        .collect();
+
+    let mut prefill = Vec::with_capacity(a.repeat);
+    let mut decode = Vec::with_capacity(a.repeat);
+    pool.install(|| -> Result<()> {
+        let mut cache = model.new_cache(n_prompt + n_decode)?;
+        for r in 0..a.repeat {
+            cache.clear();
+            let t = Instant::now();
+            let mut next =
+                argmax(model.forward(be.as_ref(), &prompt, &mut cache, LogitsRows::Last)?);
+            let tp = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            for _ in 0..n_decode {
+                next = argmax(model.forward(be.as_ref(), &[next], &mut cache, LogitsRows::Last)?);
+            }
+            let td = t.elapsed().as_secs_f64();
+            eprintln!(
+                "repeat {}/{}: prefill {:.3} ms, decode {:.3} ms",
+                r + 1,
+                a.repeat,
+                tp * 1e3,
+                td * 1e3
+            );
+            prefill.push(n_prompt as f64 / tp);
+            decode.push(n_decode as f64 / td);
+        }
+        Ok(())
+    })?;
+    let (pmin, pmed, pmax) = stats(&prefill);
+    let (dmin, dmed, dmax) = stats(&decode);
+    let tier = be.tier().name();
+    if a.json {
+        let v = json!({
+            "model": dir.display().to_string(),
+            "model_type": spec.model_type,
+            "prompt_tokens": n_prompt,
+            "decode_tokens": n_decode,
+            "repeat": a.repeat,
+            "prefill_tokens_per_s_min": pmin, "prefill_tokens_per_s_median": pmed, "prefill_tokens_per_s_max": pmax,
+            "decode_tokens_per_s_min": dmin, "decode_tokens_per_s_median": dmed, "decode_tokens_per_s_max": dmax,
+            "load_ms": load_ms,
+            "simd_tier": tier,
+            "threads": threads,
+            "numerics_version": NUMERICS_VERSION,
+        });
+        println!("{v}");
+    } else {
+        print_report(&[
+            ("model type".into(), spec.model_type.clone()),
+            ("prompt tokens".into(), n_prompt.to_string()),
+            ("decode tokens".into(), n_decode.to_string()),
+            (
+                "prefill tokens/s (min/median/max)".into(),
+                format!("{pmin:.1} / {pmed:.1} / {pmax:.1}"),
+            ),
+            (
+                "decode tokens/s (min/median/max)".into(),
+                format!("{dmin:.1} / {dmed:.1} / {dmax:.1}"),
+            ),
+            ("load".into(), format!("{load_ms:.1} ms")),
+            ("simd tier".into(), tier.into()),
+            ("threads".into(), threads.to_string()),
         ]);
     }
     Ok(0)

@@ -2,10 +2,13 @@
 //! streamed to stdout token by token (flushed each time). Plain output is the generated text
 //! (token ids, space-separated, when the model has no tokenizer.json); `--json` prints one
 //! object per token, then a summary with the ids, the text, prefill and decode tokens/s and
-//! the stop reason. Timing and the stop reason of a plain run go to stderr.
+//! the stop reason. Timing and the stop reason of a plain run go to stderr. `--chat` wraps the
+//! prompt text as a user message (after `--system TEXT` when given) and renders the
+//! tokenizer's `chat_template` around it (`kin_infer::generate::chat`).
 
 use anyhow::{bail, Context, Result};
 use clap::{ArgGroup, Args};
+use kin_infer::generate::chat::{encode_rendered, ChatMessage, ChatTemplate};
 use kin_infer::generate::{
     eos_token_ids, generate, Detokenize, GenTokenizer, SamplingParams, TokenEvent,
 };
@@ -66,6 +69,13 @@ pub struct GenerateArgs {
     /// One JSON object per token, then a summary.
     #[arg(long)]
     json: bool,
+    /// Send the prompt text as a user message through the tokenizer's chat template
+    /// (`chat_template` in tokenizer_config.json), opening the assistant's turn.
+    #[arg(long, conflicts_with = "prompt_ids")]
+    chat: bool,
+    /// With --chat: a system message before the user's.
+    #[arg(long, requires = "chat")]
+    system: Option<String>,
 }
 
 /// Parses "1 2 3" / "1,2,3".
@@ -119,6 +129,16 @@ pub fn run(a: GenerateArgs) -> Result<u8> {
         None
     };
     let prompt = match (&text_prompt, &a.prompt_ids) {
+        (Some(t), _) if a.chat => {
+            let template = ChatTemplate::load(&dir)?;
+            let mut messages = Vec::with_capacity(2);
+            if let Some(sys) = &a.system {
+                messages.push(ChatMessage::new("system", sys.as_str()));
+            }
+            messages.push(ChatMessage::new("user", t.as_str()));
+            let rendered = template.render(&messages, true)?;
+            encode_rendered(&dir, &rendered)?
+        }
         (Some(t), _) => tokenizer.as_ref().expect("loaded above").encode(t)?,
         (None, Some(s)) => parse_ids(s)?,
         (None, None) => unreachable!("clap requires one prompt"),

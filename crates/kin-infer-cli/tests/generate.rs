@@ -288,3 +288,197 @@ fn text_prompts_stream_text_and_stop_strings_cut_it() {
         .collect();
     assert_eq!(streamed, "w79 w65 w106 w4");
 }
+
+/// [`with_tokenizer`] plus a BOS post-processor (`w1` before every plain prompt) and
+/// `tokenizer_config.json` holding `chat_template` (written as given: a string or a list).
+fn with_chat_template(template: Value) -> tempfile::TempDir {
+    let tmp = with_tokenizer();
+    let p = tmp.path().join("tokenizer.json");
+    let mut tok: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    tok["post_processor"] = serde_json::json!({
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "w1", "type_id": 0}},
+                   {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"SpecialToken": {"id": "w1", "type_id": 0}},
+                 {"Sequence": {"id": "A", "type_id": 0}},
+                 {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"w1": {"id": "w1", "ids": [1], "tokens": ["w1"]}}
+    });
+    std::fs::write(&p, tok.to_string()).unwrap();
+    let cfg = serde_json::json!({
+        "bos_token": {"content": "w1", "lstrip": false, "normalized": false,
+                      "rstrip": false, "single_word": false},
+        "eos_token": "w2",
+        "chat_template": template,
+    });
+    std::fs::write(tmp.path().join("tokenizer_config.json"), cfg.to_string()).unwrap();
+    tmp
+}
+
+fn summary(o: &std::process::Output) -> Value {
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    json_lines(o).pop().unwrap()
+}
+
+/// ChatML-like: a turn is `w10` (system) / `w11` (user) / `w12` (assistant), the content, then
+/// the EOS `w2`; the generation prompt is `w12`.
+const CHATML_LIKE: &str = "{{ bos_token }} {% for m in messages %}\
+{% if m['role'] == 'system' %}w10{% elif m['role'] == 'user' %}w11{% else %}w12{% endif %} \
+{{ m['content'].strip() }} {{ eos_token }}\n{% endfor %}\
+{% if add_generation_prompt %}w12{% endif %}";
+
+#[test]
+fn chat_renders_the_template_and_adds_no_second_bos() {
+    let tmp = with_chat_template(Value::from(CHATML_LIKE));
+    let dir = tmp.path();
+    // Plain prompts get the post-processor's BOS.
+    let s = summary(&gen(
+        dir,
+        &["--prompt", "w5 w6", "--max-tokens", "3", "--json"],
+    ));
+    assert_eq!(s["prompt_tokens"], 3);
+
+    // The template writes the BOS itself: one w1, not two.
+    let want: [&[u32]; 2] = [&[1, 11, 5, 6, 2, 12], &[1, 10, 40, 41, 2, 11, 5, 6, 2, 12]];
+    for (extra, ids) in [(vec![], want[0]), (vec!["--system", " w40 w41 "], want[1])] {
+        let mut args = vec![
+            "--prompt",
+            " w5 w6",
+            "--chat",
+            "--max-tokens",
+            "6",
+            "--json",
+        ];
+        args.extend_from_slice(&extra);
+        let chat = summary(&gen(dir, &args));
+        let ids_arg = ids
+            .iter()
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let direct = summary(&gen(
+            dir,
+            &["--prompt-ids", &ids_arg, "--max-tokens", "6", "--json"],
+        ));
+        assert_eq!(chat["prompt_tokens"], ids.len(), "{extra:?}");
+        assert_eq!(chat["ids"], direct["ids"], "{extra:?}");
+        assert_eq!(chat["text"], direct["text"], "{extra:?}");
+    }
+}
+
+#[test]
+fn chat_template_lists_raise_exception_and_missing_templates() {
+    // A list of named templates: "default" is used. Like LLaMA 2 / Gemma templates, it
+    // raises on a system message and on roles that do not alternate.
+    let llama2_like = "{% if messages[0]['role'] == 'system' %}\
+{{ raise_exception('System role not supported') }}{% endif %}\
+{% for m in messages %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}\
+{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}\
+{% endif %}{% if m['role'] == 'user' %}{{ bos_token }} w20 {{ m['content'] }} w21{% endif %}\
+{% endfor %}";
+    let tmp = with_chat_template(serde_json::json!([
+        {"name": "tool_use", "template": "w99"},
+        {"name": "default", "template": llama2_like},
+    ]));
+    let dir = tmp.path();
+    let s = summary(&gen(
+        dir,
+        &["--prompt", "w7", "--chat", "--max-tokens", "2", "--json"],
+    ));
+    let d = summary(&gen(
+        dir,
+        &["--prompt-ids", "1 20 7 21", "--max-tokens", "2", "--json"],
+    ));
+    assert_eq!(s["prompt_tokens"], 4);
+    assert_eq!(s["ids"], d["ids"]);
+
+    let o = gen(dir, &["--prompt", "w7", "--chat", "--system", "w8"]);
+    assert_clean_error(&o, 2, "System role not supported");
+    assert!(o.stdout.is_empty());
+
+    // No "default" among the named templates.
+    let tmp = with_chat_template(serde_json::json!([{"name": "rag", "template": "w9"}]));
+    let o = gen(tmp.path(), &["--prompt", "w7", "--chat"]);
+    assert_clean_error(&o, 2, "default");
+
+    // A template that does not parse.
+    let tmp = with_chat_template(Value::from("{% for m in messages %}"));
+    let o = gen(tmp.path(), &["--prompt", "w7", "--chat"]);
+    assert_clean_error(&o, 2, "chat template");
+
+    // No tokenizer_config.json, or one without chat_template.
+    let tmp = with_tokenizer();
+    let o = gen(tmp.path(), &["--prompt", "w7", "--chat"]);
+    assert_clean_error(&o, 2, "tokenizer_config.json");
+    std::fs::write(
+        tmp.path().join("tokenizer_config.json"),
+        "{\"bos_token\": \"w1\"}",
+    )
+    .unwrap();
+    let o = gen(tmp.path(), &["--prompt", "w7", "--chat"]);
+    assert_clean_error(&o, 2, "no chat_template");
+
+    // Flag combinations.
+    let o = gen(tmp.path(), &["--prompt-ids", "1 2", "--chat"]);
+    assert_clean_error(&o, 2, "cannot be used with");
+    let o = gen(tmp.path(), &["--prompt", "w7", "--system", "w8"]);
+    assert_clean_error(&o, 2, "--chat");
+}
+
+#[test]
+fn bench_reports_prefill_and_decode_for_decoders() {
+    let dir = decoder_fixture("llama_gqa");
+    let d = dir.to_str().unwrap();
+    let args = [
+        "bench",
+        "--model",
+        d,
+        "--prompt-tokens",
+        "20",
+        "--decode-tokens",
+        "8",
+        "--repeat",
+        "2",
+        "--threads",
+        "1",
+        "--json",
+    ];
+    let o = run(&mut kin(&args), "");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v: Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
+    assert_eq!(v["prompt_tokens"], 20);
+    assert_eq!(v["decode_tokens"], 8);
+    assert_eq!(v["threads"], 1);
+    assert_eq!(v["model_type"], "llama");
+    for k in ["prefill", "decode"] {
+        let f = |s: &str| v[format!("{k}_tokens_per_s_{s}")].as_f64().unwrap();
+        assert!(
+            0.0 < f("min") && f("min") <= f("median") && f("median") <= f("max"),
+            "{v}"
+        );
+    }
+    assert!(v["simd_tier"].is_string() && v["load_ms"].as_f64().is_some());
+
+    // Defaults (128 + 64) shrink to the 64-token context; explicit lengths must fit.
+    let o = run(&mut kin(&["bench", "--model", d, "--repeat", "1"]), "");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("decode tokens/s"));
+    let o = run(
+        &mut kin(&[
+            "bench",
+            "--model",
+            d,
+            "--prompt-tokens",
+            "60",
+            "--decode-tokens",
+            "10",
+        ]),
+        "",
+    );
+    assert_clean_error(&o, 2, "exceed the model's context of 64");
+
+    // Encoders still need --input.
+    let enc = fixture("roberta_tiny");
+    let o = run(&mut kin(&["bench", "--model", enc.to_str().unwrap()]), "");
+    assert_clean_error(&o, 2, "--input");
+}

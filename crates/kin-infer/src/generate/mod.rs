@@ -6,6 +6,7 @@
 //! depend on how the prompt was split. The cache is allocated once for the positions the run
 //! needs; decode steps allocate nothing.
 
+pub mod chat;
 pub mod sampling;
 pub mod stream;
 

@@ -180,7 +180,9 @@ pub fn is_decoder_dir(dir: &Path) -> bool {
 }
 
 /// Decoder `model_type` values, in the order errors list them.
-pub const SUPPORTED: &[&str] = &["llama", "mistral", "qwen2", "gpt2", "phi", "phi3", "gemma", "gemma2"];
+pub const SUPPORTED: &[&str] = &[
+    "llama", "mistral", "qwen2", "gpt2", "phi", "phi3", "gemma", "gemma2",
+];
 
 /// Per-forward scratch, kept in the [`KvCache`] and grown only when a chunk has more rows than
 /// any before it: decode steps after the prefill allocate nothing.

@@ -1,0 +1,307 @@
+//! Chat prompts: the tokenizer's `chat_template` (a Jinja template in
+//! `tokenizer_config.json`) rendered with [`minijinja`] the way transformers renders it
+//! (`trim_blocks` and `lstrip_blocks` on; `messages`, `add_generation_prompt`, `bos_token`,
+//! `eos_token` and `raise_exception` in scope), then tokenized without adding special tokens
+//! again: the template writes them itself.
+//!
+//! A few Python string and dict methods that chat templates call (`strip`, `startswith`,
+//! `items`, ...) are provided through minijinja's unknown-method hook.
+
+use crate::error::{InferError, Result};
+use minijinja::value::{Value, ValueKind};
+use minijinja::{Environment, Error, ErrorKind, State};
+use std::path::{Path, PathBuf};
+
+/// One message of a conversation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChatMessage {
+    /// "system", "user" or "assistant" (passed to the template as written).
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// A model's chat template with the special tokens it refers to.
+#[derive(Clone, Debug)]
+pub struct ChatTemplate {
+    source: String,
+    bos_token: Option<String>,
+    eos_token: Option<String>,
+    path: PathBuf,
+}
+
+/// `"<s>"` or `{"content": "<s>", ...}` (an AddedToken) as a string.
+fn token_text(v: Option<&serde_json::Value>) -> Option<String> {
+    match v? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Object(o) => o.get("content")?.as_str().map(String::from),
+        _ => None,
+    }
+}
+
+impl ChatTemplate {
+    /// Reads `dir/tokenizer_config.json`'s `chat_template`: a string, or a list of
+    /// `{"name", "template"}` objects of which the one named "default" is used.
+    pub fn load(dir: &Path) -> Result<Self> {
+        let path = dir.join("tokenizer_config.json");
+        if !path.is_file() {
+            return Err(InferError::Input(format!(
+                "--chat needs a chat template, and {} does not exist",
+                path.display()
+            )));
+        }
+        let v: serde_json::Value = crate::io::read_json(&path)?;
+        let err = |reason: String| InferError::Config {
+            path: path.clone(),
+            field: "chat_template".into(),
+            reason,
+        };
+        let source = match v.get("chat_template") {
+            None | Some(serde_json::Value::Null) => {
+                return Err(InferError::Input(format!(
+                    "{} has no chat_template: this model has no chat format (use a plain \
+                     prompt)",
+                    path.display()
+                )))
+            }
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Array(list)) => {
+                let named = |want: &str| {
+                    list.iter().find_map(|t| {
+                        (t.get("name")?.as_str()? == want)
+                            .then(|| t.get("template")?.as_str().map(String::from))
+                            .flatten()
+                    })
+                };
+                named("default").ok_or_else(|| {
+                    let names: Vec<&str> = list
+                        .iter()
+                        .filter_map(|t| t.get("name")?.as_str())
+                        .collect();
+                    err(format!(
+                        "a list of templates without one named \"default\" (found: {})",
+                        names.join(", ")
+                    ))
+                })?
+            }
+            Some(x) => {
+                return Err(err(format!(
+                    "expected a template string or a list of named templates, found {x}"
+                )))
+            }
+        };
+        Ok(ChatTemplate {
+            source,
+            bos_token: token_text(v.get("bos_token")),
+            eos_token: token_text(v.get("eos_token")),
+            path,
+        })
+    }
+
+    /// A template given directly (for tests and embedders).
+    pub fn from_source(
+        source: impl Into<String>,
+        bos_token: Option<String>,
+        eos_token: Option<String>,
+    ) -> Self {
+        ChatTemplate {
+            source: source.into(),
+            bos_token,
+            eos_token,
+            path: PathBuf::from("<chat_template>"),
+        }
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The prompt text for `messages`; with `add_generation_prompt` the template opens the
+    /// assistant's turn. A template error, or a `raise_exception(msg)` call, is an
+    /// [`InferError::Input`] naming the template's file and the message.
+    pub fn render(&self, messages: &[ChatMessage], add_generation_prompt: bool) -> Result<String> {
+        let fail = |e: Error| {
+            // `raise_exception` errors carry the template's message as their detail.
+            let msg = match (e.kind(), e.detail()) {
+                (ErrorKind::InvalidOperation, Some(d)) if d.starts_with("raise_exception: ") => {
+                    d["raise_exception: ".len()..].to_string()
+                }
+                _ => e.to_string(),
+            };
+            InferError::Input(format!("chat template of {}: {msg}", self.path.display()))
+        };
+        let mut env = Environment::new();
+        env.set_syntax(
+            minijinja::syntax::SyntaxConfig::builder()
+                .trim_blocks(true)
+                .lstrip_blocks(true)
+                .build()
+                .map_err(fail)?,
+        );
+        env.add_function(
+            "raise_exception",
+            |msg: String| -> std::result::Result<Value, Error> {
+                Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("raise_exception: {msg}"),
+                ))
+            },
+        );
+        env.set_unknown_method_callback(py_method);
+        let tmpl = env.template_from_str(&self.source).map_err(fail)?;
+        let msgs: Vec<Value> = messages
+            .iter()
+            .map(|m| {
+                Value::from(std::collections::BTreeMap::from([
+                    ("role".to_string(), Value::from(m.role.as_str())),
+                    ("content".to_string(), Value::from(m.content.as_str())),
+                ]))
+            })
+            .collect();
+        let ctx = minijinja::context! {
+            messages => msgs,
+            add_generation_prompt => add_generation_prompt,
+            bos_token => self.bos_token.clone().unwrap_or_default(),
+            eos_token => self.eos_token.clone().unwrap_or_default(),
+        };
+        tmpl.render(ctx).map_err(fail)
+    }
+}
+
+/// The Python methods chat templates use most, on strings and maps.
+fn py_method(
+    _state: &mut State,
+    value: &Value,
+    method: &str,
+    args: &[Value],
+) -> std::result::Result<Value, Error> {
+    let arg_str = |i: usize| -> std::result::Result<Option<&str>, Error> {
+        match args.get(i) {
+            None => Ok(None),
+            Some(a) if a.is_none() => Ok(None),
+            Some(a) => a.as_str().map(Some).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("{method}: expected a string argument"),
+                )
+            }),
+        }
+    };
+    if let Some(s) = value.as_str() {
+        let chars = arg_str(0)?;
+        let trim_set = |c: char| chars.map_or(c.is_whitespace(), |set| set.contains(c));
+        return Ok(match method {
+            "strip" => Value::from(s.trim_matches(trim_set)),
+            "lstrip" => Value::from(s.trim_start_matches(trim_set)),
+            "rstrip" => Value::from(s.trim_end_matches(trim_set)),
+            "startswith" => Value::from(chars.is_some_and(|p| s.starts_with(p))),
+            "endswith" => Value::from(chars.is_some_and(|p| s.ends_with(p))),
+            "upper" => Value::from(s.to_uppercase()),
+            "lower" => Value::from(s.to_lowercase()),
+            "replace" => match (arg_str(0)?, arg_str(1)?) {
+                (Some(a), Some(b)) => Value::from(s.replace(a, b)),
+                _ => return Err(Error::from(ErrorKind::MissingArgument)),
+            },
+            "split" => match chars {
+                Some(sep) => Value::from(s.split(sep).map(Value::from).collect::<Vec<_>>()),
+                None => Value::from(s.split_whitespace().map(Value::from).collect::<Vec<_>>()),
+            },
+            _ => return Err(Error::from(ErrorKind::UnknownMethod)),
+        });
+    }
+    if value.kind() == ValueKind::Map {
+        return match method {
+            "items" => Ok(Value::from(
+                value
+                    .try_iter()?
+                    .map(|k| {
+                        let v = value.get_item(&k).unwrap_or_default();
+                        Value::from(vec![k, v])
+                    })
+                    .collect::<Vec<_>>(),
+            )),
+            "keys" => Ok(Value::from(value.try_iter()?.collect::<Vec<_>>())),
+            "values" => Ok(Value::from(
+                value
+                    .try_iter()?
+                    .map(|k| value.get_item(&k).unwrap_or_default())
+                    .collect::<Vec<_>>(),
+            )),
+            "get" => {
+                let key = args.first().cloned().unwrap_or_default();
+                let v = value.get_item(&key).unwrap_or_default();
+                Ok(if v.is_undefined() {
+                    args.get(1).cloned().unwrap_or(Value::from(()))
+                } else {
+                    v
+                })
+            }
+            _ => Err(Error::from(ErrorKind::UnknownMethod)),
+        };
+    }
+    Err(Error::from(ErrorKind::UnknownMethod))
+}
+
+/// Token ids of an already rendered chat prompt: `dir/tokenizer.json` without adding special
+/// tokens (the template wrote BOS and the turn markers itself).
+pub fn encode_rendered(dir: &Path, text: &str) -> Result<Vec<u32>> {
+    let path = dir.join("tokenizer.json");
+    let tok_err = |e: String| InferError::Tokenizer {
+        reason: format!("{}: {e}", path.display()),
+    };
+    if !path.is_file() {
+        return Err(tok_err(
+            "does not exist; --chat needs the model's tokenizer.json".into(),
+        ));
+    }
+    let mut t = tokenizers::Tokenizer::from_file(&path).map_err(|e| tok_err(e.to_string()))?;
+    t.with_padding(None);
+    t.with_truncation(None)
+        .map_err(|e| tok_err(e.to_string()))?;
+    let e = t.encode(text, false).map_err(|e| tok_err(e.to_string()))?;
+    Ok(e.get_ids().to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CHATML: &str = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] | trim }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+    #[test]
+    fn chatml_renders_with_generation_prompt() {
+        let t = ChatTemplate::from_source(CHATML, None, None);
+        let msgs = [
+            ChatMessage::new("system", "Be brief."),
+            ChatMessage::new("user", "hi "),
+        ];
+        assert_eq!(
+            t.render(&msgs, true).unwrap(),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+        );
+    }
+
+    #[test]
+    fn raise_exception_and_python_methods() {
+        let src = "{% if messages[0]['role'] != 'user' %}{{ raise_exception('Conversation must start with user') }}{% endif %}{{ bos_token }}[INST] {{ messages[0]['content'].strip() }} [/INST]{{ 'x'.upper() if messages[0]['content'].startswith(' a') }}";
+        let t = ChatTemplate::from_source(src, Some("<s>".into()), Some("</s>".into()));
+        assert_eq!(
+            t.render(&[ChatMessage::new("user", " a b ")], true)
+                .unwrap(),
+            "<s>[INST] a b [/INST]X"
+        );
+        let e = t
+            .render(&[ChatMessage::new("assistant", "x")], true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("Conversation must start with user"), "{e}");
+    }
+}
