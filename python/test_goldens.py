@@ -4,10 +4,12 @@
     python -m pytest python/test_goldens.py      # or
     python python/test_goldens.py
 
-- `test_golden_format`: every golden file (tests/fixtures/*/golden.json, tests/golden/*.json)
-  follows kin-infer-golden/1 and its shapes match the model config; needs only the stdlib.
+- `test_golden_format`: every golden file (tests/fixtures/*/golden.json,
+  tests/decoder_fixtures/*/golden.json, tests/golden/*.json) follows kin-infer-golden/1 and its
+  shapes match the model config (decoder `logits`: per sequence one row of `vocab_size` per
+  input token; `generate`: `max_new_tokens` expected tokens per sequence); needs only the stdlib.
 - `test_fixtures_regenerate`: with torch/transformers/sentence-transformers importable, each
-  fixture is regenerated into a temp dir and must equal the committed one (weights bit for bit,
+  fixture (encoders under tests/fixtures/, decoders under tests/decoder_fixtures/) is regenerated into a temp dir and must equal the committed one (weights bit for bit,
   golden inputs exactly, golden numbers within 1e-6 so another CPU's float rounding passes).
   Skipped with a message when torch is absent.
 - `test_minilm_golden_regenerates`: same for tests/golden/minilm.json when the MiniLM model has
@@ -27,6 +29,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
+DECODER_FIXTURES = os.path.join(REPO, "tests", "decoder_fixtures")
 GOLDEN_DIR = os.path.join(REPO, "tests", "golden")
 MINILM = os.path.join(REPO, "models", "all-MiniLM-L6-v2")
 sys.path.insert(0, HERE)
@@ -70,7 +73,7 @@ def _is_num(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def check_golden_doc(path, doc, hidden_size=None, embedding_dim=None):
+def check_golden_doc(path, doc, hidden_size=None, embedding_dim=None, vocab_size=None):
     where = os.path.relpath(path, REPO)
     assert doc.get("format") == "kin-infer-golden/1", f"{where}: format"
     assert _is_num(doc.get("tol")) and doc["tol"] > 0, f"{where}: tol"
@@ -103,10 +106,35 @@ def check_golden_doc(path, doc, hidden_size=None, embedding_dim=None):
             e = c["expected"]
             assert e and all(_is_num(x) for x in e), tag
             assert embedding_dim is None or len(e) == embedding_dim, f"{tag}: dim {len(e)}"
+        elif c["kind"] == "logits":
+            ids, exp = c["input_ids"], c["expected"]
+            assert isinstance(ids, list) and ids and len(exp) == len(ids), f"{tag}: sequences"
+            for s, rows in zip(ids, exp):
+                assert s and all(isinstance(t, int) and not isinstance(t, bool) for t in s), tag
+                assert vocab_size is None or all(0 <= t < vocab_size for t in s), f"{tag}: id out of vocab"
+                assert len(rows) == len(s), f"{tag}: rows {len(rows)} != tokens {len(s)}"
+                for r in rows:
+                    assert vocab_size is None or len(r) == vocab_size, f"{tag}: row width {len(r)}"
+                    assert all(_is_num(x) for x in r), tag
+        elif c["kind"] == "generate":
+            ids, exp, n = c["input_ids"], c["expected_tokens"], c.get("max_new_tokens")
+            assert isinstance(n, int) and not isinstance(n, bool) and n > 0, f"{tag}: max_new_tokens"
+            assert isinstance(ids, list) and ids and len(exp) == len(ids), f"{tag}: sequences"
+            for s, new in zip(ids, exp):
+                assert s and all(isinstance(t, int) and not isinstance(t, bool) for t in s), tag
+                assert len(new) == n, f"{tag}: {len(new)} tokens != max_new_tokens {n}"
+                for t in list(s) + list(new):
+                    assert isinstance(t, int) and not isinstance(t, bool), tag
+                    assert vocab_size is None or 0 <= t < vocab_size, f"{tag}: id {t} out of vocab"
 
 
 def fixture_dirs():
     return sorted(d for d in glob.glob(os.path.join(FIXTURES, "*")) if os.path.isfile(os.path.join(d, "golden.json")))
+
+
+def decoder_fixture_dirs():
+    return sorted(d for d in glob.glob(os.path.join(DECODER_FIXTURES, "*"))
+                  if os.path.isfile(os.path.join(d, "golden.json")))
 
 
 def test_golden_format():
@@ -125,6 +153,16 @@ def test_golden_format():
                 dim = json.load(open(os.path.join(d, m["path"], "config.json")))["out_features"]
         p = os.path.join(d, "golden.json")
         check_golden_doc(p, json.load(open(p, encoding="utf-8")), hidden, dim)
+    ddirs = decoder_fixture_dirs()
+    assert ddirs, "no fixtures under tests/decoder_fixtures"
+    for d in ddirs:
+        cfg = json.load(open(os.path.join(d, "config.json")))
+        vocab = cfg["vocab_size"]
+        p = os.path.join(d, "golden.json")
+        doc = json.load(open(p, encoding="utf-8"))
+        check_golden_doc(p, doc, vocab_size=vocab)
+        kinds = {c["kind"] for c in doc["cases"]}
+        assert kinds <= {"logits", "generate"}, f"{os.path.relpath(p, REPO)}: kinds {sorted(kinds)}"
     for p in sorted(glob.glob(os.path.join(GOLDEN_DIR, "*.json"))):
         check_golden_doc(p, json.load(open(p, encoding="utf-8")))
 
@@ -158,7 +196,11 @@ def _close(a, b, path="$"):
 
 def _strip_versions(doc):
     doc = json.loads(json.dumps(doc))
-    doc.get("generator", {}).pop("versions", None)
+    # Encoder goldens nest the package versions in a "generator" object; the decoder
+    # generators write "generator" as a path string and "versions" at the top level.
+    if isinstance(doc.get("generator"), dict):
+        doc["generator"].pop("versions", None)
+    doc.pop("versions", None)
     return doc
 
 
@@ -200,6 +242,36 @@ def _compare_dirs(committed, fresh):
     return problems
 
 
+# Decoder generators: each has main(["--out", DIR]) and a FIXTURES dict keyed by fixture name;
+# they write DIR/<name>/ (config.json, model.safetensors, golden.json).
+DECODER_GENERATORS = (
+    "gen_fixtures_llama",
+    "gen_fixtures_mistral_qwen2",
+    "gen_fixtures_gpt2",
+    "gen_fixtures_phi",
+    "gen_fixtures_gemma",
+    "gen_fixtures_llama_rope",
+)
+
+
+def _fixture_names(mod):
+    fx = mod.FIXTURES
+    return list(fx) if isinstance(fx, dict) else [f["name"] for f in fx]
+
+
+@functools.lru_cache(maxsize=1)
+def _regenerated_decoder_fixtures():
+    import atexit
+    import importlib
+    import shutil
+
+    tmp = tempfile.mkdtemp(prefix="kin-decoder-fixtures-")
+    atexit.register(shutil.rmtree, tmp, True)
+    for g in DECODER_GENERATORS:
+        importlib.import_module(g).main(["--out", tmp])
+    return tmp
+
+
 @functools.lru_cache(maxsize=1)
 def _regenerated_fixtures():
     import atexit
@@ -236,6 +308,22 @@ def test_fixtures_regenerate():
             problems.append(f"{fx['name']}: not committed")
             continue
         problems += [f"{fx['name']}/{p}" for p in _compare_dirs(committed, os.path.join(fresh_root, fx["name"]))]
+
+    import importlib
+
+    fresh_dec = _regenerated_decoder_fixtures()
+    generated = set()
+    for g in DECODER_GENERATORS:
+        for name in _fixture_names(importlib.import_module(g)):
+            generated.add(name)
+            committed = os.path.join(DECODER_FIXTURES, name)
+            if not os.path.isdir(committed):
+                problems.append(f"decoder_fixtures/{name}: not committed")
+                continue
+            problems += [f"decoder_fixtures/{name}/{p}"
+                         for p in _compare_dirs(committed, os.path.join(fresh_dec, name))]
+    orphans = sorted(set(os.path.basename(d) for d in decoder_fixture_dirs()) - generated)
+    problems += [f"decoder_fixtures/{n}: committed but no generator writes it" for n in orphans]
     assert not problems, "fixtures differ from a fresh regeneration:\n  " + "\n  ".join(problems)
 
 
