@@ -48,29 +48,30 @@ const NC_MAX: usize = 512;
 /// head in the caller).
 const SERIAL_MACS: usize = 1 << 18;
 
-/// A zeroed f32 buffer whose data starts on a 64-byte boundary, so B panel loads never split
+/// A zeroed buffer whose data starts on a 64-byte boundary, so B panel loads never split
 /// cache lines (glibc malloc only guarantees 16 bytes).
-pub(crate) struct AlignedBuf {
-    v: Vec<f32>,
+pub(crate) struct AlignedBuf<T = f32> {
+    v: Vec<T>,
     off: usize,
     len: usize,
 }
 
-impl AlignedBuf {
+impl<T: Copy + Default> AlignedBuf<T> {
     pub(crate) fn zeroed(len: usize) -> Self {
-        let v = vec![0.0f32; len + 16];
-        let off = v.as_ptr().align_offset(64).min(16);
+        let pad = 64 / std::mem::size_of::<T>();
+        let v = vec![T::default(); len + pad];
+        let off = v.as_ptr().align_offset(64).min(pad);
         AlignedBuf { v, off, len }
     }
-    pub(crate) fn as_slice(&self) -> &[f32] {
+    pub(crate) fn as_slice(&self) -> &[T] {
         &self.v[self.off..self.off + self.len]
     }
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [T] {
         &mut self.v[self.off..self.off + self.len]
     }
 }
 
-impl Clone for AlignedBuf {
+impl<T: Copy + Default> Clone for AlignedBuf<T> {
     fn clone(&self) -> Self {
         // Vec::clone would lose the alignment; copy into a freshly aligned buffer.
         let mut out = AlignedBuf::zeroed(self.len);
@@ -79,19 +80,60 @@ impl Clone for AlignedBuf {
     }
 }
 
-impl std::fmt::Debug for AlignedBuf {
+impl<T> std::fmt::Debug for AlignedBuf<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "AlignedBuf({} floats)", self.len)
+        write!(
+            f,
+            "AlignedBuf({} x {})",
+            self.len,
+            std::any::type_name::<T>()
+        )
     }
 }
 
-/// Packs B (k × n, element (p, j) from `get`) into `nr`-wide zero-padded k-major panels.
-pub(crate) fn pack(
+/// The packed B panels in their storage type: f32, or raw bf16/f16 bits that the half
+/// micro-kernels widen in registers (exactly, so the products are the f32 path's bits).
+#[derive(Clone, Debug)]
+pub(crate) enum Panels {
+    F32(AlignedBuf<f32>),
+    Bf16(AlignedBuf<u16>),
+    F16(AlignedBuf<u16>),
+}
+
+/// One MR×NR micro-kernel call over half-precision B panels (`b`: kc·NR raw bf16 or f16
+/// values); otherwise the [`MicroKernel`] contract, with B widened exactly to f32.
+///
+/// # Safety
+/// As [`MicroKernel`].
+pub(crate) type HalfKernel = unsafe fn(
+    kc: usize,
+    a: *const f32,
+    b: *const u16,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    bias: *const f32,
+);
+
+/// bf16 bits to f32 (exact).
+#[inline(always)]
+pub(crate) fn bf16_to_f32(x: u16) -> f32 {
+    f32::from_bits((x as u32) << 16)
+}
+
+/// f16 bits to f32 (exact).
+#[inline(always)]
+pub(crate) fn f16_to_f32(x: u16) -> f32 {
+    half::f16::from_bits(x).to_f32()
+}
+
+/// Packs into `nr`-wide zero-padded k-major panels of any element type.
+pub(crate) fn pack_panels<T: Copy + Default>(
     nr: usize,
     k: usize,
     n: usize,
-    get: impl Fn(usize, usize) -> f32,
-) -> PackedMatrix {
+    get: impl Fn(usize, usize) -> T,
+) -> AlignedBuf<T> {
     let panels = n.div_ceil(nr);
     let mut buf = AlignedBuf::zeroed(panels * k * nr);
     let data = buf.as_mut_slice();
@@ -105,7 +147,22 @@ pub(crate) fn pack(
             }
         }
     }
-    PackedMatrix { k, n, nr, buf }
+    buf
+}
+
+/// Packs B (k × n, element (p, j) from `get`) into `nr`-wide zero-padded k-major panels.
+pub(crate) fn pack(
+    nr: usize,
+    k: usize,
+    n: usize,
+    get: impl Fn(usize, usize) -> f32,
+) -> PackedMatrix {
+    PackedMatrix {
+        k,
+        n,
+        nr,
+        buf: Panels::F32(pack_panels(nr, k, n, get)),
+    }
 }
 
 /// Stores an accumulator tile (adding the bias if non-null): the generic/NEON epilogue.
@@ -270,7 +327,11 @@ unsafe fn block(
     if scratch.len() < need {
         scratch.resize(need, 0.0);
     }
-    let bdata = b.buf.as_slice();
+    let bdata = match &b.buf {
+        Panels::F32(v) => BData::F32(v.as_slice().as_ptr()),
+        Panels::Bf16(v) => BData::Bf16(v.as_slice().as_ptr()),
+        Panels::F16(v) => BData::F16(v.as_slice().as_ptr()),
+    };
     let mut p0 = 0;
     loop {
         let kc = kcb.min(k - p0);
@@ -297,7 +358,8 @@ unsafe fn block(
         for jp in jp0..jp1 {
             let j0 = jp * nr;
             let cols = nr.min(n - j0);
-            let bpanel = bdata[jp * k * nr + p0 * nr..].as_ptr();
+            // In bounds: jp < panels, p0 < k (the buffer holds panels·k·nr values).
+            let boff = jp * k * nr + p0 * nr;
             let mut bias_pad = [0.0f32; 64];
             let bias_ptr = match bias {
                 Some(bias) if last => {
@@ -317,7 +379,7 @@ unsafe fn block(
                 unsafe {
                     let ct = c.add(i0 * ldc + j0);
                     if rows == mr && cols == nr {
-                        (ops.kernel)(kc, apanel, bpanel, ct, ldc, load, bias_ptr);
+                        bdata.call(ops, boff, kc, apanel, ct, ldc, load, bias_ptr);
                     } else {
                         // Edge tile: same kernel on a staged copy, so the same op sequence.
                         let mut tmp = [0.0f32; MAX_TILE];
@@ -328,7 +390,7 @@ unsafe fn block(
                                 }
                             }
                         }
-                        (ops.kernel)(kc, apanel, bpanel, tmp.as_mut_ptr(), nr, load, bias_ptr);
+                        bdata.call(ops, boff, kc, apanel, tmp.as_mut_ptr(), nr, load, bias_ptr);
                         for r in 0..rows {
                             for j in 0..cols {
                                 *ct.add(r * ldc + j) = tmp[r * nr + j];
@@ -341,6 +403,42 @@ unsafe fn block(
         p0 += kc;
         if last {
             break;
+        }
+    }
+}
+
+/// The packed B data of one product, by storage type.
+#[derive(Clone, Copy)]
+enum BData {
+    F32(*const f32),
+    Bf16(*const u16),
+    F16(*const u16),
+}
+
+impl BData {
+    /// Runs the tier's micro-kernel for this storage type on the panel at element `off`.
+    ///
+    /// # Safety
+    /// As [`MicroKernel`], for the panel at `off`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn call(
+        self,
+        ops: &Ops,
+        off: usize,
+        kc: usize,
+        a: *const f32,
+        c: *mut f32,
+        ldc: usize,
+        load: bool,
+        bias: *const f32,
+    ) {
+        unsafe {
+            match self {
+                BData::F32(b) => (ops.kernel)(kc, a, b.add(off), c, ldc, load, bias),
+                BData::Bf16(b) => (ops.kernel_bf16)(kc, a, b.add(off), c, ldc, load, bias),
+                BData::F16(b) => (ops.kernel_f16)(kc, a, b.add(off), c, ldc, load, bias),
+            }
         }
     }
 }

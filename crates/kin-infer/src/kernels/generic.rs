@@ -11,6 +11,8 @@ pub(crate) static OPS: Ops = Ops {
     mr: MR,
     nr: NR,
     kernel: kernel_generic,
+    kernel_bf16: kernel_half::<true>,
+    kernel_f16: kernel_half::<false>,
     sum,
     dot,
     max,
@@ -135,6 +137,48 @@ unsafe fn kernel_generic(
             for (r, row) in acc.iter_mut().enumerate() {
                 let av = *a.add(p * MR + r);
                 for (v, bv) in row.iter_mut().zip(bp) {
+                    *v = av.mul_add(*bv, *v);
+                }
+            }
+        }
+        gemm::store_tile(&acc, c, ldc, bias);
+    }
+}
+
+/// Generic micro-kernel over bf16 (`BF16`) or f16 B panels; contract in [`gemm::HalfKernel`].
+/// Each B row is widened exactly, then the same FMA sequence as [`kernel_generic`] runs.
+unsafe fn kernel_half<const BF16: bool>(
+    kc: usize,
+    a: *const f32,
+    b: *const u16,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    bias: *const f32,
+) {
+    // SAFETY: as `kernel_generic`, with kc·NR u16 values at `b`.
+    unsafe {
+        let mut acc = [[0.0f32; NR]; MR];
+        if load {
+            for (r, row) in acc.iter_mut().enumerate() {
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = *c.add(r * ldc + j);
+                }
+            }
+        }
+        for p in 0..kc {
+            let raw = std::slice::from_raw_parts(b.add(p * NR), NR);
+            let mut bp = [0.0f32; NR];
+            for (d, s) in bp.iter_mut().zip(raw) {
+                *d = if BF16 {
+                    gemm::bf16_to_f32(*s)
+                } else {
+                    gemm::f16_to_f32(*s)
+                };
+            }
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = *a.add(p * MR + r);
+                for (v, bv) in row.iter_mut().zip(&bp) {
                     *v = av.mul_add(*bv, *v);
                 }
             }

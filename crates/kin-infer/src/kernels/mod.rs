@@ -63,6 +63,7 @@ impl Tier {
             Tier::Avx2 => {
                 std::arch::is_x86_feature_detected!("avx2")
                     && std::arch::is_x86_feature_detected!("fma")
+                    && std::arch::is_x86_feature_detected!("f16c")
             }
             #[cfg(target_arch = "x86_64")]
             Tier::Avx512 => {
@@ -105,6 +106,9 @@ pub(crate) struct Ops {
     pub mr: usize,
     pub nr: usize,
     pub kernel: gemm::MicroKernel,
+    /// The same tile over bf16 / f16 B panels, widened exactly in registers.
+    pub kernel_bf16: gemm::HalfKernel,
+    pub kernel_f16: gemm::HalfKernel,
     pub sum: fn(&[f32]) -> f32,
     pub dot: fn(&[f32], &[f32]) -> f32,
     /// Canonical max (16 lanes, `a > b ? a : b`, tree16 order), -inf for an empty slice.
@@ -126,15 +130,27 @@ pub(crate) struct Ops {
     pub affine: fn(&mut [f32], f32, &[f32], &[f32]),
 }
 
+/// Storage type of a [`PackedMatrix`]'s panels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PanelFormat {
+    F32,
+    /// Raw bf16 bits, widened (exactly) inside the micro-kernel.
+    Bf16,
+    /// Raw IEEE f16 bits, widened (exactly) inside the micro-kernel.
+    F16,
+}
+
 /// A right-hand matrix B (k × n) packed once for [`Kernels::matmul`]: panels of `nr` columns
 /// (zero-padded), each k-major (`nr` values per p), 64-byte aligned. `nr` is the packing tier's
 /// micro-kernel width; a matrix packed by another tier is repacked on use (same bits, slower).
+/// The panels keep the weight's storage type ([`PanelFormat`]): a bf16/f16 matrix takes half
+/// the memory and bandwidth, and gives the same bits as the f32 packing of its widened values.
 #[derive(Clone, Debug)]
 pub struct PackedMatrix {
     k: usize,
     n: usize,
     nr: usize,
-    buf: gemm::AlignedBuf,
+    buf: gemm::Panels,
 }
 
 impl PackedMatrix {
@@ -148,11 +164,66 @@ impl PackedMatrix {
     pub fn panel_width(&self) -> usize {
         self.nr
     }
-    /// Element B[p][j].
-    pub fn get(&self, p: usize, j: usize) -> f32 {
-        assert!(p < self.k && j < self.n, "PackedMatrix::get out of range");
-        self.buf.as_slice()[(j / self.nr) * self.k * self.nr + p * self.nr + j % self.nr]
+    /// Storage type of the panels.
+    pub fn format(&self) -> PanelFormat {
+        match self.buf {
+            gemm::Panels::F32(_) => PanelFormat::F32,
+            gemm::Panels::Bf16(_) => PanelFormat::Bf16,
+            gemm::Panels::F16(_) => PanelFormat::F16,
+        }
     }
+    fn index(&self, p: usize, j: usize) -> usize {
+        assert!(p < self.k && j < self.n, "PackedMatrix::get out of range");
+        (j / self.nr) * self.k * self.nr + p * self.nr + j % self.nr
+    }
+    /// Element B[p][j] (widened to f32 for half-precision panels).
+    pub fn get(&self, p: usize, j: usize) -> f32 {
+        let i = self.index(p, j);
+        match &self.buf {
+            gemm::Panels::F32(v) => v.as_slice()[i],
+            gemm::Panels::Bf16(v) => gemm::bf16_to_f32(v.as_slice()[i]),
+            gemm::Panels::F16(v) => gemm::f16_to_f32(v.as_slice()[i]),
+        }
+    }
+    /// Raw stored bits of B[p][j] for half-precision panels.
+    fn get_bits(&self, p: usize, j: usize) -> u16 {
+        let i = self.index(p, j);
+        match &self.buf {
+            gemm::Panels::Bf16(v) | gemm::Panels::F16(v) => v.as_slice()[i],
+            gemm::Panels::F32(_) => unreachable!("get_bits on f32 panels"),
+        }
+    }
+    /// The same matrix packed with panel width `nr`, keeping the storage type.
+    fn repack(&self, nr: usize) -> PackedMatrix {
+        let (k, n) = (self.k, self.n);
+        let buf = match &self.buf {
+            gemm::Panels::F32(_) => {
+                gemm::Panels::F32(gemm::pack_panels(nr, k, n, |p, j| self.get(p, j)))
+            }
+            gemm::Panels::Bf16(_) => {
+                gemm::Panels::Bf16(gemm::pack_panels(nr, k, n, |p, j| self.get_bits(p, j)))
+            }
+            gemm::Panels::F16(_) => {
+                gemm::Panels::F16(gemm::pack_panels(nr, k, n, |p, j| self.get_bits(p, j)))
+            }
+        };
+        PackedMatrix { k, n, nr, buf }
+    }
+}
+
+fn half_packed(
+    nr: usize,
+    k: usize,
+    n: usize,
+    panels: gemm::AlignedBuf<u16>,
+    fmt: PanelFormat,
+) -> PackedMatrix {
+    let buf = match fmt {
+        PanelFormat::Bf16 => gemm::Panels::Bf16(panels),
+        PanelFormat::F16 => gemm::Panels::F16(panels),
+        PanelFormat::F32 => unreachable!("half_packed with f32"),
+    };
+    PackedMatrix { k, n, nr, buf }
 }
 
 /// The dispatch table.
@@ -239,6 +310,62 @@ impl Kernels {
         gemm::pack(self.ops.nr, k, rows.len(), |p, j| rows[j][p])
     }
 
+    /// [`Self::pack_rows`] for a bf16 weight given as raw bits: the panels stay bf16 and the
+    /// micro-kernel widens them (exactly), so `matmul` returns the bits of the f32 packing of
+    /// the widened weight with half the memory traffic.
+    pub fn pack_rows_bf16(&self, w: &[u16], n: usize, k: usize, ldw: usize) -> PackedMatrix {
+        self.pack_rows_half(w, n, k, ldw, PanelFormat::Bf16)
+    }
+
+    /// [`Self::pack_rows`] for an IEEE f16 weight given as raw bits (see [`Self::pack_rows_bf16`]).
+    pub fn pack_rows_f16(&self, w: &[u16], n: usize, k: usize, ldw: usize) -> PackedMatrix {
+        self.pack_rows_half(w, n, k, ldw, PanelFormat::F16)
+    }
+
+    /// [`Self::pack_rows_concat`] for bf16 weights given as raw bits (see [`Self::pack_rows_bf16`]).
+    pub fn pack_rows_concat_bf16(&self, parts: &[&[u16]], k: usize) -> PackedMatrix {
+        self.pack_rows_concat_half(parts, k, PanelFormat::Bf16)
+    }
+
+    /// [`Self::pack_rows_concat`] for IEEE f16 weights given as raw bits.
+    pub fn pack_rows_concat_f16(&self, parts: &[&[u16]], k: usize) -> PackedMatrix {
+        self.pack_rows_concat_half(parts, k, PanelFormat::F16)
+    }
+
+    fn pack_rows_half(
+        &self,
+        w: &[u16],
+        n: usize,
+        k: usize,
+        ldw: usize,
+        fmt: PanelFormat,
+    ) -> PackedMatrix {
+        if n > 0 && k > 0 {
+            assert!(
+                ldw >= k && w.len() >= (n - 1) * ldw + k,
+                "pack_rows: w too short"
+            );
+        }
+        let panels = gemm::pack_panels(self.ops.nr, k, n, |p, j| w[j * ldw + p]);
+        half_packed(self.ops.nr, k, n, panels, fmt)
+    }
+
+    fn pack_rows_concat_half(&self, parts: &[&[u16]], k: usize, fmt: PanelFormat) -> PackedMatrix {
+        let rows: Vec<&[u16]> = parts
+            .iter()
+            .flat_map(|p| {
+                assert!(
+                    k > 0 && p.len() % k == 0,
+                    "pack_rows_concat: part is not rows × k"
+                );
+                p.chunks_exact(k)
+            })
+            .collect();
+        let n = rows.len();
+        let panels = gemm::pack_panels(self.ops.nr, k, n, |p, j| rows[j][p]);
+        half_packed(self.ops.nr, k, n, panels, fmt)
+    }
+
     /// Packs `b` (k rows of n, row stride `ldb`) so that `matmul` computes `a · b`.
     pub fn pack_cols(&self, b: &[f32], k: usize, n: usize, ldb: usize) -> PackedMatrix {
         if n > 0 && k > 0 {
@@ -267,7 +394,7 @@ impl Kernels {
     ) {
         if b.nr != self.ops.nr {
             // Packed by another tier: same values, other panel width. Correct, not fast.
-            let re = gemm::pack(self.ops.nr, b.k, b.n, |p, j| b.get(p, j));
+            let re = b.repack(self.ops.nr);
             return gemm::matmul(self.ops, a, lda, m, &re, bias, c, ldc);
         }
         gemm::matmul(self.ops, a, lda, m, b, bias, c, ldc)

@@ -14,6 +14,8 @@ pub(crate) static OPS: Ops = Ops {
     mr: MR,
     nr: NR,
     kernel: kernel_6x16,
+    kernel_bf16: kernel_6x16_half::<true>,
+    kernel_f16: kernel_6x16_half::<false>,
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },
@@ -288,6 +290,88 @@ unsafe fn kernel_6x16(
                 vld1q_f32(bp.add(8)),
                 vld1q_f32(bp.add(12)),
             ];
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = *ap.add(r);
+                for (v, b) in row.iter_mut().zip(bv) {
+                    *v = vfmaq_n_f32(*v, b, av);
+                }
+            }
+            ap = ap.add(MR);
+            bp = bp.add(NR);
+        }
+        for (r, row) in acc.iter_mut().enumerate() {
+            for (j, v) in row.iter_mut().enumerate() {
+                if !bias.is_null() {
+                    *v = vaddq_f32(*v, vld1q_f32(bias.add(4 * j)));
+                }
+                vst1q_f32(c.add(r * ldc + 4 * j), *v);
+            }
+        }
+    }
+}
+
+/// Widens 4 bf16 values at `p` to f32, exactly (`bits << 16`).
+#[target_feature(enable = "neon")]
+#[inline]
+unsafe fn widen4_bf16(p: *const u16) -> float32x4_t {
+    unsafe { vreinterpretq_f32_u32(vshll_n_u16::<16>(vld1_u16(p))) }
+}
+
+/// Widens 4 f16 values at `p` to f32, exactly (`fcvtl`; every aarch64 CPU has it).
+#[target_feature(enable = "neon")]
+#[inline]
+unsafe fn widen4_f16(p: *const u16) -> float32x4_t {
+    unsafe {
+        let h = vld1_u16(p);
+        let out: float32x4_t;
+        std::arch::asm!(
+            "fcvtl {o:v}.4s, {i:v}.4h",
+            o = lateout(vreg) out,
+            i = in(vreg) h,
+            options(pure, nomem, nostack)
+        );
+        out
+    }
+}
+
+/// NEON micro-kernel over bf16/f16 B panels: [`kernel_6x16`] with each B row widened exactly
+/// in registers; contract in [`super::gemm::HalfKernel`].
+#[target_feature(enable = "neon")]
+unsafe fn kernel_6x16_half<const BF16: bool>(
+    kc: usize,
+    a: *const f32,
+    b: *const u16,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    bias: *const f32,
+) {
+    unsafe {
+        let mut acc = [[vdupq_n_f32(0.0); 4]; MR];
+        if load {
+            for (r, row) in acc.iter_mut().enumerate() {
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = vld1q_f32(c.add(r * ldc + 4 * j));
+                }
+            }
+        }
+        let (mut ap, mut bp) = (a, b);
+        for _ in 0..kc {
+            let bv = if BF16 {
+                [
+                    widen4_bf16(bp),
+                    widen4_bf16(bp.add(4)),
+                    widen4_bf16(bp.add(8)),
+                    widen4_bf16(bp.add(12)),
+                ]
+            } else {
+                [
+                    widen4_f16(bp),
+                    widen4_f16(bp.add(4)),
+                    widen4_f16(bp.add(8)),
+                    widen4_f16(bp.add(12)),
+                ]
+            };
             for (r, row) in acc.iter_mut().enumerate() {
                 let av = *ap.add(r);
                 for (v, b) in row.iter_mut().zip(bv) {

@@ -14,6 +14,8 @@ pub(crate) static OPS: Ops = Ops {
     mr: MR,
     nr: NR,
     kernel: kernel_6x16,
+    kernel_bf16: kernel_6x16_half::<true>,
+    kernel_f16: kernel_6x16_half::<false>,
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },
@@ -283,6 +285,67 @@ unsafe fn kernel_6x16(
         for _ in 0..kc {
             let b0 = _mm256_loadu_ps(bp);
             let b1 = _mm256_loadu_ps(bp.add(8));
+            for r in 0..MR {
+                let av = _mm256_broadcast_ss(&*ap.add(r));
+                c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
+                c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
+            }
+            ap = ap.add(MR);
+            bp = bp.add(NR);
+        }
+        if !bias.is_null() {
+            let (z0, z1) = (_mm256_loadu_ps(bias), _mm256_loadu_ps(bias.add(8)));
+            for r in 0..MR {
+                c0[r] = _mm256_add_ps(c0[r], z0);
+                c1[r] = _mm256_add_ps(c1[r], z1);
+            }
+        }
+        for r in 0..MR {
+            _mm256_storeu_ps(c.add(r * ldc), c0[r]);
+            _mm256_storeu_ps(c.add(r * ldc + 8), c1[r]);
+        }
+    }
+}
+
+/// Widens 8 bf16 (`BF16`) or f16 values at `p` to f32, exactly.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn widen8<const BF16: bool>(p: *const u16) -> __m256 {
+    unsafe {
+        let h = _mm_loadu_si128(p as *const __m128i);
+        if BF16 {
+            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
+        } else {
+            _mm256_cvtph_ps(h)
+        }
+    }
+}
+
+/// AVX2 micro-kernel over bf16/f16 B panels: [`kernel_6x16`] with each B row widened exactly
+/// in registers; contract in [`super::gemm::HalfKernel`]. The tier requires F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn kernel_6x16_half<const BF16: bool>(
+    kc: usize,
+    a: *const f32,
+    b: *const u16,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    bias: *const f32,
+) {
+    unsafe {
+        let mut c0 = [_mm256_setzero_ps(); MR];
+        let mut c1 = [_mm256_setzero_ps(); MR];
+        if load {
+            for r in 0..MR {
+                c0[r] = _mm256_loadu_ps(c.add(r * ldc));
+                c1[r] = _mm256_loadu_ps(c.add(r * ldc + 8));
+            }
+        }
+        let (mut ap, mut bp) = (a, b);
+        for _ in 0..kc {
+            let b0 = widen8::<BF16>(bp);
+            let b1 = widen8::<BF16>(bp.add(8));
             for r in 0..MR {
                 let av = _mm256_broadcast_ss(&*ap.add(r));
                 c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);

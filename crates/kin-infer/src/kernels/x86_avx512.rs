@@ -13,6 +13,8 @@ pub(crate) static OPS: Ops = Ops {
     mr: MR,
     nr: NR,
     kernel: kernel_14x32,
+    kernel_bf16: kernel_14x32_half::<true>,
+    kernel_f16: kernel_14x32_half::<false>,
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },
@@ -291,6 +293,86 @@ unsafe fn kernel_14x32(
         for _ in 0..kc {
             let b0 = _mm512_loadu_ps(bp);
             let b1 = _mm512_loadu_ps(bp.add(16));
+            for r in 0..MR {
+                let av = _mm512_set1_ps(*ap.add(r));
+                c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
+            }
+            ap = ap.add(MR);
+            bp = bp.add(NR);
+        }
+        if !bias.is_null() {
+            let (z0, z1) = (_mm512_loadu_ps(bias), _mm512_loadu_ps(bias.add(16)));
+            for r in 0..MR {
+                c0[r] = _mm512_add_ps(c0[r], z0);
+                c1[r] = _mm512_add_ps(c1[r], z1);
+            }
+        }
+        for r in 0..MR {
+            _mm512_storeu_ps(c.add(r * ldc), c0[r]);
+            _mm512_storeu_ps(c.add(r * ldc + 16), c1[r]);
+        }
+    }
+}
+
+/// Widens 16 bf16 (`BF16`) or f16 values at `p` to f32, exactly.
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+#[inline]
+unsafe fn widen16<const BF16: bool>(p: *const u16) -> __m512 {
+    unsafe {
+        let h = _mm256_loadu_si256(p as *const __m256i);
+        if BF16 {
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+        } else {
+            _mm512_cvtph_ps(h)
+        }
+    }
+}
+
+/// AVX-512 micro-kernel over bf16/f16 B panels: [`kernel_14x32`] with each B row widened
+/// exactly in registers; contract in [`super::gemm::HalfKernel`].
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn kernel_14x32_half<const BF16: bool>(
+    kc: usize,
+    a: *const f32,
+    b: *const u16,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    bias: *const f32,
+) {
+    unsafe {
+        let mut c0 = [_mm512_setzero_ps(); MR];
+        let mut c1 = [_mm512_setzero_ps(); MR];
+        if load {
+            for r in 0..MR {
+                c0[r] = _mm512_loadu_ps(c.add(r * ldc));
+                c1[r] = _mm512_loadu_ps(c.add(r * ldc + 16));
+            }
+        }
+        // bf16: one permute per 16 values puts value i in the high half of lane i and zeroes
+        // the low half (= bits << 16), keeping the FMA ports free of widening work.
+        let mut lo = [0i16; 32];
+        let mut hi = [0i16; 32];
+        for i in 0..16 {
+            lo[2 * i + 1] = i as i16;
+            hi[2 * i + 1] = (16 + i) as i16;
+        }
+        let (ilo, ihi) = (
+            _mm512_loadu_si512(lo.as_ptr() as *const _),
+            _mm512_loadu_si512(hi.as_ptr() as *const _),
+        );
+        let (mut ap, mut bp) = (a, b);
+        for _ in 0..kc {
+            let (b0, b1) = if BF16 {
+                let v = _mm512_loadu_si512(bp as *const _);
+                (
+                    _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAA_AAAA, ilo, v)),
+                    _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAA_AAAA, ihi, v)),
+                )
+            } else {
+                (widen16::<false>(bp), widen16::<false>(bp.add(16)))
+            };
             for r in 0..MR {
                 let av = _mm512_set1_ps(*ap.add(r));
                 c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);

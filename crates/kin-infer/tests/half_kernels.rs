@@ -1,0 +1,242 @@
+//! Half-precision packed weights: a bf16/f16 `PackedMatrix` keeps its storage type and the
+//! micro-kernels widen it in registers. Widening is exact, so every tier must return the bits
+//! of the generic tier's f32 packing of the widened weight (random shapes with odd tails,
+//! strides, KC blocking, bias, threads, foreign panel widths). Unsupported tiers are skipped.
+
+use kin_infer::kernels::{for_tier, Kernels, PackedMatrix, PanelFormat, Tier};
+use proptest::prelude::*;
+
+fn tiers() -> Vec<Kernels> {
+    let all: Vec<Kernels> = Tier::ALL
+        .into_iter()
+        .filter_map(|t| for_tier(t).ok())
+        .collect();
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        let names: Vec<_> = all.iter().map(|k| k.tier().name()).collect();
+        eprintln!("tiers tested: {names:?}");
+    });
+    all
+}
+
+/// Deterministic pseudo-random u64 stream (LCG).
+fn lcg(seed: u64, len: usize) -> Vec<u64> {
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..len)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            s >> 16
+        })
+        .collect()
+}
+
+fn fill(seed: u64, len: usize) -> Vec<f32> {
+    lcg(seed, len)
+        .into_iter()
+        .map(|s| ((s >> 24) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0)
+        .collect()
+}
+
+/// Random half bits: finite values of every exponent (incl. subnormals and ±0) with random
+/// mantissas; exponents are kept moderate for bf16 so products stay finite.
+fn half_bits(seed: u64, len: usize, bf16: bool) -> Vec<u16> {
+    lcg(seed, len)
+        .into_iter()
+        .map(|s| {
+            let sign = ((s & 1) as u16) << 15;
+            if bf16 {
+                // exponent 127 ± 40 (plus some subnormals/zeros), 7-bit mantissa
+                let e = match (s >> 1) % 16 {
+                    0 => 0,
+                    _ => 87 + ((s >> 5) % 80) as u16,
+                };
+                sign | (e << 7) | ((s >> 12) as u16 & 0x7f)
+            } else {
+                // any finite f16: exponent 0..=30, 10-bit mantissa
+                let e = ((s >> 1) % 31) as u16;
+                sign | (e << 10) | ((s >> 12) as u16 & 0x3ff)
+            }
+        })
+        .collect()
+}
+
+fn widen(bits: &[u16], bf16: bool) -> Vec<f32> {
+    bits.iter()
+        .map(|&b| {
+            if bf16 {
+                half::bf16::from_bits(b).to_f32()
+            } else {
+                half::f16::from_bits(b).to_f32()
+            }
+        })
+        .collect()
+}
+
+fn same(a: f32, b: f32) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+fn assert_same(what: &str, tier: Tier, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            same(*g, *w),
+            "{what}: tier {} differs at {i}: {g:e} ({:#x}) vs {w:e} ({:#x})",
+            tier.name(),
+            g.to_bits(),
+            w.to_bits()
+        );
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    kern: &Kernels,
+    a: &[f32],
+    lda: usize,
+    m: usize,
+    b: &PackedMatrix,
+    bias: Option<&[f32]>,
+    ldc: usize,
+) -> Vec<f32> {
+    let mut c = vec![f32::NAN; m.max(1) * ldc];
+    kern.matmul(a, lda, m, b, bias, &mut c, ldc);
+    c
+}
+
+fn pack_half(kern: &Kernels, w: &[u16], n: usize, k: usize, bf16: bool) -> PackedMatrix {
+    if bf16 {
+        kern.pack_rows_bf16(w, n, k, k)
+    } else {
+        kern.pack_rows_f16(w, n, k, k)
+    }
+}
+
+fn check(m: usize, k: usize, n: usize, pad: usize, seed: u64, with_bias: bool, bf16: bool) {
+    let gen = for_tier(Tier::Generic).unwrap();
+    let (lda, ldc) = (k + pad, n + pad);
+    let a = fill(seed, m * lda);
+    let wbits = half_bits(seed ^ 1, n * k, bf16);
+    let wf = widen(&wbits, bf16);
+    let bias = fill(seed ^ 2, n);
+    let bias = with_bias.then_some(&bias[..]);
+    // Reference: the existing f32 path on the widened weight, generic tier.
+    let want = run(&gen, &a, lda, m, &gen.pack_rows(&wf, n, k, k), bias, ldc);
+    let fmt = if bf16 {
+        PanelFormat::Bf16
+    } else {
+        PanelFormat::F16
+    };
+    for kern in tiers() {
+        let f32p = kern.pack_rows(&wf, n, k, k);
+        assert_eq!(f32p.format(), PanelFormat::F32);
+        let got = run(&kern, &a, lda, m, &f32p, bias, ldc);
+        assert_same("f32 packing", kern.tier(), &got, &want);
+
+        let hp = pack_half(&kern, &wbits, n, k, bf16);
+        assert_eq!(hp.format(), fmt);
+        assert_eq!((hp.k(), hp.n()), (k, n));
+        for (p, j) in [(0, 0), (k - 1, n - 1), (k / 2, n / 3)] {
+            assert_eq!(hp.get(p, j).to_bits(), wf[j * k + p].to_bits());
+        }
+        let got = run(&kern, &a, lda, m, &hp, bias, ldc);
+        assert_same("half packing", kern.tier(), &got, &want);
+
+        // Concat packing of two parts equals the single packing.
+        let split = (n / 2) * k;
+        let cat = if bf16 {
+            kern.pack_rows_concat_bf16(&[&wbits[..split], &wbits[split..]], k)
+        } else {
+            kern.pack_rows_concat_f16(&[&wbits[..split], &wbits[split..]], k)
+        };
+        let got = run(&kern, &a, lda, m, &cat, bias, ldc);
+        assert_same("half concat packing", kern.tier(), &got, &want);
+
+        // Packed by the generic tier (other panel width): repacked on use, same bits.
+        let foreign = pack_half(&gen, &wbits, n, k, bf16);
+        let got = run(&kern, &a, lda, m, &foreign, bias, ldc);
+        assert_same("half foreign packing", kern.tier(), &got, &want);
+        assert_eq!(foreign.format(), fmt);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn half_gemm_matches_f32_widened(
+        m in 1usize..40, k in 1usize..300, n in 1usize..80, pad in 0usize..3,
+        seed in any::<u64>(), with_bias in any::<bool>(), bf16 in any::<bool>(),
+    ) {
+        check(m, k, n, pad, seed, with_bias, bf16);
+    }
+
+    #[test]
+    fn half_matvec_matches_f32_widened(
+        k in 1usize..700, n in 1usize..100, seed in any::<u64>(), bf16 in any::<bool>(),
+    ) {
+        check(1, k, n, 0, seed, true, bf16);
+    }
+}
+
+#[test]
+fn half_gemm_fixed_shapes() {
+    for bf16 in [true, false] {
+        for &(m, k, n) in &[
+            (1, 1, 1),
+            (14, 256, 32),
+            (15, 257, 33),
+            (1, 513, 97),
+            (7, 33, 200),
+        ] {
+            check(m, k, n, 1, 42 + m as u64, true, bf16);
+        }
+    }
+}
+
+/// Large enough to run in parallel: threads split tiles, never k, so the bits stay.
+#[test]
+fn half_gemm_threads() {
+    let (m, k, n) = (37, 300, 150);
+    for bf16 in [true, false] {
+        let a = fill(7, m * k);
+        let wbits = half_bits(8, n * k, bf16);
+        let wf = widen(&wbits, bf16);
+        let gen = for_tier(Tier::Generic).unwrap();
+        let want = run(&gen, &a, k, m, &gen.pack_rows(&wf, n, k, k), None, n);
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            for kern in tiers() {
+                let hp = pack_half(&kern, &wbits, n, k, bf16);
+                let got = pool.install(|| run(&kern, &a, k, m, &hp, None, n));
+                assert_same("half threads", kern.tier(), &got, &want);
+            }
+        }
+    }
+}
+
+/// Every f16 bit pattern widens like `half` (the kernels' and `get`'s widening agree).
+#[test]
+fn f16_all_values_widen_exactly() {
+    let bits: Vec<u16> = (0..=u16::MAX).collect();
+    let k = 1;
+    let n = bits.len();
+    let a = [1.0f32];
+    // fma(1, x, +0.0) is x except that -0 becomes +0; NaNs compare as NaN.
+    let want: Vec<f32> = bits
+        .iter()
+        .map(|&b| 1.0f32.mul_add(half::f16::from_bits(b).to_f32(), 0.0))
+        .collect();
+    for kern in tiers() {
+        let hp = kern.pack_rows_f16(&bits, n, k, k);
+        let got = run(&kern, &a, k, 1, &hp, None, n);
+        assert_same("f16 all values", kern.tier(), &got, &want);
+    }
+}
