@@ -164,34 +164,7 @@ fn parse_case(i: usize, c: &Value) -> Result<Case, String> {
                     return Err("`pad_token_id` is not a non-negative integer".into());
                 }
             }
-            let exp = c
-                .get("expected")
-                .and_then(Value::as_array)
-                .ok_or("missing `expected` array")?;
-            if exp.len() != input_ids.len() {
-                return Err(format!(
-                    "`expected` has {} sequences, `input_ids` {}",
-                    exp.len(),
-                    input_ids.len()
-                ));
-            }
-            let expected = exp
-                .iter()
-                .enumerate()
-                .map(|(s, rows)| {
-                    let rows = rows.as_array().ok_or(format!("expected[{s}] is not an array"))?;
-                    if rows.len() != input_ids[s].len() {
-                        return Err(format!(
-                            "expected[{s}] has {} rows for {} tokens",
-                            rows.len(),
-                            input_ids[s].len()
-                        ));
-                    }
-                    rows.iter()
-                        .map(|r| floats(Some(r), &format!("expected[{s}]")))
-                        .collect::<Result<Vec<_>, String>>()
-                })
-                .collect::<Result<Vec<_>, String>>()?;
+            let expected = rows_per_token(c.get("expected"), &input_ids)?;
             CaseKind::Hidden {
                 input_ids,
                 token_type_ids,
@@ -226,34 +199,7 @@ fn parse_case(i: usize, c: &Value) -> Result<Case, String> {
         }
         "logits" => {
             let input_ids = id_rows(c.get("input_ids"), "input_ids")?;
-            let exp = c
-                .get("expected")
-                .and_then(Value::as_array)
-                .ok_or("missing `expected` array")?;
-            if exp.len() != input_ids.len() {
-                return Err(format!(
-                    "`expected` has {} sequences, `input_ids` {}",
-                    exp.len(),
-                    input_ids.len()
-                ));
-            }
-            let expected = exp
-                .iter()
-                .enumerate()
-                .map(|(s, rows)| {
-                    let rows = rows.as_array().ok_or(format!("expected[{s}] is not an array"))?;
-                    if rows.len() != input_ids[s].len() {
-                        return Err(format!(
-                            "expected[{s}] has {} rows for {} tokens",
-                            rows.len(),
-                            input_ids[s].len()
-                        ));
-                    }
-                    rows.iter()
-                        .map(|r| floats(Some(r), &format!("expected[{s}]")))
-                        .collect::<Result<Vec<_>, String>>()
-                })
-                .collect::<Result<Vec<_>, String>>()?;
+            let expected = rows_per_token(c.get("expected"), &input_ids)?;
             CaseKind::Logits {
                 input_ids,
                 expected,
@@ -286,6 +232,39 @@ fn parse_case(i: usize, c: &Value) -> Result<Case, String> {
         other => return Err(format!("unknown kind `{other}`")),
     };
     Ok(Case { name, kind })
+}
+
+/// `expected` as one array per sequence holding one row of floats per token of that
+/// sequence (the shape of `hidden` and `logits` cases).
+fn rows_per_token(v: Option<&Value>, input_ids: &[Vec<u32>]) -> Result<Vec<Vec<Vec<f64>>>, String> {
+    let exp = v
+        .and_then(Value::as_array)
+        .ok_or("missing `expected` array")?;
+    if exp.len() != input_ids.len() {
+        return Err(format!(
+            "`expected` has {} sequences, `input_ids` {}",
+            exp.len(),
+            input_ids.len()
+        ));
+    }
+    exp.iter()
+        .enumerate()
+        .map(|(s, rows)| {
+            let rows = rows
+                .as_array()
+                .ok_or(format!("expected[{s}] is not an array"))?;
+            if rows.len() != input_ids[s].len() {
+                return Err(format!(
+                    "expected[{s}] has {} rows for {} tokens",
+                    rows.len(),
+                    input_ids[s].len()
+                ));
+            }
+            rows.iter()
+                .map(|r| floats(Some(r), &format!("expected[{s}]")))
+                .collect()
+        })
+        .collect()
 }
 
 fn ids(v: Option<&Value>, what: &str) -> Result<Vec<u32>, String> {
