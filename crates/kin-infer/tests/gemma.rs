@@ -9,152 +9,33 @@
 //! bit-identical, the softcaps and window applied, the Hub spelling (no `layer_types`,
 //! `rope_theta`, `torch_dtype`) read the same way, and clear errors for bad config fields.
 
-use kin_infer::generate::{generate_greedy, KvCache};
-use kin_infer::gpu::{create_compute, GpuCompute};
-use kin_infer::kernels::Tier;
-use kin_infer::models::decoders::{load_decoder, Decoder, LogitsRows};
+mod support;
+
+use support::decoder::{
+    assert_goldens_match, assert_identical_across_threads_and_tiers,
+    assert_incremental_equals_full, bits, context_up_to_40, full_logits, load, Edited,
+};
+
+use kin_infer::gpu::create_compute;
+use kin_infer::models::decoders::load_decoder;
 use kin_infer::InferError;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 
 const FIXTURES: [&str; 2] = ["gemma_tied", "gemma2_sw"];
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/decoder_fixtures")
-        .join(name)
-}
-
-fn load(name: &str, be: &dyn GpuCompute) -> Box<dyn Decoder> {
-    load_decoder(&fixture(name), be).unwrap_or_else(|e| panic!("load {name}: {e}"))
-}
-
-fn golden(name: &str) -> Value {
-    let text = std::fs::read_to_string(fixture(name).join("golden.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-fn config(name: &str) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(fixture(name).join("config.json")).unwrap())
-        .unwrap()
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
-/// Logits of every position of `ids` in one pass over a fresh cache.
-fn full_logits(m: &dyn Decoder, be: &dyn GpuCompute, ids: &[u32]) -> Vec<f32> {
-    let mut cache = m.new_cache(ids.len()).unwrap();
-    m.forward(be, ids, &mut cache, LogitsRows::All)
-        .unwrap()
-        .to_vec()
-}
-
-fn bits(x: &[f32]) -> Vec<u32> {
-    x.iter().map(|v| v.to_bits()).collect()
-}
-
-/// A copy of fixture `name` in a temporary directory with its config edited by `edit`.
-struct Edited(PathBuf);
-
-impl Edited {
-    fn new(name: &str, tag: &str, edit: impl FnOnce(&mut Value)) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("kin-gemma-{name}-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut cfg = config(name);
-        edit(&mut cfg);
-        std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
-        let src = fixture(name);
-        std::fs::copy(src.join("model.safetensors"), dir.join("model.safetensors")).unwrap();
-        Edited(dir)
-    }
-
-    fn load(&self, be: &dyn GpuCompute) -> Box<dyn Decoder> {
-        load_decoder(&self.0, be).unwrap()
-    }
-}
-
-impl Drop for Edited {
-    fn drop(&mut self) {
-        std::fs::remove_dir_all(&self.0).ok();
-    }
-}
-
 #[test]
 fn logits_and_greedy_tokens_match_transformers() {
-    let be = create_compute(None).unwrap();
-    for name in FIXTURES {
-        let m = load(name, be.as_ref());
+    assert_goldens_match(&FIXTURES, true, |name, m| {
         assert_eq!(m.spec().model_type, name.split('_').next().unwrap());
-        let g = golden(name);
-        let tol = g["tol"].as_f64().unwrap() as f32;
-        let vocab = m.spec().vocab_size;
-        let mut worst = 0.0f32;
-        let mut generated = 0;
-        for case in g["cases"].as_array().unwrap() {
-            let cname = case["name"].as_str().unwrap();
-            let prompt = ids(&case["input_ids"][0]);
-            match case["kind"].as_str().unwrap() {
-                "logits" => {
-                    let got = full_logits(m.as_ref(), be.as_ref(), &prompt);
-                    let want: Vec<f32> = case["expected"][0]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .flat_map(|row| row.as_array().unwrap().iter())
-                        .map(|x| x.as_f64().unwrap() as f32)
-                        .collect();
-                    assert_eq!(got.len(), prompt.len() * vocab, "{name}/{cname}");
-                    assert_eq!(got.len(), want.len(), "{name}/{cname}");
-                    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                        let d = (a - b).abs();
-                        assert!(
-                            d <= tol,
-                            "{name}/{cname}: position {}, token {}: {a} vs {b}",
-                            i / vocab,
-                            i % vocab
-                        );
-                        worst = worst.max(d);
-                    }
-                }
-                "generate" => {
-                    let n = case["max_new_tokens"].as_u64().unwrap() as usize;
-                    let mut streamed = vec![];
-                    let got =
-                        generate_greedy(m.as_ref(), be.as_ref(), &prompt, n, |t| streamed.push(t))
-                            .unwrap();
-                    assert_eq!(got, ids(&case["expected_tokens"][0]), "{name}/{cname}");
-                    assert_eq!(streamed, got);
-                    generated += 1;
-                }
-                k => panic!("unexpected case kind {k}"),
-            }
-        }
-        assert!(generated > 0);
-        eprintln!("{name}: max |diff| of logits {worst:e} (tol {tol:e})");
-    }
+    });
 }
 
 /// Prefill + one token at a time (and other chunkings, some ending inside the window, some
 /// past it) give exactly the full forward pass's logits.
 #[test]
 fn incremental_decoding_past_the_window_equals_the_full_forward_bit_for_bit() {
-    let be = create_compute(None).unwrap();
-    for name in FIXTURES {
-        let m = load(name, be.as_ref());
-        let vocab = m.spec().vocab_size;
-        let n = m.spec().max_sequence_length.min(40);
-        let prompt: Vec<u32> = (0..n as u32)
-            .map(|i| (i * 37 + 11) % vocab as u32)
-            .collect();
-        let full = full_logits(m.as_ref(), be.as_ref(), &prompt);
-        for split in [
+    assert_incremental_equals_full(&FIXTURES, context_up_to_40, |n| {
+        vec![
             vec![1],
             vec![3],
             vec![5],
@@ -162,73 +43,14 @@ fn incremental_decoding_past_the_window_equals_the_full_forward_bit_for_bit() {
             vec![17, 1],
             vec![3, 20, 2],
             vec![n - 1],
-        ] {
-            let mut cache: KvCache = m.new_cache(n).unwrap();
-            let mut got = Vec::with_capacity(full.len());
-            let mut pos = 0;
-            for &len in &split {
-                got.extend_from_slice(
-                    m.forward(
-                        be.as_ref(),
-                        &prompt[pos..pos + len],
-                        &mut cache,
-                        LogitsRows::All,
-                    )
-                    .unwrap(),
-                );
-                pos += len;
-            }
-            while pos < n {
-                let last = m
-                    .forward(
-                        be.as_ref(),
-                        &prompt[pos..pos + 1],
-                        &mut cache,
-                        LogitsRows::Last,
-                    )
-                    .unwrap();
-                got.extend_from_slice(last);
-                pos += 1;
-            }
-            assert_eq!(cache.len(), n);
-            assert!(
-                bits(&got) == bits(&full),
-                "{name}: chunks {split:?} then single tokens differ from the full pass"
-            );
-        }
-    }
+        ]
+    });
 }
 
 #[test]
 fn identical_across_threads_and_tiers() {
-    for name in FIXTURES {
-        let mut reference: Option<(Vec<u32>, Vec<u32>)> = None;
-        for tier in Tier::available() {
-            let be = create_compute(Some(tier)).unwrap();
-            let m = load(name, be.as_ref());
-            let prompt: Vec<u32> = (0..23u32).map(|i| (i * 13 + 5) % 90).collect();
-            for threads in [1, 2] {
-                let pool = kin_infer::threads::build_pool(threads).unwrap();
-                let (logits, tokens) = pool.install(|| {
-                    (
-                        bits(&full_logits(m.as_ref(), be.as_ref(), &prompt)),
-                        generate_greedy(m.as_ref(), be.as_ref(), &prompt, 8, |_| {}).unwrap(),
-                    )
-                });
-                match &reference {
-                    None => reference = Some((logits, tokens)),
-                    Some((l, t)) => {
-                        assert!(
-                            &logits == l,
-                            "{name}: logits differ on {} with {threads} threads",
-                            tier.name()
-                        );
-                        assert_eq!(&tokens, t, "{name}: tokens on {}", tier.name());
-                    }
-                }
-            }
-        }
-    }
+    let prompt: Vec<u32> = (0..23u32).map(|i| (i * 13 + 5) % 90).collect();
+    assert_identical_across_threads_and_tiers(&FIXTURES, &prompt);
 }
 
 /// Each Gemma 2 feature changes the logits (the fixture would not test it otherwise), the
@@ -259,7 +81,7 @@ fn softcaps_and_window_are_applied_and_described() {
         }),
     ];
     for (tag, edit) in variants {
-        let e = Edited::new("gemma2_sw", tag, edit);
+        let e = Edited::new("gemma", "gemma2_sw", tag, edit);
         let got = full_logits(e.load(be.as_ref()).as_ref(), be.as_ref(), &prompt);
         assert!(bits(&got) != bits(&want), "{tag} changes nothing");
         if tag == "nowindow" {
@@ -283,7 +105,7 @@ fn hub_spelling_gives_the_same_model() {
     let prompt: Vec<u32> = (0..26u32).map(|i| (i * 11 + 4) % 90).collect();
     for name in FIXTURES {
         let want = full_logits(load(name, be.as_ref()).as_ref(), be.as_ref(), &prompt);
-        let hub = Edited::new(name, "hub", |c| {
+        let hub = Edited::new("gemma", name, "hub", |c| {
             let o = c.as_object_mut().unwrap();
             o.remove("layer_types");
             let rp = o.remove("rope_parameters").unwrap();
@@ -304,7 +126,7 @@ fn hub_spelling_gives_the_same_model() {
 }
 
 fn config_error(name: &str, tag: &str, edit: impl FnOnce(&mut Value)) -> InferError {
-    let dir = Edited::new(name, tag, edit);
+    let dir = Edited::new("gemma", name, tag, edit);
     let be = create_compute(None).unwrap();
     load_decoder(&dir.0, be.as_ref()).err().expect("must fail")
 }

@@ -6,252 +6,52 @@
 //! bit-identical, and clear errors for a prompt longer than the context (`n_positions`), an
 //! unknown id and bad config fields.
 
-use kin_infer::generate::{generate_greedy, KvCache};
-use kin_infer::gpu::{create_compute, GpuCompute};
-use kin_infer::kernels::Tier;
-use kin_infer::models::decoders::{load_decoder, Decoder, LogitsRows};
+mod support;
+
+use support::decoder::{
+    assert_context_errors, assert_goldens_match, assert_identical_across_threads_and_tiers,
+    assert_incremental_equals_full, assert_unknown_id_error, context_up_to_40, load,
+    load_edited_err,
+};
+
+use kin_infer::gpu::create_compute;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 
 const FIXTURES: [&str; 2] = ["gpt2_small", "gpt2_bare"];
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/decoder_fixtures")
-        .join(name)
-}
-
-fn load(name: &str, be: &dyn GpuCompute) -> Box<dyn Decoder> {
-    load_decoder(&fixture(name), be).unwrap_or_else(|e| panic!("load {name}: {e}"))
-}
-
-fn golden(name: &str) -> Value {
-    let text = std::fs::read_to_string(fixture(name).join("golden.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
-/// Logits of every position of `ids` in one pass over a fresh cache.
-fn full_logits(m: &dyn Decoder, be: &dyn GpuCompute, ids: &[u32]) -> Vec<f32> {
-    let mut cache = m.new_cache(ids.len()).unwrap();
-    m.forward(be, ids, &mut cache, LogitsRows::All)
-        .unwrap()
-        .to_vec()
-}
-
-fn bits(x: &[f32]) -> Vec<u32> {
-    x.iter().map(|v| v.to_bits()).collect()
-}
-
 #[test]
 fn logits_and_greedy_tokens_match_transformers() {
-    let be = create_compute(None).unwrap();
-    for name in FIXTURES {
-        let m = load(name, be.as_ref());
-        let g = golden(name);
-        let tol = g["tol"].as_f64().unwrap() as f32;
-        let vocab = m.spec().vocab_size;
-        let mut worst = 0.0f32;
-        let mut generated = 0;
-        for case in g["cases"].as_array().unwrap() {
-            let cname = case["name"].as_str().unwrap();
-            let prompt = ids(&case["input_ids"][0]);
-            match case["kind"].as_str().unwrap() {
-                "logits" => {
-                    let got = full_logits(m.as_ref(), be.as_ref(), &prompt);
-                    let want: Vec<f32> = case["expected"][0]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .flat_map(|row| row.as_array().unwrap().iter())
-                        .map(|x| x.as_f64().unwrap() as f32)
-                        .collect();
-                    assert_eq!(got.len(), prompt.len() * vocab, "{name}/{cname}");
-                    assert_eq!(got.len(), want.len(), "{name}/{cname}");
-                    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                        let d = (a - b).abs();
-                        assert!(
-                            d <= tol,
-                            "{name}/{cname}: position {}, token {}: {a} vs {b}",
-                            i / vocab,
-                            i % vocab
-                        );
-                        worst = worst.max(d);
-                    }
-                }
-                "generate" => {
-                    let n = case["max_new_tokens"].as_u64().unwrap() as usize;
-                    let mut streamed = vec![];
-                    let got =
-                        generate_greedy(m.as_ref(), be.as_ref(), &prompt, n, |t| streamed.push(t))
-                            .unwrap();
-                    assert_eq!(got, ids(&case["expected_tokens"][0]), "{name}/{cname}");
-                    assert_eq!(streamed, got);
-                    generated += 1;
-                }
-                k => panic!("unexpected case kind {k}"),
-            }
-        }
-        assert!(generated > 0);
-        eprintln!("{name}: max |diff| of logits {worst:e} (tol {tol:e})");
-    }
+    assert_goldens_match(&FIXTURES, true, |_, _| {});
 }
 
 /// The key decoder test: prefill + one token at a time (and other chunkings) give exactly
 /// the full forward pass's logits.
 #[test]
 fn incremental_decoding_equals_the_full_forward_bit_for_bit() {
-    let be = create_compute(None).unwrap();
-    for name in FIXTURES {
-        let m = load(name, be.as_ref());
-        let vocab = m.spec().vocab_size;
-        let n = m.spec().max_sequence_length.min(40);
-        let prompt: Vec<u32> = (0..n as u32)
-            .map(|i| (i * 37 + 11) % vocab as u32)
-            .collect();
-        let full = full_logits(m.as_ref(), be.as_ref(), &prompt);
-        for split in [vec![1], vec![5], vec![17, 1], vec![3, 20, 2], vec![n - 1]] {
-            let mut cache: KvCache = m.new_cache(n).unwrap();
-            let mut got = Vec::with_capacity(full.len());
-            let mut pos = 0;
-            for &len in &split {
-                got.extend_from_slice(
-                    m.forward(
-                        be.as_ref(),
-                        &prompt[pos..pos + len],
-                        &mut cache,
-                        LogitsRows::All,
-                    )
-                    .unwrap(),
-                );
-                pos += len;
-            }
-            while pos < n {
-                let last = m
-                    .forward(
-                        be.as_ref(),
-                        &prompt[pos..pos + 1],
-                        &mut cache,
-                        LogitsRows::Last,
-                    )
-                    .unwrap();
-                got.extend_from_slice(last);
-                pos += 1;
-            }
-            assert_eq!(cache.len(), n);
-            assert!(
-                bits(&got) == bits(&full),
-                "{name}: chunks {split:?} then single tokens differ from the full pass"
-            );
-        }
-    }
+    assert_incremental_equals_full(&FIXTURES, context_up_to_40, |n| {
+        vec![vec![1], vec![5], vec![17, 1], vec![3, 20, 2], vec![n - 1]]
+    });
 }
 
 #[test]
 fn identical_across_threads_and_tiers() {
-    for name in FIXTURES {
-        let mut reference: Option<(Vec<u32>, Vec<u32>)> = None;
-        for tier in Tier::available() {
-            let be = create_compute(Some(tier)).unwrap();
-            let m = load(name, be.as_ref());
-            let prompt: Vec<u32> = (0..23u32).map(|i| (i * 13 + 5) % 100).collect();
-            for threads in [1, 2] {
-                let pool = kin_infer::threads::build_pool(threads).unwrap();
-                let (logits, tokens) = pool.install(|| {
-                    (
-                        bits(&full_logits(m.as_ref(), be.as_ref(), &prompt)),
-                        generate_greedy(m.as_ref(), be.as_ref(), &prompt, 8, |_| {}).unwrap(),
-                    )
-                });
-                match &reference {
-                    None => reference = Some((logits, tokens)),
-                    Some((l, t)) => {
-                        assert!(
-                            &logits == l,
-                            "{name}: logits differ on {} with {threads} threads",
-                            tier.name()
-                        );
-                        assert_eq!(&tokens, t, "{name}: tokens on {}", tier.name());
-                    }
-                }
-            }
-        }
-    }
+    let prompt: Vec<u32> = (0..23u32).map(|i| (i * 13 + 5) % 100).collect();
+    assert_identical_across_threads_and_tiers(&FIXTURES, &prompt);
 }
 
 #[test]
 fn prompt_longer_than_the_context_is_a_clear_error() {
-    let be = create_compute(None).unwrap();
-    let m = load("gpt2_small", be.as_ref());
-    let ctx = m.spec().max_sequence_length;
-    let prompt = vec![5u32; ctx + 1];
-    let e = generate_greedy(m.as_ref(), be.as_ref(), &prompt, 4, |_| {})
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("context") && e.contains(&ctx.to_string()), "{e}");
-    // Prompt fits, but the new tokens would not.
-    let prompt = vec![5u32; ctx - 2];
-    let e = generate_greedy(m.as_ref(), be.as_ref(), &prompt, 4, |_| {})
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("context"), "{e}");
-    // Exactly fills the context: fine.
-    assert_eq!(
-        generate_greedy(m.as_ref(), be.as_ref(), &prompt, 3, |_| {})
-            .unwrap()
-            .len(),
-        3
-    );
-    // A cache past the context, and a chunk past the cache.
-    assert!(m.new_cache(ctx + 1).is_err());
-    let mut cache = m.new_cache(4).unwrap();
-    let e = m
-        .forward(be.as_ref(), &[1, 2, 3, 4, 5], &mut cache, LogitsRows::Last)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("capacity"), "{e}");
-    assert_eq!(
-        cache.len(),
-        0,
-        "a failed forward leaves the cache unchanged"
-    );
+    assert_context_errors("gpt2_small");
 }
 
 #[test]
 fn out_of_vocabulary_id_is_a_clear_error() {
-    let be = create_compute(None).unwrap();
-    let m = load("gpt2_bare", be.as_ref());
-    let vocab = m.spec().vocab_size as u32;
-    let e = generate_greedy(m.as_ref(), be.as_ref(), &[3, vocab, 4], 2, |_| {})
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains(&format!("token id {vocab}")) && e.contains("vocabulary"),
-        "{e}"
-    );
+    assert_unknown_id_error("gpt2_bare");
 }
 
 /// A copy of `gpt2_small` whose config.json is edited by `edit`; returns the load error.
 fn load_error(tag: &str, edit: impl FnOnce(&mut Value)) -> kin_infer::InferError {
-    let dir = std::env::temp_dir().join(format!("kin-gpt2-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = fixture("gpt2_small");
-    let mut cfg: Value =
-        serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
-    edit(&mut cfg);
-    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
-    std::fs::copy(src.join("model.safetensors"), dir.join("model.safetensors")).unwrap();
-    let be = create_compute(None).unwrap();
-    let e = load_decoder(&dir, be.as_ref()).err().expect("must fail");
-    std::fs::remove_dir_all(&dir).ok();
-    e
+    load_edited_err("gpt2", "gpt2_small", tag, edit)
 }
 
 #[test]

@@ -13,38 +13,24 @@
 //! decoding token by token rotates position `p` with those of `p + 1`: past the limit the two
 //! differ (asserted below), and transformers' `generate` (the golden) is the token-by-token one.
 
-use kin_infer::generate::{generate_greedy, KvCache};
+mod support;
+
+use support::decoder::{
+    assert_goldens_match, assert_identical_across_threads_and_tiers,
+    assert_incremental_equals_full, bits, chunked_logits, config, context_up_to_40, full_logits,
+    load, prompt, with_config,
+};
+
+use kin_infer::generate::generate_greedy;
 use kin_infer::gpu::{create_compute, GpuCompute};
-use kin_infer::kernels::Tier;
-use kin_infer::models::decoders::{load_decoder, Decoder, LogitsRows};
+use kin_infer::models::decoders::{load_decoder, Decoder};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 
 const FIXTURES: [&str; 3] = [
     "llama_rope_linear",
     "llama_rope_llama3",
     "llama_rope_dynamic",
 ];
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/decoder_fixtures")
-        .join(name)
-}
-
-fn load(name: &str, be: &dyn GpuCompute) -> Box<dyn Decoder> {
-    load_decoder(&fixture(name), be).unwrap_or_else(|e| panic!("load {name}: {e}"))
-}
-
-fn golden(name: &str) -> Value {
-    let text = std::fs::read_to_string(fixture(name).join("golden.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-fn config(name: &str) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(fixture(name).join("config.json")).unwrap())
-        .unwrap()
-}
 
 /// Loads fixture `name`'s weights with the config `cfg` (from a temporary directory).
 fn load_with(
@@ -53,135 +39,24 @@ fn load_with(
     tag: &str,
     be: &dyn GpuCompute,
 ) -> kin_infer::Result<Box<dyn Decoder>> {
-    let dir = std::env::temp_dir().join(format!(
-        "kin-llama-rope-{name}-{tag}-{}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
-    std::fs::copy(
-        fixture(name).join("model.safetensors"),
-        dir.join("model.safetensors"),
-    )
-    .unwrap();
+    let dir = with_config("llama-rope", name, &format!("{name}-{tag}"), cfg);
     let m = load_decoder(&dir, be);
     std::fs::remove_dir_all(&dir).ok();
     m
 }
 
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
-fn full_logits(m: &dyn Decoder, be: &dyn GpuCompute, ids: &[u32]) -> Vec<f32> {
-    let mut cache = m.new_cache(ids.len()).unwrap();
-    m.forward(be, ids, &mut cache, LogitsRows::All)
-        .unwrap()
-        .to_vec()
-}
-
-/// Logits of every position: the chunks `split`, then one token at a time.
-fn chunked_logits(m: &dyn Decoder, be: &dyn GpuCompute, ids: &[u32], split: &[usize]) -> Vec<f32> {
-    let n = ids.len();
-    let mut cache: KvCache = m.new_cache(n).unwrap();
-    let mut got = vec![];
-    let mut pos = 0;
-    for &len in split {
-        got.extend_from_slice(
-            m.forward(be, &ids[pos..pos + len], &mut cache, LogitsRows::All)
-                .unwrap(),
-        );
-        pos += len;
-    }
-    while pos < n {
-        got.extend_from_slice(
-            m.forward(be, &ids[pos..pos + 1], &mut cache, LogitsRows::Last)
-                .unwrap(),
-        );
-        pos += 1;
-    }
-    assert_eq!(cache.len(), n);
-    got
-}
-
-fn bits(x: &[f32]) -> Vec<u32> {
-    x.iter().map(|v| v.to_bits()).collect()
-}
-
-fn prompt(n: usize, vocab: usize) -> Vec<u32> {
-    (0..n as u32)
-        .map(|i| (i * 37 + 11) % vocab as u32)
-        .collect()
-}
-
 #[test]
 fn logits_and_greedy_tokens_match_transformers() {
-    let be = create_compute(None).unwrap();
-    for name in FIXTURES {
-        let m = load(name, be.as_ref());
-        let g = golden(name);
-        let tol = g["tol"].as_f64().unwrap() as f32;
-        let vocab = m.spec().vocab_size;
-        let (mut worst, mut generated) = (0.0f32, 0);
-        for case in g["cases"].as_array().unwrap() {
-            let cname = case["name"].as_str().unwrap();
-            let p = ids(&case["input_ids"][0]);
-            match case["kind"].as_str().unwrap() {
-                "logits" => {
-                    let got = full_logits(m.as_ref(), be.as_ref(), &p);
-                    let want: Vec<f32> = case["expected"][0]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .flat_map(|row| row.as_array().unwrap().iter())
-                        .map(|x| x.as_f64().unwrap() as f32)
-                        .collect();
-                    assert_eq!(got.len(), p.len() * vocab, "{name}/{cname}");
-                    assert_eq!(got.len(), want.len(), "{name}/{cname}");
-                    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                        let d = (a - b).abs();
-                        assert!(
-                            d <= tol,
-                            "{name}/{cname}: position {}, token {}: {a} vs {b}",
-                            i / vocab,
-                            i % vocab
-                        );
-                        worst = worst.max(d);
-                    }
-                }
-                "generate" => {
-                    let n = case["max_new_tokens"].as_u64().unwrap() as usize;
-                    let got = generate_greedy(m.as_ref(), be.as_ref(), &p, n, |_| {}).unwrap();
-                    assert_eq!(got, ids(&case["expected_tokens"][0]), "{name}/{cname}");
-                    generated += 1;
-                }
-                k => panic!("unexpected case kind {k}"),
-            }
-        }
-        assert!(generated > 0);
-        eprintln!("{name}: max |diff| of logits {worst:e} (tol {tol:e})");
-    }
+    assert_goldens_match(&FIXTURES, false, |_, _| {});
 }
 
 #[test]
 fn incremental_decoding_equals_the_full_forward_bit_for_bit() {
-    let be = create_compute(None).unwrap();
-    for name in ["llama_rope_linear", "llama_rope_llama3"] {
-        let m = load(name, be.as_ref());
-        let n = m.spec().max_sequence_length.min(40);
-        let p = prompt(n, m.spec().vocab_size);
-        let full = full_logits(m.as_ref(), be.as_ref(), &p);
-        for split in [vec![1], vec![5], vec![17, 1], vec![3, 20, 2], vec![n - 1]] {
-            assert!(
-                bits(&chunked_logits(m.as_ref(), be.as_ref(), &p, &split)) == bits(&full),
-                "{name}: chunks {split:?} then single tokens differ from the full pass"
-            );
-        }
-    }
+    assert_incremental_equals_full(
+        &["llama_rope_linear", "llama_rope_llama3"],
+        context_up_to_40,
+        |n| vec![vec![1], vec![5], vec![17, 1], vec![3, 20, 2], vec![n - 1]],
+    );
 }
 
 /// `dynamic`: within max_position_embeddings (16) every chunking equals the full pass bit for
@@ -233,35 +108,9 @@ fn dynamic_incremental_decoding_within_and_past_the_original_context() {
 
 #[test]
 fn identical_across_threads_and_tiers() {
-    for name in FIXTURES {
-        let mut reference: Option<(Vec<u32>, Vec<u32>)> = None;
-        for tier in Tier::available() {
-            let be = create_compute(Some(tier)).unwrap();
-            let m = load(name, be.as_ref());
-            // 20 + 8 tokens: past the dynamic fixture's original 16 positions.
-            let p: Vec<u32> = (0..20u32).map(|i| (i * 13 + 5) % 120).collect();
-            for threads in [1, 2] {
-                let pool = kin_infer::threads::build_pool(threads).unwrap();
-                let (logits, tokens) = pool.install(|| {
-                    (
-                        bits(&full_logits(m.as_ref(), be.as_ref(), &p)),
-                        generate_greedy(m.as_ref(), be.as_ref(), &p, 8, |_| {}).unwrap(),
-                    )
-                });
-                match &reference {
-                    None => reference = Some((logits, tokens)),
-                    Some((l, t)) => {
-                        assert!(
-                            &logits == l,
-                            "{name}: logits differ on {} with {threads} threads",
-                            tier.name()
-                        );
-                        assert_eq!(&tokens, t, "{name}: tokens on {}", tier.name());
-                    }
-                }
-            }
-        }
-    }
+    // 20 + 8 tokens: past the dynamic fixture's original 16 positions.
+    let p: Vec<u32> = (0..20u32).map(|i| (i * 13 + 5) % 120).collect();
+    assert_identical_across_threads_and_tiers(&FIXTURES, &p);
 }
 
 /// The Hub spelling (`rope_scaling` with `type` or `rope_type`, top-level `rope_theta`) and

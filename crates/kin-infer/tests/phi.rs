@@ -7,119 +7,24 @@
 //! and every SIMD tier bit-identical, the Hub config spelling equal to transformers 5.x's, and
 //! clear errors for bad config fields.
 
-use kin_infer::generate::{generate_greedy, KvCache};
-use kin_infer::gpu::{create_compute, GpuCompute};
-use kin_infer::kernels::Tier;
-use kin_infer::models::decoders::{load_decoder, Decoder, LogitsRows};
+mod support;
+
+use support::decoder::{
+    assert_goldens_match, assert_identical_across_threads_and_tiers,
+    assert_incremental_equals_full, bits, config, full_logits, golden, load, load_edited_err,
+    with_config,
+};
+
+use kin_infer::generate::generate_greedy;
+use kin_infer::gpu::create_compute;
+use kin_infer::models::decoders::{load_decoder, LogitsRows};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
 
 const FIXTURES: [&str; 2] = ["phi_partial", "phi3_longrope"];
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/decoder_fixtures")
-        .join(name)
-}
-
-fn load(name: &str, be: &dyn GpuCompute) -> Box<dyn Decoder> {
-    load_decoder(&fixture(name), be).unwrap_or_else(|e| panic!("load {name}: {e}"))
-}
-
-fn golden(name: &str) -> Value {
-    let text = std::fs::read_to_string(fixture(name).join("golden.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
-fn full_logits(m: &dyn Decoder, be: &dyn GpuCompute, ids: &[u32]) -> Vec<f32> {
-    let mut cache = m.new_cache(ids.len()).unwrap();
-    m.forward(be, ids, &mut cache, LogitsRows::All)
-        .unwrap()
-        .to_vec()
-}
-
-fn bits(x: &[f32]) -> Vec<u32> {
-    x.iter().map(|v| v.to_bits()).collect()
-}
-
-fn config(name: &str) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(fixture(name).join("config.json")).unwrap())
-        .unwrap()
-}
-
-/// A copy of fixture `name` with `cfg` as its config.json.
-fn with_config(name: &str, tag: &str, cfg: &Value) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kin-phi-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("config.json"), cfg.to_string()).unwrap();
-    std::fs::copy(
-        fixture(name).join("model.safetensors"),
-        dir.join("model.safetensors"),
-    )
-    .unwrap();
-    dir
-}
-
 #[test]
 fn logits_and_greedy_tokens_match_transformers() {
-    let be = create_compute(None).unwrap();
-    for name in FIXTURES {
-        let m = load(name, be.as_ref());
-        let g = golden(name);
-        let tol = g["tol"].as_f64().unwrap() as f32;
-        let vocab = m.spec().vocab_size;
-        let mut worst = 0.0f32;
-        let mut generated = 0;
-        for case in g["cases"].as_array().unwrap() {
-            let cname = case["name"].as_str().unwrap();
-            let prompt = ids(&case["input_ids"][0]);
-            match case["kind"].as_str().unwrap() {
-                "logits" => {
-                    let got = full_logits(m.as_ref(), be.as_ref(), &prompt);
-                    let want: Vec<f32> = case["expected"][0]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .flat_map(|row| row.as_array().unwrap().iter())
-                        .map(|x| x.as_f64().unwrap() as f32)
-                        .collect();
-                    assert_eq!(got.len(), prompt.len() * vocab, "{name}/{cname}");
-                    assert_eq!(got.len(), want.len(), "{name}/{cname}");
-                    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                        let d = (a - b).abs();
-                        assert!(
-                            d <= tol,
-                            "{name}/{cname}: position {}, token {}: {a} vs {b}",
-                            i / vocab,
-                            i % vocab
-                        );
-                        worst = worst.max(d);
-                    }
-                }
-                "generate" => {
-                    let n = case["max_new_tokens"].as_u64().unwrap() as usize;
-                    let mut streamed = vec![];
-                    let got =
-                        generate_greedy(m.as_ref(), be.as_ref(), &prompt, n, |t| streamed.push(t))
-                            .unwrap();
-                    assert_eq!(got, ids(&case["expected_tokens"][0]), "{name}/{cname}");
-                    assert_eq!(streamed, got);
-                    generated += 1;
-                }
-                k => panic!("unexpected case kind {k}"),
-            }
-        }
-        assert!(generated > 0);
-        eprintln!("{name}: max |diff| of logits {worst:e} (tol {tol:e})");
-    }
+    assert_goldens_match(&FIXTURES, true, |_, _| {});
 }
 
 /// The phi3 goldens exercise both longrope factor sets: a forward and a generation past the
@@ -169,85 +74,19 @@ fn phi3_factor_set_follows_the_cache_capacity() {
 
 #[test]
 fn incremental_decoding_equals_the_full_forward_bit_for_bit() {
-    let be = create_compute(None).unwrap();
-    for name in FIXTURES {
-        let m = load(name, be.as_ref());
-        let vocab = m.spec().vocab_size;
-        // 20 and 40 positions: within and past the phi3 fixture's original context (24, short
-        // and long factors), both past its sliding window (12).
-        for n in [20, 40] {
-            let prompt: Vec<u32> = (0..n as u32)
-                .map(|i| (i * 37 + 11) % vocab as u32)
-                .collect();
-            let full = full_logits(m.as_ref(), be.as_ref(), &prompt);
-            for split in [vec![1], vec![5], vec![17, 1], vec![3, 14, 2], vec![n - 1]] {
-                let mut cache: KvCache = m.new_cache(n).unwrap();
-                let mut got = Vec::with_capacity(full.len());
-                let mut pos = 0;
-                for &len in &split {
-                    got.extend_from_slice(
-                        m.forward(
-                            be.as_ref(),
-                            &prompt[pos..pos + len],
-                            &mut cache,
-                            LogitsRows::All,
-                        )
-                        .unwrap(),
-                    );
-                    pos += len;
-                }
-                while pos < n {
-                    let last = m
-                        .forward(
-                            be.as_ref(),
-                            &prompt[pos..pos + 1],
-                            &mut cache,
-                            LogitsRows::Last,
-                        )
-                        .unwrap();
-                    got.extend_from_slice(last);
-                    pos += 1;
-                }
-                assert_eq!(cache.len(), n);
-                assert!(
-                bits(&got) == bits(&full),
-                "{name}: {n} tokens, chunks {split:?} then single tokens differ from the full pass"
-            );
-            }
-        }
-    }
+    // 20 and 40 positions: within and past the phi3 fixture's original context (24, short
+    // and long factors), both past its sliding window (12).
+    assert_incremental_equals_full(
+        &FIXTURES,
+        |_| vec![20, 40],
+        |n| vec![vec![1], vec![5], vec![17, 1], vec![3, 14, 2], vec![n - 1]],
+    );
 }
 
 #[test]
 fn identical_across_threads_and_tiers() {
-    for name in FIXTURES {
-        let mut reference: Option<(Vec<u32>, Vec<u32>)> = None;
-        for tier in Tier::available() {
-            let be = create_compute(Some(tier)).unwrap();
-            let m = load(name, be.as_ref());
-            let prompt: Vec<u32> = (0..23u32).map(|i| (i * 13 + 5) % 90).collect();
-            for threads in [1, 2] {
-                let pool = kin_infer::threads::build_pool(threads).unwrap();
-                let (logits, tokens) = pool.install(|| {
-                    (
-                        bits(&full_logits(m.as_ref(), be.as_ref(), &prompt)),
-                        generate_greedy(m.as_ref(), be.as_ref(), &prompt, 8, |_| {}).unwrap(),
-                    )
-                });
-                match &reference {
-                    None => reference = Some((logits, tokens)),
-                    Some((l, t)) => {
-                        assert!(
-                            &logits == l,
-                            "{name}: logits differ on {} with {threads} threads",
-                            tier.name()
-                        );
-                        assert_eq!(&tokens, t, "{name}: tokens on {}", tier.name());
-                    }
-                }
-            }
-        }
-    }
+    let prompt: Vec<u32> = (0..23u32).map(|i| (i * 13 + 5) % 90).collect();
+    assert_identical_across_threads_and_tiers(&FIXTURES, &prompt);
 }
 
 /// The Hub's spelling (top-level `rope_theta` / `partial_rotary_factor`, `rope_scaling` with
@@ -273,7 +112,7 @@ fn hub_config_spelling_gives_the_same_logits() {
         }
         let dtype = cfg.as_object_mut().unwrap().remove("dtype").unwrap();
         cfg["torch_dtype"] = dtype;
-        let dir = with_config(name, "hub", &cfg);
+        let dir = with_config("phi", name, "hub", &cfg);
         let hub = load_decoder(&dir, be.as_ref()).unwrap();
         std::fs::remove_dir_all(&dir).ok();
         let m = load(name, be.as_ref());
@@ -303,13 +142,7 @@ fn spec_describes_the_layout() {
 }
 
 fn load_err(name: &str, tag: &str, edit: impl FnOnce(&mut Value)) -> kin_infer::InferError {
-    let mut cfg = config(name);
-    edit(&mut cfg);
-    let dir = with_config(name, tag, &cfg);
-    let be = create_compute(None).unwrap();
-    let e = load_decoder(&dir, be.as_ref()).err().expect("must fail");
-    std::fs::remove_dir_all(&dir).ok();
-    e
+    load_edited_err("phi", name, tag, edit)
 }
 
 #[test]

@@ -285,3 +285,4 @@ pub fn config_error_path(dir: &Path, field: &str, label: &str) -> PathBuf {
         other => panic!("{label}: expected a Config error, got {other}"),
     }
 }
+pub mod decoder;
