@@ -27,7 +27,8 @@
 //! `lm_head.weight` (only when untied).
 
 use super::{
-    causal_attention_softcap, rms_norm, AttnShape, Decoder, DecoderSpec, LogitsRows, ScratchDims,
+    causal_attention_softcap, rms_norm, rotate_qk, store_kv, token_ids, AttnShape, Decoder,
+    DecoderSpec, LogitsRows, ScratchDims,
 };
 use crate::error::{InferError, Result};
 use crate::generate::KvCache;
@@ -169,23 +170,6 @@ impl GemmaConfig {
                 vec![None; layers],
             )
         };
-        let ids = |field: &str| -> Result<Vec<u32>> {
-            match f.get(field) {
-                None | Some(Value::Null) => Ok(vec![]),
-                Some(Value::Array(a)) => a
-                    .iter()
-                    .map(|x| {
-                        x.as_u64()
-                            .map(|n| n as u32)
-                            .ok_or_else(|| f.err(field, format!("expected token ids, found {x}")))
-                    })
-                    .collect(),
-                Some(x) => x
-                    .as_u64()
-                    .map(|n| vec![n as u32])
-                    .ok_or_else(|| f.err(field, format!("expected a token id, found {x}"))),
-            }
-        };
         Ok(GemmaConfig {
             v2,
             windows,
@@ -204,8 +188,8 @@ impl GemmaConfig {
             attn_softcap,
             final_softcap,
             tied: f.bool("tie_word_embeddings", true)?,
-            eos: ids("eos_token_id")?,
-            bos: ids("bos_token_id")?.first().copied(),
+            eos: token_ids(f, "eos_token_id", true)?,
+            bos: token_ids(f, "bos_token_id", true)?.first().copied(),
             dtype: f.dtype()?,
         })
     }
@@ -513,19 +497,16 @@ impl Decoder for Gemma {
                 .qkv
                 .forward(be, &s.normed[..rows * h], rows, &mut s.qkv);
             let rotary = &self.rotary;
-            s.qkv[..rows * qkv_dim]
-                .par_chunks_mut(qkv_dim)
-                .enumerate()
-                .for_each(|(r, row)| {
-                    for head in row[..q_dim + kv_dim].chunks_exact_mut(hd) {
-                        rotary.apply(head, start + r);
-                    }
-                });
-            for (r, row) in s.qkv[..rows * qkv_dim].chunks_exact(qkv_dim).enumerate() {
-                let p = (start + r) * kv_dim;
-                kc[p..p + kv_dim].copy_from_slice(&row[q_dim..q_dim + kv_dim]);
-                vc[p..p + kv_dim].copy_from_slice(&row[q_dim + kv_dim..]);
-            }
+            rotate_qk(
+                &mut s.qkv,
+                qkv_dim,
+                q_dim + kv_dim,
+                hd,
+                rows,
+                start,
+                |head, pos| rotary.apply(head, pos),
+            );
+            store_kv(&s.qkv, q_dim, kv_dim, rows, start, kc, vc);
             causal_attention_softcap(
                 k,
                 &shape,
@@ -575,10 +556,7 @@ impl Decoder for Gemma {
         }
         cache.advance(rows);
         let s = &mut cache.scratch;
-        let (first, n) = match out_rows {
-            LogitsRows::All => (0, rows),
-            LogitsRows::Last => (rows - 1, 1),
-        };
+        let (first, n) = out_rows.span(rows);
         norm_rows(
             &s.x[first * h..(first + n) * h],
             &self.norm,

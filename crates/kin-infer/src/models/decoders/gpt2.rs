@@ -19,7 +19,9 @@
 //! `x += c_proj(attn(c_attn(ln_1(x))) ∪ cache)`, then `x += c_proj(gelu(c_fc(ln_2(x))))`;
 //! logits `= ln_f(x) · wteᵀ`.
 
-use super::{causal_attention, AttnShape, Decoder, DecoderSpec, LogitsRows, ScratchDims};
+use super::{
+    causal_attention, token_ids, AttnShape, Decoder, DecoderSpec, LogitsRows, ScratchDims,
+};
 use crate::error::{InferError, Result};
 use crate::generate::KvCache;
 use crate::gpu::GpuCompute;
@@ -91,25 +93,8 @@ impl Gpt2Config {
                     .into(),
             ));
         }
-        let ids = |field: &str| -> Result<Vec<u32>> {
-            match f.get(field) {
-                None => Ok(vec![]),
-                Some(Value::Array(a)) => a
-                    .iter()
-                    .map(|x| {
-                        x.as_u64()
-                            .map(|n| n as u32)
-                            .ok_or_else(|| f.err(field, format!("expected token ids, found {x}")))
-                    })
-                    .collect(),
-                Some(x) => x
-                    .as_u64()
-                    .map(|n| vec![n as u32])
-                    .ok_or_else(|| f.err(field, format!("expected a token id, found {x}"))),
-            }
-        };
-        let eos = ids("eos_token_id")?;
-        let bos = ids("bos_token_id")?.first().copied();
+        let eos = token_ids(f, "eos_token_id", false)?;
+        let bos = token_ids(f, "bos_token_id", false)?.first().copied();
         Ok(Gpt2Config {
             vocab,
             hidden,
@@ -356,10 +341,7 @@ impl Decoder for Gpt2 {
         }
         cache.advance(rows);
         let s = &mut cache.scratch;
-        let (first, n) = match out_rows {
-            LogitsRows::All => (0, rows),
-            LogitsRows::Last => (rows - 1, 1),
-        };
+        let (first, n) = out_rows.span(rows);
         s.normed[..n * h].copy_from_slice(&s.x[first * h..(first + n) * h]);
         self.ln_f.forward(be, &mut s.normed[..n * h]);
         self.lm_head

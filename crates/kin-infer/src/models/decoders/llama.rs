@@ -29,7 +29,10 @@
 //! `x += o(attn(rope(q), rope(k) ∪ cache, v ∪ cache))` on `rms(x)`, then
 //! `x += down(silu(gate) * up)` on `rms(x)`; logits `= lm_head(rms(x))`.
 
-use super::{causal_attention, rms_norm, AttnShape, Decoder, DecoderSpec, LogitsRows, ScratchDims};
+use super::{
+    causal_attention, common_sizes, rms_norm, rotate_qk, store_kv, token_ids, AttnShape,
+    CommonSizes, Decoder, DecoderSpec, LogitsRows, ScratchDims,
+};
 use crate::error::{InferError, Result};
 use crate::generate::KvCache;
 use crate::gpu::GpuCompute;
@@ -103,28 +106,15 @@ impl LlamaConfig {
                 ))
             }
         };
-        let hidden = f.usize("hidden_size", None)?;
-        let heads = f.usize("num_attention_heads", None)?;
-        let layers = f.usize("num_hidden_layers", None)?;
-        let intermediate = f.usize("intermediate_size", None)?;
-        let vocab = f.usize("vocab_size", None)?;
-        let kv_heads = f.usize("num_key_value_heads", Some(heads))?;
-        let max_positions = f.usize("max_position_embeddings", Some(2048))?;
-        f.check_sizes(&[
-            ("hidden_size", hidden),
-            ("num_attention_heads", heads),
-            ("num_hidden_layers", layers),
-            ("intermediate_size", intermediate),
-            ("vocab_size", vocab),
-            ("num_key_value_heads", kv_heads),
-            ("max_position_embeddings", max_positions),
-        ])?;
-        if heads % kv_heads != 0 {
-            return Err(f.err(
-                "num_key_value_heads",
-                format!("num_attention_heads {heads} is not a multiple of {kv_heads}"),
-            ));
-        }
+        let CommonSizes {
+            hidden,
+            heads,
+            layers,
+            intermediate,
+            vocab,
+            kv_heads,
+            max_positions,
+        } = common_sizes(f)?;
         let head_dim = match f.opt_usize("head_dim")? {
             Some(d) => d,
             None if hidden % heads == 0 => hidden / heads,
@@ -168,25 +158,8 @@ impl LlamaConfig {
             }
             _ => max_positions,
         };
-        let ids = |field: &str| -> Result<Vec<u32>> {
-            match f.get(field) {
-                None => Ok(vec![]),
-                Some(Value::Array(a)) => a
-                    .iter()
-                    .map(|x| {
-                        x.as_u64()
-                            .map(|n| n as u32)
-                            .ok_or_else(|| f.err(field, format!("expected token ids, found {x}")))
-                    })
-                    .collect(),
-                Some(x) => x
-                    .as_u64()
-                    .map(|n| vec![n as u32])
-                    .ok_or_else(|| f.err(field, format!("expected a token id, found {x}"))),
-            }
-        };
-        let eos = ids("eos_token_id")?;
-        let bos = ids("bos_token_id")?.first().copied();
+        let eos = token_ids(f, "eos_token_id", false)?;
+        let bos = token_ids(f, "bos_token_id", false)?.first().copied();
         Ok(LlamaConfig {
             family,
             qkv_bias: family == Family::Qwen2,
@@ -615,19 +588,16 @@ impl Decoder for Llama {
                 .qkv
                 .forward(be, &s.normed[..rows * h], rows, &mut s.qkv);
             let rotary = &rotary;
-            s.qkv[..rows * qkv_dim]
-                .par_chunks_mut(qkv_dim)
-                .enumerate()
-                .for_each(|(r, row)| {
-                    for head in row[..q_dim + kv_dim].chunks_exact_mut(hd) {
-                        rotary.apply(head, start + r);
-                    }
-                });
-            for (r, row) in s.qkv[..rows * qkv_dim].chunks_exact(qkv_dim).enumerate() {
-                let p = (start + r) * kv_dim;
-                kc[p..p + kv_dim].copy_from_slice(&row[q_dim..q_dim + kv_dim]);
-                vc[p..p + kv_dim].copy_from_slice(&row[q_dim + kv_dim..]);
-            }
+            rotate_qk(
+                &mut s.qkv,
+                qkv_dim,
+                q_dim + kv_dim,
+                hd,
+                rows,
+                start,
+                |head, pos| rotary.apply(head, pos),
+            );
+            store_kv(&s.qkv, q_dim, kv_dim, rows, start, kc, vc);
             causal_attention(
                 k,
                 &shape,
@@ -658,10 +628,7 @@ impl Decoder for Llama {
         }
         cache.advance(rows);
         let s = &mut cache.scratch;
-        let (first, n) = match out_rows {
-            LogitsRows::All => (0, rows),
-            LogitsRows::Last => (rows - 1, 1),
-        };
+        let (first, n) = out_rows.span(rows);
         s.x[first * h..(first + n) * h]
             .par_chunks(h)
             .zip(s.normed[..n * h].par_chunks_mut(h))

@@ -20,10 +20,12 @@ pub mod phi;
 use crate::error::{InferError, Result};
 use crate::generate::KvCache;
 use crate::gpu::GpuCompute;
+use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::WeightStore;
 use crate::kernels::Kernels;
 use crate::nn::ffn::FfnBuffers;
 use rayon::prelude::*;
+use serde_json::Value;
 use std::path::Path;
 
 /// What every decoder tells the generation loop and `describe`.
@@ -99,6 +101,16 @@ pub enum LogitsRows {
     All,
     /// Only the chunk's last token (all generation needs).
     Last,
+}
+
+impl LogitsRows {
+    /// The first row and the number of rows to return from a chunk of `rows` rows.
+    pub(crate) fn span(self, rows: usize) -> (usize, usize) {
+        match self {
+            LogitsRows::All => (0, rows),
+            LogitsRows::Last => (rows - 1, 1),
+        }
+    }
 }
 
 /// A causal language model.
@@ -183,6 +195,117 @@ pub fn is_decoder_dir(dir: &Path) -> bool {
 pub const SUPPORTED: &[&str] = &[
     "llama", "mistral", "qwen2", "gpt2", "phi", "phi3", "gemma", "gemma2",
 ];
+
+/// The size fields LLaMA-like configs share, read and checked in one order.
+pub(crate) struct CommonSizes {
+    pub(crate) hidden: usize,
+    pub(crate) heads: usize,
+    pub(crate) layers: usize,
+    pub(crate) intermediate: usize,
+    pub(crate) vocab: usize,
+    pub(crate) kv_heads: usize,
+    pub(crate) max_positions: usize,
+}
+
+/// Reads `hidden_size`, `num_attention_heads`, `num_hidden_layers`, `intermediate_size`,
+/// `vocab_size`, `num_key_value_heads` (default: the query heads) and
+/// `max_position_embeddings` (default 2048), checks they are positive, and that the query
+/// heads are a multiple of the kv heads.
+pub(crate) fn common_sizes(f: &ConfigFields) -> Result<CommonSizes> {
+    let hidden = f.usize("hidden_size", None)?;
+    let heads = f.usize("num_attention_heads", None)?;
+    let layers = f.usize("num_hidden_layers", None)?;
+    let intermediate = f.usize("intermediate_size", None)?;
+    let vocab = f.usize("vocab_size", None)?;
+    let kv_heads = f.usize("num_key_value_heads", Some(heads))?;
+    let max_positions = f.usize("max_position_embeddings", Some(2048))?;
+    f.check_sizes(&[
+        ("hidden_size", hidden),
+        ("num_attention_heads", heads),
+        ("num_hidden_layers", layers),
+        ("intermediate_size", intermediate),
+        ("vocab_size", vocab),
+        ("num_key_value_heads", kv_heads),
+        ("max_position_embeddings", max_positions),
+    ])?;
+    if heads % kv_heads != 0 {
+        return Err(f.err(
+            "num_key_value_heads",
+            format!("num_attention_heads {heads} is not a multiple of {kv_heads}"),
+        ));
+    }
+    Ok(CommonSizes {
+        hidden,
+        heads,
+        layers,
+        intermediate,
+        vocab,
+        kv_heads,
+        max_positions,
+    })
+}
+
+/// Token ids from `field` (`eos_token_id`, `bos_token_id`): an integer or a list; absent is
+/// empty, and so is `null` when `null_is_absent`.
+pub(crate) fn token_ids(f: &ConfigFields, field: &str, null_is_absent: bool) -> Result<Vec<u32>> {
+    match f.get(field) {
+        None => Ok(vec![]),
+        Some(Value::Null) if null_is_absent => Ok(vec![]),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|x| {
+                x.as_u64()
+                    .map(|n| n as u32)
+                    .ok_or_else(|| f.err(field, format!("expected token ids, found {x}")))
+            })
+            .collect(),
+        Some(x) => x
+            .as_u64()
+            .map(|n| vec![n as u32])
+            .ok_or_else(|| f.err(field, format!("expected a token id, found {x}"))),
+    }
+}
+
+/// Rotates the q and k heads (the first `qk_dim` features, heads of `head_dim`) of each of the
+/// `rows` rows of a fused `[q | k | v]` buffer of stride `qkv_dim`, row `r` at position
+/// `start + r`, with `rotate(head, pos)`.
+pub(crate) fn rotate_qk(
+    qkv: &mut [f32],
+    qkv_dim: usize,
+    qk_dim: usize,
+    head_dim: usize,
+    rows: usize,
+    start: usize,
+    rotate: impl Fn(&mut [f32], usize) + Sync,
+) {
+    qkv[..rows * qkv_dim]
+        .par_chunks_mut(qkv_dim)
+        .enumerate()
+        .for_each(|(r, row)| {
+            for head in row[..qk_dim].chunks_exact_mut(head_dim) {
+                rotate(head, start + r);
+            }
+        });
+}
+
+/// Copies the k and v of each of the `rows` rows of a fused `[q | k | v]` buffer (q of
+/// `q_dim`, k and v of `kv_dim`) into the layer's caches at positions `start..`.
+pub(crate) fn store_kv(
+    qkv: &[f32],
+    q_dim: usize,
+    kv_dim: usize,
+    rows: usize,
+    start: usize,
+    kc: &mut [f32],
+    vc: &mut [f32],
+) {
+    let qkv_dim = q_dim + 2 * kv_dim;
+    for (r, row) in qkv[..rows * qkv_dim].chunks_exact(qkv_dim).enumerate() {
+        let p = (start + r) * kv_dim;
+        kc[p..p + kv_dim].copy_from_slice(&row[q_dim..q_dim + kv_dim]);
+        vc[p..p + kv_dim].copy_from_slice(&row[q_dim + kv_dim..]);
+    }
+}
 
 /// Per-forward scratch, kept in the [`KvCache`] and grown only when a chunk has more rows than
 /// any before it: decode steps after the prefill allocate nothing.
