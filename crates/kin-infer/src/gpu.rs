@@ -7,7 +7,8 @@
 
 use crate::error::Result;
 use crate::io::config::Activation;
-use crate::kernels::{self, Kernels, PackedMatrix, Tier};
+use crate::io::safetensors::MatrixData;
+use crate::kernels::{self, HalfFormat, Kernels, PackedMatrix, Tier};
 use rayon::prelude::*;
 use std::sync::OnceLock;
 
@@ -63,6 +64,42 @@ pub trait GpuCompute: Send + Sync {
     /// Prepares torch `Linear` weights sharing the input width `k` (each `rows × k`) as one
     /// matrix whose outputs are the parts' rows in order, for [`GpuCompute::linear`].
     fn prepare_matrix(&self, parts: &[&[f32]], k: usize) -> DeviceMatrix;
+    /// [`GpuCompute::prepare_matrix`] over weights stored as raw bf16/f16 bits, kept in that
+    /// type where the backend can (the CPU widens them inside its micro-kernels). The default
+    /// widens to f32.
+    fn prepare_matrix_half(&self, parts: &[&[u16]], k: usize, format: HalfFormat) -> DeviceMatrix {
+        let wide: Vec<Vec<f32>> = parts
+            .iter()
+            .map(|p| p.iter().map(|b| format.widen(*b)).collect())
+            .collect();
+        let refs: Vec<&[f32]> = wide.iter().map(|v| v.as_slice()).collect();
+        self.prepare_matrix(&refs, k)
+    }
+    /// Prepares weights as loaded ([`MatrixData`]): half panels when every part is stored in
+    /// the same half type, else f32.
+    fn prepare_weights(&self, parts: &[&MatrixData], k: usize) -> DeviceMatrix {
+        let fmt = match parts.first() {
+            Some(MatrixData::Half(f, _)) => Some(*f),
+            _ => None,
+        };
+        let half: Option<Vec<&[u16]>> = fmt.and_then(|f| {
+            parts
+                .iter()
+                .map(|p| match p {
+                    MatrixData::Half(g, bits) if *g == f => Some(bits.as_slice()),
+                    _ => None,
+                })
+                .collect()
+        });
+        match (fmt, half) {
+            (Some(f), Some(bits)) => self.prepare_matrix_half(&bits, k, f),
+            _ => {
+                let wide: Vec<_> = parts.iter().map(|p| p.to_f32()).collect();
+                let refs: Vec<&[f32]> = wide.iter().map(|v| &**v).collect();
+                self.prepare_matrix(&refs, k)
+            }
+        }
+    }
     /// `out[r] = x[r] · wᵀ + bias` for `rows` rows.
     fn linear(
         &self,
@@ -134,6 +171,18 @@ impl GpuCompute for CpuCompute {
 
     fn prepare_matrix(&self, parts: &[&[f32]], k: usize) -> DeviceMatrix {
         let packed = self.k.pack_rows_concat(parts, k);
+        DeviceMatrix {
+            n: packed.n(),
+            k,
+            inner: Inner::Cpu(packed),
+        }
+    }
+
+    fn prepare_matrix_half(&self, parts: &[&[u16]], k: usize, format: HalfFormat) -> DeviceMatrix {
+        let packed = match format {
+            HalfFormat::Bf16 => self.k.pack_rows_concat_bf16(parts, k),
+            HalfFormat::F16 => self.k.pack_rows_concat_f16(parts, k),
+        };
         DeviceMatrix {
             n: packed.n(),
             k,

@@ -6,6 +6,7 @@
 //! because checkpoints saved from task heads nest the encoder under one.
 
 use crate::error::{InferError, Result};
+use crate::kernels::HalfFormat;
 use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
 use std::collections::{BTreeMap, HashMap};
@@ -68,6 +69,23 @@ impl TensorData {
                 unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<f32>(), *len) }
             }
             TensorData::Owned(v) => v,
+        }
+    }
+}
+
+/// A weight matrix as stored: f32, or raw bf16/f16 bits that stay half precision in memory
+/// and are widened inside the GEMM micro-kernels (exactly, so the products are the f32 bits).
+pub enum MatrixData {
+    F32(TensorData),
+    Half(HalfFormat, Vec<u16>),
+}
+
+impl MatrixData {
+    /// The values widened to f32 (for a backend or a matrix that needs f32).
+    pub fn to_f32(&self) -> std::borrow::Cow<'_, [f32]> {
+        match self {
+            MatrixData::F32(t) => std::borrow::Cow::Borrowed(t.as_slice()),
+            MatrixData::Half(f, bits) => bits.iter().map(|b| f.widen(*b)).collect(),
         }
     }
 }
@@ -287,6 +305,31 @@ impl WeightStore {
         Ok(TensorData::Owned(out))
     }
 
+    /// Reads a weight matrix in its storage type: BF16/F16 as raw bits (not widened), F32 as
+    /// [`WeightStore::read`] does.
+    pub fn read_matrix(&self, name: &str, expected: &[usize]) -> Result<MatrixData> {
+        let half = match self.tensors.get(name).map(|e| e.dtype) {
+            Some(Dtype::BF16) => HalfFormat::Bf16,
+            Some(Dtype::F16) => HalfFormat::F16,
+            _ => return Ok(MatrixData::F32(self.read(name, expected)?)),
+        };
+        let e = &self.tensors[name];
+        let shard = &self.shards[e.shard];
+        if e.shape != expected {
+            return Err(InferError::ShapeMismatch {
+                name: name.into(),
+                file: shard.path.clone(),
+                expected: expected.to_vec(),
+                actual: e.shape.clone(),
+            });
+        }
+        let bits = shard.map[e.start..e.end]
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect();
+        Ok(MatrixData::Half(half, bits))
+    }
+
     /// The storage dtype of the first floating tensor, for `describe`.
     pub fn storage_dtype(&self) -> Option<StorageDtype> {
         let mut names = self.names();
@@ -343,10 +386,19 @@ impl<'a> Weights<'a> {
 
     /// Reads `name` (under the resolved prefix) with the expected shape.
     pub fn get(&self, name: &str, shape: &[usize]) -> Result<TensorData> {
+        self.store.read(&self.resolve(name)?, shape)
+    }
+
+    /// Reads a weight matrix in its storage type ([`WeightStore::read_matrix`]).
+    pub fn get_matrix(&self, name: &str, shape: &[usize]) -> Result<MatrixData> {
+        self.store.read_matrix(&self.resolve(name)?, shape)
+    }
+
+    fn resolve(&self, name: &str) -> Result<String> {
         for p in &self.prefixes {
             let full = format!("{p}{name}");
             if self.store.contains(&full) {
-                return self.store.read(&full, shape);
+                return Ok(full);
             }
         }
         Err(InferError::MissingTensor {

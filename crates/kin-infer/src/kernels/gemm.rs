@@ -5,7 +5,9 @@
 //! Why results never depend on tiling, threads or m: every output element is produced by the
 //! micro-kernel accumulating p = 0, 1, …, k-1 in order with FMA, starting from 0.0; a KC block
 //! boundary stores the partial sums to C and reloads them (exact); the bias is added once,
-//! after the last block. Edge tiles run the same kernel on a zero-padded copy. Tasks are
+//! after the last block. A short last row panel runs the kernel instantiated for its row count
+//! (so decoding one row costs one row's work); a narrow last column panel runs on a staged,
+//! zero-padded copy of its tile. Tasks are
 //! (row block × column block) tiles of C; k is never split across threads, and the blocking
 //! (KC) depends on k only.
 
@@ -340,18 +342,14 @@ unsafe fn block(
         // Pack A rows of this row block, columns p0..p0+kc, into MR-row panels (rows past m
         // are zero: their results are computed and discarded).
         for ip in ip0..ip1 {
-            let panel = &mut scratch[(ip - ip0) * mr * kc..(ip - ip0 + 1) * mr * kc];
-            for r in 0..mr {
+            // A short last panel is packed `rows` wide and runs the `rows`-row kernel.
+            let rows = mr.min(m - ip * mr);
+            let panel = &mut scratch[(ip - ip0) * mr * kc..][..rows * kc];
+            for r in 0..rows {
                 let row = ip * mr + r;
-                if row < m {
-                    let src = &a[row * lda + p0..row * lda + p0 + kc];
-                    for (p, v) in src.iter().enumerate() {
-                        panel[p * mr + r] = *v;
-                    }
-                } else {
-                    for p in 0..kc {
-                        panel[p * mr + r] = 0.0;
-                    }
+                let src = &a[row * lda + p0..row * lda + p0 + kc];
+                for (p, v) in src.iter().enumerate() {
+                    panel[p * rows + r] = *v;
                 }
             }
         }
@@ -378,8 +376,8 @@ unsafe fn block(
                 let apanel = scratch[(ip - ip0) * mr * kc..].as_ptr();
                 unsafe {
                     let ct = c.add(i0 * ldc + j0);
-                    if rows == mr && cols == nr {
-                        bdata.call(ops, boff, kc, apanel, ct, ldc, load, bias_ptr);
+                    if cols == nr {
+                        bdata.call(ops, rows, boff, kc, apanel, ct, ldc, load, bias_ptr);
                     } else {
                         // Edge tile: same kernel on a staged copy, so the same op sequence.
                         let mut tmp = [0.0f32; MAX_TILE];
@@ -390,7 +388,8 @@ unsafe fn block(
                                 }
                             }
                         }
-                        bdata.call(ops, boff, kc, apanel, tmp.as_mut_ptr(), nr, load, bias_ptr);
+                        let t = tmp.as_mut_ptr();
+                        bdata.call(ops, rows, boff, kc, apanel, t, nr, load, bias_ptr);
                         for r in 0..rows {
                             for j in 0..cols {
                                 *ct.add(r * ldc + j) = tmp[r * nr + j];
@@ -416,7 +415,7 @@ enum BData {
 }
 
 impl BData {
-    /// Runs the tier's micro-kernel for this storage type on the panel at element `off`.
+    /// Runs the tier's `rows`-row micro-kernel for this storage type on the panel at `off`.
     ///
     /// # Safety
     /// As [`MicroKernel`], for the panel at `off`.
@@ -425,6 +424,7 @@ impl BData {
     unsafe fn call(
         self,
         ops: &Ops,
+        rows: usize,
         off: usize,
         kc: usize,
         a: *const f32,
@@ -435,9 +435,9 @@ impl BData {
     ) {
         unsafe {
             match self {
-                BData::F32(b) => (ops.kernel)(kc, a, b.add(off), c, ldc, load, bias),
-                BData::Bf16(b) => (ops.kernel_bf16)(kc, a, b.add(off), c, ldc, load, bias),
-                BData::F16(b) => (ops.kernel_f16)(kc, a, b.add(off), c, ldc, load, bias),
+                BData::F32(b) => ops.kernel[rows - 1](kc, a, b.add(off), c, ldc, load, bias),
+                BData::Bf16(b) => ops.kernel_bf16[rows - 1](kc, a, b.add(off), c, ldc, load, bias),
+                BData::F16(b) => ops.kernel_f16[rows - 1](kc, a, b.add(off), c, ldc, load, bias),
             }
         }
     }

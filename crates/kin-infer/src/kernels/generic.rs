@@ -10,9 +10,9 @@ use super::{gemm, tree16, tree16_max, Ops};
 pub(crate) static OPS: Ops = Ops {
     mr: MR,
     nr: NR,
-    kernel: kernel_generic,
-    kernel_bf16: kernel_half::<true>,
-    kernel_f16: kernel_half::<false>,
+    kernel: rows_table!(kernel_generic, [1, 2, 3, 4]),
+    kernel_bf16: rows_table!(kernel_half::<true>, [1, 2, 3, 4]),
+    kernel_f16: rows_table!(kernel_half::<false>, [1, 2, 3, 4]),
     sum,
     dot,
     max,
@@ -25,6 +25,7 @@ pub(crate) static OPS: Ops = Ops {
     sub_scalar,
     scale,
     add,
+    axpy,
     affine,
 };
 
@@ -99,6 +100,13 @@ pub(crate) fn add(x: &mut [f32], y: &[f32]) {
 }
 
 #[inline(always)]
+pub(crate) fn axpy(x: &mut [f32], a: f32, y: &[f32]) {
+    for (v, w) in x.iter_mut().zip(y) {
+        *v = a.mul_add(*w, *v);
+    }
+}
+
+#[inline(always)]
 pub(crate) fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
     for ((v, w), b) in x.iter_mut().zip(w).zip(b) {
         *v = (*v * s).mul_add(*w, *b);
@@ -112,7 +120,7 @@ const MR: usize = 4;
 const NR: usize = 16;
 
 /// Generic micro-kernel; contract in [`gemm::MicroKernel`].
-unsafe fn kernel_generic(
+unsafe fn kernel_generic<const R: usize>(
     kc: usize,
     a: *const f32,
     b: *const f32,
@@ -124,7 +132,7 @@ unsafe fn kernel_generic(
     // SAFETY: the driver guarantees kc·MR floats at `a`, kc·NR at `b`, an MR×NR tile at `c`
     // (row stride ldc) and NR floats at `bias` when non-null.
     unsafe {
-        let mut acc = [[0.0f32; NR]; MR];
+        let mut acc = [[0.0f32; NR]; R];
         if load {
             for (r, row) in acc.iter_mut().enumerate() {
                 for (j, v) in row.iter_mut().enumerate() {
@@ -135,7 +143,7 @@ unsafe fn kernel_generic(
         for p in 0..kc {
             let bp = std::slice::from_raw_parts(b.add(p * NR), NR);
             for (r, row) in acc.iter_mut().enumerate() {
-                let av = *a.add(p * MR + r);
+                let av = *a.add(p * R + r);
                 for (v, bv) in row.iter_mut().zip(bp) {
                     *v = av.mul_add(*bv, *v);
                 }
@@ -147,7 +155,7 @@ unsafe fn kernel_generic(
 
 /// Generic micro-kernel over bf16 (`BF16`) or f16 B panels; contract in [`gemm::HalfKernel`].
 /// Each B row is widened exactly, then the same FMA sequence as [`kernel_generic`] runs.
-unsafe fn kernel_half<const BF16: bool>(
+unsafe fn kernel_half<const BF16: bool, const R: usize>(
     kc: usize,
     a: *const f32,
     b: *const u16,
@@ -158,7 +166,7 @@ unsafe fn kernel_half<const BF16: bool>(
 ) {
     // SAFETY: as `kernel_generic`, with kc·NR u16 values at `b`.
     unsafe {
-        let mut acc = [[0.0f32; NR]; MR];
+        let mut acc = [[0.0f32; NR]; R];
         if load {
             for (r, row) in acc.iter_mut().enumerate() {
                 for (j, v) in row.iter_mut().enumerate() {
@@ -177,7 +185,7 @@ unsafe fn kernel_half<const BF16: bool>(
                 };
             }
             for (r, row) in acc.iter_mut().enumerate() {
-                let av = *a.add(p * MR + r);
+                let av = *a.add(p * R + r);
                 for (v, bv) in row.iter_mut().zip(&bp) {
                     *v = av.mul_add(*bv, *v);
                 }

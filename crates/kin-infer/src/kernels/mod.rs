@@ -15,6 +15,17 @@
 //! Composite kernels (layer_norm, softmax) are written once here from per-tier primitives, so
 //! their formula sequence cannot drift between tiers.
 
+/// A tier's micro-kernel instantiated for every row count: `rows_table!(k, [1, 2])` is
+/// `&[k::<1>, k::<2>]` (generic arguments before the row count are kept).
+macro_rules! rows_table {
+    ($f:ident, [$($r:literal),*]) => {
+        &[$($f::<$r> as _),*]
+    };
+    ($f:ident::<$g:literal>, [$($r:literal),*]) => {
+        &[$($f::<$g, $r> as _),*]
+    };
+}
+
 mod gemm;
 mod generic;
 pub mod math;
@@ -105,10 +116,13 @@ pub(crate) struct Ops {
     /// Micro-kernel register tile (rows × columns); `nr` is also the packed-B panel width.
     pub mr: usize,
     pub nr: usize,
-    pub kernel: gemm::MicroKernel,
+    /// `kernel[r - 1]` computes an r×NR tile (A panels packed r rows wide), r = 1..=mr: a
+    /// short row panel (decode's single row, a prompt's last rows) does only its own rows'
+    /// work. Every variant accumulates each output element in the same k order.
+    pub kernel: &'static [gemm::MicroKernel],
     /// The same tile over bf16 / f16 B panels, widened exactly in registers.
-    pub kernel_bf16: gemm::HalfKernel,
-    pub kernel_f16: gemm::HalfKernel,
+    pub kernel_bf16: &'static [gemm::HalfKernel],
+    pub kernel_f16: &'static [gemm::HalfKernel],
     pub sum: fn(&[f32]) -> f32,
     pub dot: fn(&[f32], &[f32]) -> f32,
     /// Canonical max (16 lanes, `a > b ? a : b`, tree16 order), -inf for an empty slice.
@@ -126,6 +140,8 @@ pub(crate) struct Ops {
     pub scale: fn(&mut [f32], f32),
     /// `x[i] += y[i]`.
     pub add: fn(&mut [f32], &[f32]),
+    /// `x[i] = fma(a, y[i], x[i])`.
+    pub axpy: fn(&mut [f32], f32, &[f32]),
     /// `x[i] = fma(x[i] * s, w[i], b[i])`.
     pub affine: fn(&mut [f32], f32, &[f32], &[f32]),
 }
@@ -138,6 +154,23 @@ pub enum PanelFormat {
     Bf16,
     /// Raw IEEE f16 bits, widened (exactly) inside the micro-kernel.
     F16,
+}
+
+/// A half-precision storage type of weights (raw 16-bit patterns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HalfFormat {
+    Bf16,
+    F16,
+}
+
+impl HalfFormat {
+    /// The exact f32 value of one stored 16-bit pattern.
+    pub fn widen(self, bits: u16) -> f32 {
+        match self {
+            HalfFormat::Bf16 => gemm::bf16_to_f32(bits),
+            HalfFormat::F16 => gemm::f16_to_f32(bits),
+        }
+    }
 }
 
 /// A right-hand matrix B (k × n) packed once for [`Kernels::matmul`]: panels of `nr` columns
@@ -477,6 +510,12 @@ impl Kernels {
     pub fn add(&self, x: &mut [f32], y: &[f32]) {
         let n = x.len().min(y.len());
         (self.ops.add)(&mut x[..n], &y[..n])
+    }
+
+    /// `x[i] = fma(a, y[i], x[i])` (one rounding per element, the same in every tier).
+    pub fn axpy(&self, x: &mut [f32], a: f32, y: &[f32]) {
+        let n = x.len().min(y.len());
+        (self.ops.axpy)(&mut x[..n], a, &y[..n])
     }
 }
 

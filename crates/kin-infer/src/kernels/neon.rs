@@ -13,9 +13,9 @@ use std::arch::aarch64::*;
 pub(crate) static OPS: Ops = Ops {
     mr: MR,
     nr: NR,
-    kernel: kernel_6x16,
-    kernel_bf16: kernel_6x16_half::<true>,
-    kernel_f16: kernel_6x16_half::<false>,
+    kernel: rows_table!(kernel_6x16, [1, 2, 3, 4, 5, 6]),
+    kernel_bf16: rows_table!(kernel_6x16_half::<true>, [1, 2, 3, 4, 5, 6]),
+    kernel_f16: rows_table!(kernel_6x16_half::<false>, [1, 2, 3, 4, 5, 6]),
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },
@@ -28,6 +28,7 @@ pub(crate) static OPS: Ops = Ops {
     sub_scalar: |x, s| unsafe { sub_scalar(x, s) },
     scale: |x, s| unsafe { scale(x, s) },
     add: |x, y| unsafe { add(x, y) },
+    axpy: |x, a, y| unsafe { axpy(x, a, y) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
@@ -161,6 +162,21 @@ unsafe fn scale(x: &mut [f32], s: f32) {
 }
 
 #[target_feature(enable = "neon")]
+unsafe fn axpy(x: &mut [f32], a: f32, y: &[f32]) {
+    let n = x.len();
+    let main = n - n % 4;
+    unsafe {
+        let av = vdupq_n_f32(a);
+        let (px, py) = (x.as_mut_ptr(), y.as_ptr());
+        for i in (0..main).step_by(4) {
+            let v = vfmaq_f32(vld1q_f32(px.add(i)), av, vld1q_f32(py.add(i)));
+            vst1q_f32(px.add(i), v);
+        }
+    }
+    generic::axpy(&mut x[main..], a, &y[main..]);
+}
+
+#[target_feature(enable = "neon")]
 unsafe fn add(x: &mut [f32], y: &[f32]) {
     let n = x.len();
     let main = n - n % 4;
@@ -264,7 +280,7 @@ const NR: usize = 16;
 
 /// NEON micro-kernel; contract in [`super::gemm::MicroKernel`].
 #[target_feature(enable = "neon")]
-unsafe fn kernel_6x16(
+unsafe fn kernel_6x16<const R: usize>(
     kc: usize,
     a: *const f32,
     b: *const f32,
@@ -274,7 +290,7 @@ unsafe fn kernel_6x16(
     bias: *const f32,
 ) {
     unsafe {
-        let mut acc = [[vdupq_n_f32(0.0); 4]; MR];
+        let mut acc = [[vdupq_n_f32(0.0); 4]; R];
         if load {
             for (r, row) in acc.iter_mut().enumerate() {
                 for (j, v) in row.iter_mut().enumerate() {
@@ -296,7 +312,7 @@ unsafe fn kernel_6x16(
                     *v = vfmaq_n_f32(*v, b, av);
                 }
             }
-            ap = ap.add(MR);
+            ap = ap.add(R);
             bp = bp.add(NR);
         }
         for (r, row) in acc.iter_mut().enumerate() {
@@ -337,7 +353,7 @@ unsafe fn widen4_f16(p: *const u16) -> float32x4_t {
 /// NEON micro-kernel over bf16/f16 B panels: [`kernel_6x16`] with each B row widened exactly
 /// in registers; contract in [`super::gemm::HalfKernel`].
 #[target_feature(enable = "neon")]
-unsafe fn kernel_6x16_half<const BF16: bool>(
+unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(
     kc: usize,
     a: *const f32,
     b: *const u16,
@@ -347,7 +363,7 @@ unsafe fn kernel_6x16_half<const BF16: bool>(
     bias: *const f32,
 ) {
     unsafe {
-        let mut acc = [[vdupq_n_f32(0.0); 4]; MR];
+        let mut acc = [[vdupq_n_f32(0.0); 4]; R];
         if load {
             for (r, row) in acc.iter_mut().enumerate() {
                 for (j, v) in row.iter_mut().enumerate() {
@@ -378,7 +394,7 @@ unsafe fn kernel_6x16_half<const BF16: bool>(
                     *v = vfmaq_n_f32(*v, b, av);
                 }
             }
-            ap = ap.add(MR);
+            ap = ap.add(R);
             bp = bp.add(NR);
         }
         for (r, row) in acc.iter_mut().enumerate() {

@@ -13,9 +13,9 @@ use std::arch::x86_64::*;
 pub(crate) static OPS: Ops = Ops {
     mr: MR,
     nr: NR,
-    kernel: kernel_6x16,
-    kernel_bf16: kernel_6x16_half::<true>,
-    kernel_f16: kernel_6x16_half::<false>,
+    kernel: rows_table!(kernel_6x16, [1, 2, 3, 4, 5, 6]),
+    kernel_bf16: rows_table!(kernel_6x16_half::<true>, [1, 2, 3, 4, 5, 6]),
+    kernel_f16: rows_table!(kernel_6x16_half::<false>, [1, 2, 3, 4, 5, 6]),
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },
@@ -28,6 +28,7 @@ pub(crate) static OPS: Ops = Ops {
     sub_scalar: |x, s| unsafe { sub_scalar(x, s) },
     scale: |x, s| unsafe { scale(x, s) },
     add: |x, y| unsafe { add(x, y) },
+    axpy: |x, a, y| unsafe { axpy(x, a, y) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
@@ -165,6 +166,21 @@ unsafe fn scale(x: &mut [f32], s: f32) {
 }
 
 #[target_feature(enable = "avx2,fma")]
+unsafe fn axpy(x: &mut [f32], a: f32, y: &[f32]) {
+    let n = x.len();
+    let main = n - n % 8;
+    unsafe {
+        let av = _mm256_set1_ps(a);
+        let (px, py) = (x.as_mut_ptr(), y.as_ptr());
+        for i in (0..main).step_by(8) {
+            let v = _mm256_fmadd_ps(av, _mm256_loadu_ps(py.add(i)), _mm256_loadu_ps(px.add(i)));
+            _mm256_storeu_ps(px.add(i), v);
+        }
+    }
+    generic::axpy(&mut x[main..], a, &y[main..]);
+}
+
+#[target_feature(enable = "avx2,fma")]
 unsafe fn add(x: &mut [f32], y: &[f32]) {
     let n = x.len();
     let main = n - n % 8;
@@ -263,7 +279,7 @@ const NR: usize = 16;
 
 /// AVX2 micro-kernel; contract in [`super::gemm::MicroKernel`].
 #[target_feature(enable = "avx2,fma")]
-unsafe fn kernel_6x16(
+unsafe fn kernel_6x16<const R: usize>(
     kc: usize,
     a: *const f32,
     b: *const f32,
@@ -273,10 +289,10 @@ unsafe fn kernel_6x16(
     bias: *const f32,
 ) {
     unsafe {
-        let mut c0 = [_mm256_setzero_ps(); MR];
-        let mut c1 = [_mm256_setzero_ps(); MR];
+        let mut c0 = [_mm256_setzero_ps(); R];
+        let mut c1 = [_mm256_setzero_ps(); R];
         if load {
-            for r in 0..MR {
+            for r in 0..R {
                 c0[r] = _mm256_loadu_ps(c.add(r * ldc));
                 c1[r] = _mm256_loadu_ps(c.add(r * ldc + 8));
             }
@@ -285,22 +301,22 @@ unsafe fn kernel_6x16(
         for _ in 0..kc {
             let b0 = _mm256_loadu_ps(bp);
             let b1 = _mm256_loadu_ps(bp.add(8));
-            for r in 0..MR {
+            for r in 0..R {
                 let av = _mm256_broadcast_ss(&*ap.add(r));
                 c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
                 c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
             }
-            ap = ap.add(MR);
+            ap = ap.add(R);
             bp = bp.add(NR);
         }
         if !bias.is_null() {
             let (z0, z1) = (_mm256_loadu_ps(bias), _mm256_loadu_ps(bias.add(8)));
-            for r in 0..MR {
+            for r in 0..R {
                 c0[r] = _mm256_add_ps(c0[r], z0);
                 c1[r] = _mm256_add_ps(c1[r], z1);
             }
         }
-        for r in 0..MR {
+        for r in 0..R {
             _mm256_storeu_ps(c.add(r * ldc), c0[r]);
             _mm256_storeu_ps(c.add(r * ldc + 8), c1[r]);
         }
@@ -324,7 +340,7 @@ unsafe fn widen8<const BF16: bool>(p: *const u16) -> __m256 {
 /// AVX2 micro-kernel over bf16/f16 B panels: [`kernel_6x16`] with each B row widened exactly
 /// in registers; contract in [`super::gemm::HalfKernel`]. The tier requires F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn kernel_6x16_half<const BF16: bool>(
+unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(
     kc: usize,
     a: *const f32,
     b: *const u16,
@@ -334,10 +350,10 @@ unsafe fn kernel_6x16_half<const BF16: bool>(
     bias: *const f32,
 ) {
     unsafe {
-        let mut c0 = [_mm256_setzero_ps(); MR];
-        let mut c1 = [_mm256_setzero_ps(); MR];
+        let mut c0 = [_mm256_setzero_ps(); R];
+        let mut c1 = [_mm256_setzero_ps(); R];
         if load {
-            for r in 0..MR {
+            for r in 0..R {
                 c0[r] = _mm256_loadu_ps(c.add(r * ldc));
                 c1[r] = _mm256_loadu_ps(c.add(r * ldc + 8));
             }
@@ -346,22 +362,22 @@ unsafe fn kernel_6x16_half<const BF16: bool>(
         for _ in 0..kc {
             let b0 = widen8::<BF16>(bp);
             let b1 = widen8::<BF16>(bp.add(8));
-            for r in 0..MR {
+            for r in 0..R {
                 let av = _mm256_broadcast_ss(&*ap.add(r));
                 c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
                 c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
             }
-            ap = ap.add(MR);
+            ap = ap.add(R);
             bp = bp.add(NR);
         }
         if !bias.is_null() {
             let (z0, z1) = (_mm256_loadu_ps(bias), _mm256_loadu_ps(bias.add(8)));
-            for r in 0..MR {
+            for r in 0..R {
                 c0[r] = _mm256_add_ps(c0[r], z0);
                 c1[r] = _mm256_add_ps(c1[r], z1);
             }
         }
-        for r in 0..MR {
+        for r in 0..R {
             _mm256_storeu_ps(c.add(r * ldc), c0[r]);
             _mm256_storeu_ps(c.add(r * ldc + 8), c1[r]);
         }

@@ -12,9 +12,18 @@ use std::arch::x86_64::*;
 pub(crate) static OPS: Ops = Ops {
     mr: MR,
     nr: NR,
-    kernel: kernel_14x32,
-    kernel_bf16: kernel_14x32_half::<true>,
-    kernel_f16: kernel_14x32_half::<false>,
+    kernel: rows_table!(
+        kernel_14x32,
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    ),
+    kernel_bf16: rows_table!(
+        kernel_14x32_half::<true>,
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    ),
+    kernel_f16: rows_table!(
+        kernel_14x32_half::<false>,
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+    ),
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },
@@ -27,6 +36,7 @@ pub(crate) static OPS: Ops = Ops {
     sub_scalar: |x, s| unsafe { sub_scalar(x, s) },
     scale: |x, s| unsafe { scale(x, s) },
     add: |x, y| unsafe { add(x, y) },
+    axpy: |x, a, y| unsafe { axpy(x, a, y) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
@@ -180,6 +190,21 @@ unsafe fn scale(x: &mut [f32], s: f32) {
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn axpy(x: &mut [f32], a: f32, y: &[f32]) {
+    let n = x.len();
+    let main = n - n % 16;
+    unsafe {
+        let av = _mm512_set1_ps(a);
+        let (px, py) = (x.as_mut_ptr(), y.as_ptr());
+        for i in (0..main).step_by(16) {
+            let v = _mm512_fmadd_ps(av, _mm512_loadu_ps(py.add(i)), _mm512_loadu_ps(px.add(i)));
+            _mm512_storeu_ps(px.add(i), v);
+        }
+    }
+    generic::axpy(&mut x[main..], a, &y[main..]);
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn add(x: &mut [f32], y: &[f32]) {
     let n = x.len();
     let main = n - n % 16;
@@ -271,7 +296,7 @@ const NR: usize = 32;
 
 /// AVX-512 micro-kernel; contract in [`super::gemm::MicroKernel`].
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn kernel_14x32(
+unsafe fn kernel_14x32<const R: usize>(
     kc: usize,
     a: *const f32,
     b: *const f32,
@@ -281,10 +306,10 @@ unsafe fn kernel_14x32(
     bias: *const f32,
 ) {
     unsafe {
-        let mut c0 = [_mm512_setzero_ps(); MR];
-        let mut c1 = [_mm512_setzero_ps(); MR];
+        let mut c0 = [_mm512_setzero_ps(); R];
+        let mut c1 = [_mm512_setzero_ps(); R];
         if load {
-            for r in 0..MR {
+            for r in 0..R {
                 c0[r] = _mm512_loadu_ps(c.add(r * ldc));
                 c1[r] = _mm512_loadu_ps(c.add(r * ldc + 16));
             }
@@ -293,22 +318,22 @@ unsafe fn kernel_14x32(
         for _ in 0..kc {
             let b0 = _mm512_loadu_ps(bp);
             let b1 = _mm512_loadu_ps(bp.add(16));
-            for r in 0..MR {
+            for r in 0..R {
                 let av = _mm512_set1_ps(*ap.add(r));
                 c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
                 c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
             }
-            ap = ap.add(MR);
+            ap = ap.add(R);
             bp = bp.add(NR);
         }
         if !bias.is_null() {
             let (z0, z1) = (_mm512_loadu_ps(bias), _mm512_loadu_ps(bias.add(16)));
-            for r in 0..MR {
+            for r in 0..R {
                 c0[r] = _mm512_add_ps(c0[r], z0);
                 c1[r] = _mm512_add_ps(c1[r], z1);
             }
         }
-        for r in 0..MR {
+        for r in 0..R {
             _mm512_storeu_ps(c.add(r * ldc), c0[r]);
             _mm512_storeu_ps(c.add(r * ldc + 16), c1[r]);
         }
@@ -332,7 +357,7 @@ unsafe fn widen16<const BF16: bool>(p: *const u16) -> __m512 {
 /// AVX-512 micro-kernel over bf16/f16 B panels: [`kernel_14x32`] with each B row widened
 /// exactly in registers; contract in [`super::gemm::HalfKernel`].
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn kernel_14x32_half<const BF16: bool>(
+unsafe fn kernel_14x32_half<const BF16: bool, const R: usize>(
     kc: usize,
     a: *const f32,
     b: *const u16,
@@ -342,10 +367,10 @@ unsafe fn kernel_14x32_half<const BF16: bool>(
     bias: *const f32,
 ) {
     unsafe {
-        let mut c0 = [_mm512_setzero_ps(); MR];
-        let mut c1 = [_mm512_setzero_ps(); MR];
+        let mut c0 = [_mm512_setzero_ps(); R];
+        let mut c1 = [_mm512_setzero_ps(); R];
         if load {
-            for r in 0..MR {
+            for r in 0..R {
                 c0[r] = _mm512_loadu_ps(c.add(r * ldc));
                 c1[r] = _mm512_loadu_ps(c.add(r * ldc + 16));
             }
@@ -373,22 +398,22 @@ unsafe fn kernel_14x32_half<const BF16: bool>(
             } else {
                 (widen16::<false>(bp), widen16::<false>(bp.add(16)))
             };
-            for r in 0..MR {
+            for r in 0..R {
                 let av = _mm512_set1_ps(*ap.add(r));
                 c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
                 c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
             }
-            ap = ap.add(MR);
+            ap = ap.add(R);
             bp = bp.add(NR);
         }
         if !bias.is_null() {
             let (z0, z1) = (_mm512_loadu_ps(bias), _mm512_loadu_ps(bias.add(16)));
-            for r in 0..MR {
+            for r in 0..R {
                 c0[r] = _mm512_add_ps(c0[r], z0);
                 c1[r] = _mm512_add_ps(c1[r], z1);
             }
         }
-        for r in 0..MR {
+        for r in 0..R {
             _mm512_storeu_ps(c.add(r * ldc), c0[r]);
             _mm512_storeu_ps(c.add(r * ldc + 16), c1[r]);
         }

@@ -56,14 +56,14 @@ impl Linear {
         let mut weights = Vec::with_capacity(names.len());
         let mut b = Vec::with_capacity(if bias { names.len() * out_dim } else { 0 });
         for name in names {
-            weights.push(w.get(&format!("{name}.weight"), &[out_dim, in_dim])?);
+            weights.push(w.get_matrix(&format!("{name}.weight"), &[out_dim, in_dim])?);
             if bias {
                 b.extend_from_slice(&w.get(&format!("{name}.bias"), &[out_dim])?);
             }
         }
-        let parts: Vec<&[f32]> = weights.iter().map(|t| t.as_slice()).collect();
+        let parts: Vec<&_> = weights.iter().collect();
         Ok(Linear {
-            weight: be.prepare_matrix(&parts, in_dim),
+            weight: be.prepare_weights(&parts, in_dim),
             bias: bias.then_some(b),
         })
     }

@@ -334,9 +334,9 @@ impl Gemma {
                 let a = format!("{p}.self_attn");
                 let mut parts = Vec::with_capacity(3);
                 for (name, rows) in [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)] {
-                    parts.push(w.get(&format!("{a}.{name}.weight"), &[rows, h])?);
+                    parts.push(w.get_matrix(&format!("{a}.{name}.weight"), &[rows, h])?);
                 }
-                let slices: Vec<&[f32]> = parts.iter().map(|t| t.as_slice()).collect();
+                let slices: Vec<&_> = parts.iter().collect();
                 let ffn_norms = if cfg.v2 {
                     Some((
                         norm_w(&format!("{p}.pre_feedforward_layernorm.weight"))?,
@@ -347,7 +347,7 @@ impl Gemma {
                 };
                 Ok(Layer {
                     input_norm: norm_w(&format!("{p}.input_layernorm.weight"))?,
-                    qkv: Linear::from_parts(be.prepare_matrix(&slices, h), None),
+                    qkv: Linear::from_parts(be.prepare_weights(&slices, h), None),
                     o: Linear::load_with(be, &w, &[&format!("{a}.o_proj")], q_dim, h, false)?,
                     post_attn_norm: norm_w(&format!("{p}.post_attention_layernorm.weight"))?,
                     ffn_norms,
@@ -367,7 +367,10 @@ impl Gemma {
             .collect::<Result<Vec<_>>>()?;
         let norm = norm_w("model.norm.weight")?;
         let lm_head = if cfg.tied {
-            Linear::from_parts(be.prepare_matrix(&[&embed], h), None)
+            Linear::from_parts(
+                be.prepare_weights(&[&w.get_matrix(PROBE, &[cfg.vocab, h])?], h),
+                None,
+            )
         } else {
             Linear::load_with(be, &w, &["lm_head"], h, cfg.vocab, false)?
         };

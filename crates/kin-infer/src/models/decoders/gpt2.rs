@@ -213,7 +213,10 @@ impl Gpt2 {
             .collect::<Result<Vec<_>>>()?;
         let ln_f = LayerNorm::load(&w, "ln_f", h, cfg.eps)?;
         let lm_head = if cfg.tied {
-            Linear::from_parts(be.prepare_matrix(&[&wte], h), None)
+            Linear::from_parts(
+                be.prepare_weights(&[&w.get_matrix(PROBE, &[cfg.vocab, h])?], h),
+                None,
+            )
         } else {
             // `lm_head` sits beside `transformer.`, not under it.
             let top = Weights::with_prefixes(store, &[""], "lm_head.weight")?;

@@ -408,18 +408,18 @@ impl Llama {
                 let mut parts = Vec::with_capacity(3);
                 let mut bias = Vec::with_capacity(if cfg.qkv_bias { qkv_dim } else { 0 });
                 for (name, rows) in [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)] {
-                    parts.push(w.get(&format!("{a}.{name}.weight"), &[rows, h])?);
+                    parts.push(w.get_matrix(&format!("{a}.{name}.weight"), &[rows, h])?);
                     if cfg.qkv_bias {
                         bias.extend_from_slice(&w.get(&format!("{a}.{name}.bias"), &[rows])?);
                     }
                 }
-                let slices: Vec<&[f32]> = parts.iter().map(|t| t.as_slice()).collect();
+                let slices: Vec<&_> = parts.iter().collect();
                 Ok(Layer {
                     input_norm: w
                         .get(&format!("{p}.input_layernorm.weight"), &[h])?
                         .to_vec(),
                     qkv: Linear::from_parts(
-                        be.prepare_matrix(&slices, h),
+                        be.prepare_weights(&slices, h),
                         cfg.qkv_bias.then_some(bias),
                     ),
                     o: Linear::load_with(be, &w, &[&format!("{a}.o_proj")], q_dim, h, false)?,
@@ -442,7 +442,10 @@ impl Llama {
             .collect::<Result<Vec<_>>>()?;
         let norm = w.get("model.norm.weight", &[h])?.to_vec();
         let lm_head = if cfg.tied {
-            Linear::from_parts(be.prepare_matrix(&[&embed], h), None)
+            Linear::from_parts(
+                be.prepare_weights(&[&w.get_matrix(PROBE, &[cfg.vocab, h])?], h),
+                None,
+            )
         } else {
             Linear::load_with(be, &w, &["lm_head"], h, cfg.vocab, false)?
         };

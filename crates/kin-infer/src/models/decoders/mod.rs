@@ -469,10 +469,7 @@ pub(crate) fn causal_attention_softcap(
                 k.softmax(s);
                 o.fill(0.0);
                 for (j, &p) in (j0..).zip(s.iter()) {
-                    let v = &values[j * kv_dim + g * hd..][..hd];
-                    for (od, &vd) in o.iter_mut().zip(v) {
-                        *od = p.mul_add(vd, *od);
-                    }
+                    k.axpy(o, p, &values[j * kv_dim + g * hd..][..hd]);
                 }
             });
         c0 += cr;

@@ -519,13 +519,14 @@ impl Phi {
                             for (name, rows) in
                                 [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)]
                             {
-                                parts.push(w.get(&format!("{a}.{name}.weight"), &[rows, h])?);
+                                parts
+                                    .push(w.get_matrix(&format!("{a}.{name}.weight"), &[rows, h])?);
                                 bias.extend_from_slice(
                                     &w.get(&format!("{a}.{name}.bias"), &[rows])?,
                                 );
                             }
-                            let slices: Vec<&[f32]> = parts.iter().map(|t| t.as_slice()).collect();
-                            Linear::from_parts(be.prepare_matrix(&slices, h), Some(bias))
+                            let slices: Vec<&_> = parts.iter().collect();
+                            Linear::from_parts(be.prepare_weights(&slices, h), Some(bias))
                         },
                         o: Linear::load_with(be, &w, &[&format!("{a}.dense")], q_dim, h, true)?,
                         mlp: Mlp::Plain {
@@ -593,7 +594,10 @@ impl Phi {
             } else {
                 None
             };
-            Linear::from_parts(be.prepare_matrix(&[&embed], h), bias)
+            Linear::from_parts(
+                be.prepare_weights(&[&w.get_matrix(PROBE, &[cfg.vocab, h])?], h),
+                bias,
+            )
         } else {
             Linear::load_with(be, &w, &["lm_head"], h, cfg.vocab, phi)?
         };
