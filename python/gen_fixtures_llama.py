@@ -12,6 +12,11 @@ attention: reruns are byte-identical. Fixtures:
   rope_theta 10000.
 - `llama_mqa`: hidden 48, 6 heads (head_dim 8), 1 KV head (MQA), 3 layers, vocab 96, tied
   embeddings (table scaled 0.2), rope_theta 500000, rms_norm_eps 1e-5.
+- `llama_bf16`: BF16 storage (the engine keeps the weights bf16 in memory and widens them
+  in its GEMM kernels), hidden 48, 6 heads, 3 KV heads, untied head. The golden runs the
+  bf16-rounded weights in float32 (`model.float()`: an exact widening).
+- `llama_sharded`: float32 weights in shards plus `model.safetensors.index.json`
+  (`max_shard_size`; six files), hidden 64, 8 heads, 2 KV heads (GQA 4:1), tied embeddings.
 
 Each golden.json (format kin-infer-golden/1, tol 1e-4) has `logits` cases (one row of vocab
 logits per prompt position) and `generate` cases (greedy, max_new_tokens 8, no stop on EOS).
@@ -52,6 +57,26 @@ FIXTURES = {
         ),
         prompt_lengths=[2, 11, 30],
     ),
+    "llama_bf16": dict(
+        seed=1003,
+        dtype="bf16",
+        config=dict(
+            vocab_size=80, hidden_size=48, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=6, num_key_value_heads=3, max_position_embeddings=40,
+            rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
+        ),
+        prompt_lengths=[3, 13],
+    ),
+    "llama_sharded": dict(
+        seed=1004,
+        max_shard_size="40KB",
+        config=dict(
+            vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=40,
+            rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=True,
+        ),
+        prompt_lengths=[4, 17],
+    ),
 }
 
 
@@ -88,7 +113,17 @@ def build(torch, name, fx, out_root):
     if os.path.exists(d):
         shutil.rmtree(d)
     os.makedirs(d)
-    model.save_pretrained(d, safe_serialization=True)
+    if fx.get("dtype") == "bf16":
+        model = model.to(torch.bfloat16)
+    model.save_pretrained(d, safe_serialization=True,
+                          max_shard_size=fx.get("max_shard_size", "5GB"))
+    # Goldens in float32 on exactly the stored values (bf16 widens exactly). A fresh model
+    # takes the widened weights: `.to(bfloat16)` also rounded the rotary `inv_freq` buffer,
+    # which a checkpoint does not carry (the engine computes it in f32, as transformers does).
+    if fx.get("dtype") == "bf16":
+        stored = {k: v.float() for k, v in model.state_dict().items()}
+        model = LlamaForCausalLM(config).float().eval()
+        model.load_state_dict(stored)
     # generation_config.json carries a transformers version and sampling defaults that are
     # not part of these fixtures.
     gc = os.path.join(d, "generation_config.json")
