@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""Checks of the inMotion Python side (python/inmotion) and its committed artifacts.
+
+    python3 python/test_inmotion.py          # or: python -m pytest python/test_inmotion.py
+
+numpy only (always run):
+- `test_pack_roundtrip`: packing of codes for every width 2..8 against a naive bit-by-bit
+  packer (little-endian, LSB-first, each row on a byte boundary), and unpacking back.
+- `test_dequantize`: quantize -> dequantize error bounded by scale/2 for every granularity, and
+  the stored arithmetic is `scale * (u - zero)` in f32; per_tensor repeats one value per row.
+- `test_scheme_grammar`: presets and the q{bits}_pg{group} grammar.
+- `test_split_and_mcc`: the numpy stratified split equals the committed split CSVs (and
+  scikit-learn's train_test_split / matthews_corrcoef when importable); needs the dataset.
+- `test_artifacts_format`: every committed artifact under tests/fixtures/inmotion has a valid
+  meta.json (required fields, quantization tensors present with the right shapes) and golden.
+- `test_artifacts_spec_forward`: an independent numpy implementation of the spec's graph
+  (inmotion/npref.py, reading the safetensors bytes itself) reproduces every golden.
+torch (skipped without it):
+- `test_export_reload`: export -> reload (dequantize) gives back the exported weights for every
+  format, and re-exporting is byte-identical (deterministic).
+- `test_published_sizes`: random-weight artifacts at the published sizes (`inmotion
+  export-random --published`) agree with the numpy spec forward.
+- `test_goldens_reverify`: every committed golden is recomputed by PyTorch from its artifact.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+FIX = os.path.join(REPO, "tests", "fixtures", "inmotion")
+sys.path.insert(0, HERE)
+
+
+class Skip(Exception):
+    pass
+
+
+_SCRIPT = False
+
+
+def skip(msg):
+    if not _SCRIPT:
+        try:
+            import pytest
+        except ImportError:
+            pass
+        else:
+            pytest.skip(msg)
+    raise Skip(msg)
+
+
+def need_numpy():
+    try:
+        import numpy  # noqa: F401
+    except ImportError as e:
+        skip(str(e))
+
+
+def need_torch():
+    try:
+        import torch  # noqa: F401
+        import safetensors  # noqa: F401
+    except ImportError as e:
+        skip(f"torch stack not importable: {e}")
+
+
+def artifact_dirs():
+    return sorted(os.path.dirname(p) for p in glob.glob(os.path.join(FIX, "**", "meta.json"), recursive=True))
+
+
+def naive_pack(codes, bits):
+    out = []
+    for row in codes:
+        nbytes = -(-len(row) * bits // 8)
+        b = [0] * nbytes
+        pos = 0
+        for c in row:
+            for k in range(bits):
+                if (int(c) >> k) & 1:
+                    b[pos // 8] |= 1 << (pos % 8)
+                pos += 1
+        out.append(b)
+    return out
+
+
+def test_pack_roundtrip():
+    need_numpy()
+    import numpy as np
+    from inmotion import quant
+    rng = np.random.RandomState(0)
+    for bits in range(2, 9):
+        for rows, cols in [(1, 1), (1, 7), (3, 5), (4, 13), (2, 32), (5, 33)]:
+            u = rng.randint(0, 1 << bits, size=(rows, cols))
+            p = quant.pack_codes(u, bits)
+            assert p.dtype == np.uint8 and p.shape == (rows, quant.bytes_per_row(cols, bits)), (bits, rows, cols)
+            assert p.tolist() == naive_pack(u, bits), f"pack bits={bits} {rows}x{cols}"
+            assert (quant.unpack_codes(p, bits, cols) == u).all(), f"unpack bits={bits}"
+
+
+def test_dequantize():
+    need_numpy()
+    import numpy as np
+    from inmotion import quant
+    rng = np.random.RandomState(1)
+    w = rng.randn(7, 45).astype(np.float32)
+    for bits in range(2, 9):
+        for gran, gs in [("per_tensor", 0), ("per_channel", 0), ("per_group", 32), ("per_group", 7), ("per_group", 1)]:
+            u, s, z = quant.quantize_matrix(w, bits, gran, gs)
+            G = quant.n_groups(45, gran, gs)
+            assert s.shape == (7, G) and z.shape == (7, G) and s.dtype == np.float32
+            assert u.max() < (1 << bits)
+            d = quant.dequantize_matrix(u, s, z, gran, gs)
+            gi = np.arange(45) // gs if gran == "per_group" else np.zeros(45, int)
+            ref = (s[:, gi] * (u.astype(np.float32) - z[:, gi])).astype(np.float32)
+            assert (d == ref).all()
+            err = np.abs(d - w)
+            assert (err <= s[:, gi] * 0.5 + 1e-5).all(), (bits, gran, gs, float(err.max()))
+            if gran == "per_tensor":
+                assert (s == s[0, 0]).all() and (z == z[0, 0]).all()
+    # constant rows (scale would be 0) and one-row tensors
+    c = np.full((1, 9), 0.25, np.float32)
+    u, s, z = quant.quantize_matrix(c, 4, "per_channel", 0)
+    assert (quant.dequantize_matrix(u, s, z, "per_channel", 0) == c).all()
+
+
+def test_scheme_grammar():
+    need_numpy()
+    from inmotion import quant
+    assert quant.parse_scheme("int8").granularity == "per_channel"
+    assert quant.parse_scheme("int8_pt").granularity == "per_tensor"
+    assert quant.parse_scheme("int8_pc").bits == 8
+    s = quant.parse_scheme("q3_pg7")
+    assert (s.bits, s.granularity, s.group_size) == (3, "per_group", 7)
+    assert quant.parse_scheme("q4").group_size == quant.DEFAULT_GROUP
+    for bad in ["q1", "q9", "q4_pg0", "int4", "fp8"]:
+        try:
+            quant.parse_scheme(bad)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError(f"{bad} accepted")
+
+
+def test_split_and_mcc():
+    need_numpy()
+    import numpy as np
+    from inmotion import data
+    p = data.dataset_path()
+    if not p:
+        skip("inMotion dataset not found (INMOTION_DATASET)")
+    header, rows = data.read_csv(p)
+    _, y = data.readings_labels(header, rows)
+    tr, te = data.stratified_split(y)
+    assert len(tr) + len(te) == len(y) and not set(tr) & set(te)
+    for name, idx in (("train", tr), ("test", te)):
+        h, committed = data.read_csv(os.path.join(FIX, "data", f"{name}.csv"))
+        assert h == header and committed == [rows[i] for i in idx], f"{name}.csv differs from the split"
+    try:
+        from sklearn.metrics import matthews_corrcoef
+        from sklearn.model_selection import train_test_split
+    except Exception:  # absent (or broken): the committed CSVs above are the contract
+        return
+    a, b = train_test_split(np.arange(len(y)), test_size=0.2, stratify=y, random_state=42)
+    assert (a == tr).all() and (b == te).all(), "split differs from scikit-learn"
+    yp = np.random.RandomState(0).randint(0, 4, len(y))
+    assert abs(matthews_corrcoef(y, yp) - data.mcc(y, yp)) < 1e-12
+
+
+REQUIRED_HP = {
+    "lejepa": ["d_model", "n_heads", "num_layers", "dim_feedforward", "head_hidden"],
+    "cf_jepa": ["d_model", "n_heads", "num_layers", "dim_feedforward", "head_hidden"],
+    "t_jepa": ["d_model", "n_heads", "num_layers", "dim_feedforward", "head_hidden", "n_reg"],
+    "ts_jepa": ["d_model", "n_heads", "num_layers", "dim_feedforward", "head_hidden", "patch_size"],
+    "sigreg": ["num_filters", "num_blocks", "latent_dim"],
+}
+
+
+def test_artifacts_format():
+    need_numpy()
+    import numpy as np
+    from inmotion import npref, quant
+    dirs = artifact_dirs()
+    assert len(dirs) >= 15, f"only {len(dirs)} artifacts under {FIX}"
+    for d in dirs:
+        where = os.path.relpath(d, REPO)
+        meta = json.load(open(os.path.join(d, "meta.json")))
+        assert meta["format"] == "inmotion-artifact/1", where
+        for k in ("seq_len", "in_channels", "num_classes"):
+            assert isinstance(meta[k], int) and meta[k] > 0, f"{where}: {k}"
+        for k in REQUIRED_HP[meta["model"]]:
+            assert isinstance(meta["hparams"][k], int), f"{where}: hparams.{k}"
+        assert "exporter" in meta["provenance"] and "torch_version" in meta["provenance"], where
+        if "classes" in meta:
+            assert len(meta["classes"]) == meta["num_classes"], where
+        if "preprocess" in meta:
+            pp = meta["preprocess"]
+            assert len(pp["features"]) == meta["in_channels"], where
+            assert len(pp["standardize"]["mean"]) == meta["seq_len"] == len(pp["standardize"]["std"]), where
+        st = npref.read_safetensors(os.path.join(d, "model.safetensors"))
+        q = meta["quantization"]
+        if "bits" in q:
+            assert 2 <= q["bits"] <= 8 and q["granularity"] in ("per_tensor", "per_channel", "per_group"), where
+            for t in q["tensors"]:
+                codes, scale, zero = (st[t + s] for s in (".__q", ".__scale", ".__zero"))
+                assert codes[0] == "U8" and scale[0] == "F32" and zero[0] == "F32", f"{where}: {t}"
+                rows = codes[1].shape[0]
+                cols = npref._logical_cols(t, meta, rows)
+                assert codes[1].shape == (rows, quant.bytes_per_row(cols, q["bits"])), f"{where}: {t}.__q"
+                G = quant.n_groups(cols, q["granularity"], q["group_size"])
+                assert scale[1].shape == (rows, G) == zero[1].shape, f"{where}: {t} scale/zero"
+                if q["granularity"] == "per_tensor":
+                    assert (scale[1] == scale[1][0, 0]).all(), f"{where}: {t} per_tensor"
+                assert t not in st, f"{where}: {t} stored both dense and quantized"
+        want = {"fp16": "F16", "bf16": "BF16"}.get(q["scheme"], "F32")
+        for k, (dt, _) in st.items():
+            if not k.endswith(("num_batches_tracked", ".__q", ".__scale", ".__zero")):
+                assert dt == want, f"{where}: {k} is {dt}, want {want}"
+        g = json.load(open(os.path.join(d, "golden.json")))
+        assert g["format"] == "kin-infer-golden/1" and g["tol"] > 0 and g["cases"], where
+        for c in g["cases"]:
+            assert c["kind"] == "classify", where
+            assert np.array(c["input"]).shape == (meta["seq_len"], meta["in_channels"]), where
+            assert len(c["expected"]) == meta["num_classes"], where
+            assert all(math.isfinite(v) for v in c["expected"]), where
+
+
+def test_artifacts_spec_forward():
+    need_numpy()
+    from inmotion import npref
+    worst = 0.0
+    for d in artifact_dirs():
+        err = npref.check(d)
+        tol = json.load(open(os.path.join(d, "golden.json")))["tol"]
+        assert err <= tol / 10, f"{os.path.relpath(d, REPO)}: numpy spec forward off by {err:.3g}"
+        worst = max(worst, err)
+
+
+def test_export_reload():
+    need_torch()
+    import numpy as np
+    from inmotion import export, models, quant
+    X = np.random.RandomState(3).randn(3, 10, 4).astype(np.float32)
+    for i, fam in enumerate(models.FAMILIES):
+        hp = {"sigreg": dict(num_filters=10, num_blocks=1, latent_dim=6)}.get(
+            fam, dict(d_model=8, n_heads=2, num_layers=1, dim_feedforward=12, head_hidden=8, n_reg=1, patch_size=2))
+        m = models.random_model(fam, hp, seed=i)
+        for fmt in ["fp32", "fp16", "bf16", "int8", "int8_pt", "q8", "q7_pg5", "q6", "q5_pg3", "q4", "q3", "q2_pg1"]:
+            with tempfile.TemporaryDirectory() as t1, tempfile.TemporaryDirectory() as t2:
+                export.export(m, t1, fmt, windows=X)
+                export.export(m, t2, fmt, windows=X)
+                for f in ("meta.json", "model.safetensors", "golden.json"):
+                    assert open(os.path.join(t1, f), "rb").read() == open(os.path.join(t2, f), "rb").read(), \
+                        f"{fam} {fmt}: {f} not deterministic"
+                _, deq, qn = export.quantize_state(m, quant.parse_scheme(fmt))
+                back, meta = export.load_artifact(t1)
+                for k, v in back.state_dict().items():
+                    if k in deq:
+                        assert (v.numpy() == deq[k]).all(), f"{fam} {fmt}: {k} reloads differently"
+                err, tol, _ = export.check_golden(t1)
+                assert err == 0.0, f"{fam} {fmt}: golden recomputes with |diff| {err}"
+                if fmt not in ("fp32", "fp16", "bf16"):
+                    assert len(qn) == len(meta["quantization"]["tensors"]) > 0
+
+
+def test_published_sizes():
+    need_torch()
+    from inmotion import cli, npref
+    for fam in ["lejepa", "t_jepa", "ts_jepa", "cf_jepa", "sigreg"]:
+        with tempfile.TemporaryDirectory() as t:
+            assert cli.main(["export-random", "--family", fam, "--published", "--format", "q5_pg48",
+                             "--out", t, "--windows", "2"]) == 0
+            err = npref.check(t)
+            assert err <= 1e-5, f"published {fam}: numpy spec forward off by {err:.3g}"
+
+
+def test_goldens_reverify():
+    need_torch()
+    from inmotion import export
+    for d in artifact_dirs():
+        err, tol, n = export.check_golden(d)
+        assert err <= tol / 10, f"{os.path.relpath(d, REPO)}: PyTorch recomputes the golden off by {err:.3g}"
+
+
+def main():
+    global _SCRIPT
+    _SCRIPT = True
+    failed = 0
+    for name, fn in [(k, v) for k, v in globals().items() if k.startswith("test_") and callable(v)]:
+        try:
+            fn()
+            print(f"PASS {name}")
+        except Skip as e:
+            print(f"SKIP {name}: {e}")
+        except AssertionError as e:
+            failed += 1
+            print(f"FAIL {name}: {e}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
