@@ -275,7 +275,8 @@ impl GpuCompute for CpuCompute {
 
 /// One dispatch table per tier for the life of the process, so backends can hold `&'static`.
 fn kernels_for(tier: Tier) -> Result<&'static Kernels> {
-    static TABLES: [OnceLock<Kernels>; 4] = [const { OnceLock::new() }; 4];
+    static TABLES: [OnceLock<Kernels>; Tier::ALL.len()] =
+        [const { OnceLock::new() }; Tier::ALL.len()];
     let slot = &TABLES[Tier::ALL.iter().position(|t| *t == tier).unwrap_or(0)];
     if let Some(k) = slot.get() {
         return Ok(k);

@@ -232,7 +232,8 @@ pub struct KernelPlan {
     pub tier: &'static str,
     pub backend: &'static str,
     /// Every profile runs the deterministic kernels: no fast mode exists, and none is needed
-    /// to meet the throughput targets.
+    /// to meet the throughput targets. False only on the SSE tier (x86-64 without FMA), which
+    /// agrees within tolerance; `KIN_INFER_SIMD=generic` gives the exact bits there.
     pub deterministic: bool,
 }
 
@@ -303,7 +304,7 @@ impl ResourcePlan {
             kernel: KernelPlan {
                 tier,
                 backend: "cpu",
-                deterministic: true,
+                deterministic: tier_is_exact(tier),
             },
             host,
             model,
@@ -362,4 +363,9 @@ mod tests {
         assert!(small.embedding.estimated_peak_bytes <= 200 << 20);
         assert!(ResourcePlan::resolve(host(), minilm(), Profile::Proof, Some(100 << 20)).is_err());
     }
+}
+
+/// Whether the tier named `tier` gives the exact bits ([`Tier::exact`]).
+fn tier_is_exact(tier: &str) -> bool {
+    Tier::parse(tier).is_none_or(|t| t.exact())
 }

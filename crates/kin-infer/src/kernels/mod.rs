@@ -35,25 +35,36 @@ mod neon;
 mod x86_avx2;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx512;
+#[cfg(target_arch = "x86_64")]
+mod x86_sse;
 
 use crate::error::{InferError, Result};
 use std::sync::OnceLock;
 
-/// A SIMD tier. Every tier computes bit-identical results (see ARCHITECTURE.md).
+/// A SIMD tier. Every tier with FMA computes bit-identical results (see ARCHITECTURE.md);
+/// `Sse`, for x86-64 CPUs without FMA, agrees within the golden tolerance ([`Tier::exact`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Tier {
     Generic,
+    Sse,
     Avx2,
     Avx512,
     Neon,
 }
 
 impl Tier {
-    pub const ALL: [Tier; 4] = [Tier::Generic, Tier::Avx2, Tier::Avx512, Tier::Neon];
+    pub const ALL: [Tier; 5] = [
+        Tier::Generic,
+        Tier::Sse,
+        Tier::Avx2,
+        Tier::Avx512,
+        Tier::Neon,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Tier::Generic => "generic",
+            Tier::Sse => "sse",
             Tier::Avx2 => "avx2",
             Tier::Avx512 => "avx512",
             Tier::Neon => "neon",
@@ -70,6 +81,8 @@ impl Tier {
     pub fn supported(self) -> bool {
         match self {
             Tier::Generic => true,
+            #[cfg(target_arch = "x86_64")]
+            Tier::Sse => std::arch::is_x86_feature_detected!("sse4.1"),
             #[cfg(target_arch = "x86_64")]
             Tier::Avx2 => {
                 std::arch::is_x86_feature_detected!("avx2")
@@ -91,9 +104,34 @@ impl Tier {
         }
     }
 
+    /// Whether the tier gives the exact (bit-identical) results: every tier with FMA does;
+    /// `Sse` multiplies and adds separately, so it only agrees within tolerance.
+    pub fn exact(self) -> bool {
+        self != Tier::Sse
+    }
+
     /// The tiers this CPU can run, best last.
     pub fn available() -> Vec<Tier> {
         Tier::ALL.into_iter().filter(|t| t.supported()).collect()
+    }
+
+    /// The exact tiers this CPU can run (what bit-identity tests compare), best last.
+    pub fn available_exact() -> Vec<Tier> {
+        Tier::ALL
+            .into_iter()
+            .filter(|t| t.exact() && t.supported())
+            .collect()
+    }
+
+    /// The default tier: the best exact SIMD tier, else (no FMA) the fast SSE tier, else
+    /// the generic reference.
+    pub fn preferred() -> Tier {
+        let exact = Tier::available_exact();
+        match exact.last() {
+            Some(t) if *t != Tier::Generic => *t,
+            _ if Tier::Sse.supported() => Tier::Sse,
+            _ => Tier::Generic,
+        }
     }
 
     /// The table for a tier. Only called after `supported()` returned true: the SIMD entries
@@ -104,6 +142,8 @@ impl Tier {
             Tier::Avx2 => &x86_avx2::OPS,
             #[cfg(target_arch = "x86_64")]
             Tier::Avx512 => &x86_avx512::OPS,
+            #[cfg(target_arch = "x86_64")]
+            Tier::Sse => &x86_sse::OPS,
             #[cfg(target_arch = "aarch64")]
             Tier::Neon => &neon::OPS,
             _ => &generic::OPS,
@@ -276,7 +316,7 @@ pub fn kernels() -> Result<&'static Kernels> {
                 Some(t) if t.supported() => t,
                 _ => return Err((v, Tier::available().into_iter().map(Tier::name).collect())),
             },
-            _ => *Tier::available().last().unwrap_or(&Tier::Generic),
+            _ => Tier::preferred(),
         };
         Ok(Kernels {
             tier,

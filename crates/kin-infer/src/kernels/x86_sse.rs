@@ -1,0 +1,416 @@
+//! x86-64 SSE4.1 tier for CPUs without FMA (Atom/Celeron such as the J3455, pre-Haswell
+//! cores): a 6×8 GEMM micro-kernel and 4-wide elementwise/reduction kernels.
+//!
+//! Without FMA every multiply-accumulate is a multiply then an add (two roundings), so this
+//! tier is NOT bit-identical to the others: it is held to the golden tolerance instead (see
+//! ARCHITECTURE.md, "Determinism"), and [`super::Tier::exact`] is false for it. The operation
+//! *order* is still the canonical one (k in order per GEMM output, 16 reduction lanes and the
+//! fixed tree, the shared polynomials of `math.rs`), so its results do not depend on threads,
+//! batch composition or m either. `KIN_INFER_SIMD=generic` gives the exact bits on such a CPU
+//! (software FMA, slowly).
+
+use super::generic;
+use super::math::{self, Lanes};
+use super::{tree16, tree16_max, Ops};
+use std::arch::x86_64::*;
+
+pub(crate) static OPS: Ops = Ops {
+    mr: MR,
+    nr: NR,
+    kernel: rows_table!(kernel_6x8, [1, 2, 3, 4, 5, 6]),
+    kernel_bf16: rows_table!(kernel_6x8_half::<true>, [1, 2, 3, 4, 5, 6]),
+    kernel_f16: rows_table!(kernel_6x8_half::<false>, [1, 2, 3, 4, 5, 6]),
+    sum: |x| unsafe { sum(x) },
+    dot: |x, y| unsafe { dot(x, y) },
+    max: |x| unsafe { max(x) },
+    exp_sub: |x, s| unsafe { exp_sub(x, s) },
+    exp: |x| unsafe { exp(x) },
+    gelu_erf: |x| unsafe { gelu_erf(x) },
+    gelu_tanh: |x| unsafe { gelu_tanh(x) },
+    silu: |x| unsafe { silu(x) },
+    tanh: |x| unsafe { tanh(x) },
+    sub_scalar: |x, s| unsafe { sub_scalar(x, s) },
+    scale: |x, s| unsafe { scale(x, s) },
+    add: |x, y| unsafe { add(x, y) },
+    axpy: |x, a, y| unsafe { axpy(x, a, y) },
+    affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
+};
+// SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
+// after `Tier::Sse.supported()` confirmed SSE4.1 at run time.
+
+/// 4 lanes of f32. Private, and only created inside this module's `#[target_feature]`
+/// functions, which is what makes the safe trait methods (intrinsics inside) sound.
+#[derive(Clone, Copy)]
+struct V(__m128);
+
+impl Lanes for V {
+    type Mask = __m128;
+    #[inline(always)]
+    fn splat(v: f32) -> Self {
+        unsafe { V(_mm_set1_ps(v)) }
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        unsafe { V(_mm_add_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        unsafe { V(_mm_sub_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        unsafe { V(_mm_mul_ps(self.0, o.0)) }
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        unsafe { V(_mm_div_ps(self.0, o.0)) }
+    }
+    /// Unfused on this tier: `self * b` rounded, then `+ c` rounded.
+    #[inline(always)]
+    fn fma(self, b: Self, c: Self) -> Self {
+        unsafe { V(_mm_add_ps(_mm_mul_ps(self.0, b.0), c.0)) }
+    }
+    #[inline(always)]
+    fn round_even(self) -> Self {
+        // _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC
+        unsafe { V(_mm_round_ps::<0x08>(self.0)) }
+    }
+    #[inline(always)]
+    fn abs(self) -> Self {
+        unsafe { V(_mm_andnot_ps(_mm_set1_ps(-0.0), self.0)) }
+    }
+    #[inline(always)]
+    fn neg(self) -> Self {
+        unsafe { V(_mm_xor_ps(_mm_set1_ps(-0.0), self.0)) }
+    }
+    #[inline(always)]
+    fn copysign(self, sign: Self) -> Self {
+        unsafe {
+            let s = _mm_set1_ps(-0.0);
+            V(_mm_or_ps(_mm_andnot_ps(s, self.0), _mm_and_ps(s, sign.0)))
+        }
+    }
+    #[inline(always)]
+    fn gt(self, o: Self) -> __m128 {
+        unsafe { _mm_cmpgt_ps(self.0, o.0) }
+    }
+    #[inline(always)]
+    fn is_nan(self) -> __m128 {
+        unsafe { _mm_cmpunord_ps(self.0, self.0) }
+    }
+    #[inline(always)]
+    fn select(m: __m128, a: Self, b: Self) -> Self {
+        unsafe { V(_mm_blendv_ps(b.0, a.0, m)) }
+    }
+    #[inline(always)]
+    fn pow2i(self) -> Self {
+        unsafe {
+            let n = _mm_cvtps_epi32(self.0);
+            let e = _mm_add_epi32(n, _mm_set1_epi32(127));
+            V(_mm_castsi128_ps(_mm_slli_epi32::<23>(e)))
+        }
+    }
+}
+
+/// Applies `$body` (in `$v`) to every 4 lanes; the tail runs the same vector code on a
+/// zero-padded copy, so no element takes the scalar path (whose `mul_add` would be a
+/// software FMA call on these CPUs). A macro, not a function taking a closure: a closure does
+/// not inherit `#[target_feature]`.
+macro_rules! map {
+    ($x:expr, |$v:ident| $body:expr) => {{
+        let x: &mut [f32] = $x;
+        let n = x.len();
+        let main = n - n % 4;
+        let p = x.as_mut_ptr();
+        for i in (0..main).step_by(4) {
+            let $v = V(_mm_loadu_ps(p.add(i)));
+            _mm_storeu_ps(p.add(i), ($body).0);
+        }
+        if main < n {
+            let mut t = [0.0f32; 4];
+            t[..n - main].copy_from_slice(&x[main..]);
+            let $v = V(_mm_loadu_ps(t.as_ptr()));
+            _mm_storeu_ps(t.as_mut_ptr(), ($body).0);
+            x[main..].copy_from_slice(&t[..n - main]);
+        }
+    }};
+}
+
+#[target_feature(enable = "sse4.1")]
+unsafe fn exp(x: &mut [f32]) {
+    unsafe { map!(x, |v| math::exp_v(v)) }
+}
+#[target_feature(enable = "sse4.1")]
+unsafe fn gelu_erf(x: &mut [f32]) {
+    unsafe { map!(x, |v| math::gelu_erf_v(v)) }
+}
+#[target_feature(enable = "sse4.1")]
+unsafe fn gelu_tanh(x: &mut [f32]) {
+    unsafe { map!(x, |v| math::gelu_tanh_v(v)) }
+}
+#[target_feature(enable = "sse4.1")]
+unsafe fn silu(x: &mut [f32]) {
+    unsafe { map!(x, |v| math::silu_v(v)) }
+}
+#[target_feature(enable = "sse4.1")]
+unsafe fn tanh(x: &mut [f32]) {
+    unsafe { map!(x, |v| math::tanh_v(v)) }
+}
+#[target_feature(enable = "sse4.1")]
+unsafe fn exp_sub(x: &mut [f32], s: f32) {
+    let sv = V::splat(s);
+    unsafe { map!(x, |v| math::exp_v(v.sub(sv))) }
+}
+#[target_feature(enable = "sse4.1")]
+unsafe fn sub_scalar(x: &mut [f32], s: f32) {
+    let sv = V::splat(s);
+    unsafe { map!(x, |v| v.sub(sv)) }
+}
+#[target_feature(enable = "sse4.1")]
+unsafe fn scale(x: &mut [f32], s: f32) {
+    let sv = V::splat(s);
+    unsafe { map!(x, |v| v.mul(sv)) }
+}
+
+/// Two-input loops: full vectors, then the tail on zero-padded copies.
+macro_rules! zip2 {
+    ($x:expr, $y:expr, |$a:ident, $b:ident| $body:expr) => {{
+        let x: &mut [f32] = $x;
+        let y: &[f32] = $y;
+        let n = x.len().min(y.len());
+        let main = n - n % 4;
+        let (px, py) = (x.as_mut_ptr(), y.as_ptr());
+        for i in (0..main).step_by(4) {
+            let ($a, $b) = (_mm_loadu_ps(px.add(i)), _mm_loadu_ps(py.add(i)));
+            _mm_storeu_ps(px.add(i), $body);
+        }
+        if main < n {
+            let (mut tx, mut ty) = ([0.0f32; 4], [0.0f32; 4]);
+            tx[..n - main].copy_from_slice(&x[main..n]);
+            ty[..n - main].copy_from_slice(&y[main..n]);
+            let ($a, $b) = (_mm_loadu_ps(tx.as_ptr()), _mm_loadu_ps(ty.as_ptr()));
+            _mm_storeu_ps(tx.as_mut_ptr(), $body);
+            x[main..n].copy_from_slice(&tx[..n - main]);
+        }
+    }};
+}
+
+#[target_feature(enable = "sse4.1")]
+unsafe fn add(x: &mut [f32], y: &[f32]) {
+    unsafe { zip2!(x, y, |a, b| _mm_add_ps(a, b)) }
+}
+
+#[target_feature(enable = "sse4.1")]
+unsafe fn axpy(x: &mut [f32], s: f32, y: &[f32]) {
+    unsafe {
+        let sv = _mm_set1_ps(s);
+        zip2!(x, y, |a, b| _mm_add_ps(_mm_mul_ps(sv, b), a))
+    }
+}
+
+#[target_feature(enable = "sse4.1")]
+unsafe fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
+    let n = x.len();
+    let main = n - n % 4;
+    unsafe {
+        let sv = _mm_set1_ps(s);
+        let (px, pw, pb) = (x.as_mut_ptr(), w.as_ptr(), b.as_ptr());
+        for i in (0..main).step_by(4) {
+            let v = _mm_mul_ps(_mm_loadu_ps(px.add(i)), sv);
+            let v = _mm_add_ps(
+                _mm_mul_ps(v, _mm_loadu_ps(pw.add(i))),
+                _mm_loadu_ps(pb.add(i)),
+            );
+            _mm_storeu_ps(px.add(i), v);
+        }
+    }
+    for i in main..n {
+        x[i] = x[i] * s * w[i] + b[i];
+    }
+}
+
+/// Spills the four xmm (canonical lanes 0-3, 4-7, 8-11, 12-15) for the tail and tree.
+#[inline(always)]
+unsafe fn lanes(v: [__m128; 4]) -> [f32; 16] {
+    let mut l = [0.0f32; 16];
+    unsafe {
+        for (i, r) in v.iter().enumerate() {
+            _mm_storeu_ps(l.as_mut_ptr().add(4 * i), *r);
+        }
+    }
+    l
+}
+
+#[target_feature(enable = "sse4.1")]
+unsafe fn sum(x: &[f32]) -> f32 {
+    let main = x.len() - x.len() % 16;
+    unsafe {
+        let mut acc = [_mm_setzero_ps(); 4];
+        let p = x.as_ptr();
+        for i in (0..main).step_by(16) {
+            for (q, a) in acc.iter_mut().enumerate() {
+                *a = _mm_add_ps(*a, _mm_loadu_ps(p.add(i + 4 * q)));
+            }
+        }
+        let mut l = lanes(acc);
+        generic::sum_lanes(&mut l, &x[main..]);
+        tree16(l)
+    }
+}
+
+#[target_feature(enable = "sse4.1")]
+unsafe fn dot(x: &[f32], y: &[f32]) -> f32 {
+    let n = x.len().min(y.len());
+    let main = n - n % 16;
+    unsafe {
+        let mut acc = [_mm_setzero_ps(); 4];
+        let (px, py) = (x.as_ptr(), y.as_ptr());
+        for i in (0..main).step_by(16) {
+            for (q, a) in acc.iter_mut().enumerate() {
+                let prod = _mm_mul_ps(
+                    _mm_loadu_ps(px.add(i + 4 * q)),
+                    _mm_loadu_ps(py.add(i + 4 * q)),
+                );
+                *a = _mm_add_ps(*a, prod);
+            }
+        }
+        let mut l = lanes(acc);
+        for i in main..n {
+            l[i % 16] += x[i] * y[i];
+        }
+        tree16(l)
+    }
+}
+
+#[target_feature(enable = "sse4.1")]
+unsafe fn max(x: &[f32]) -> f32 {
+    let main = x.len() - x.len() % 16;
+    unsafe {
+        let mut acc = [V::splat(f32::NEG_INFINITY); 4];
+        let p = x.as_ptr();
+        for i in (0..main).step_by(16) {
+            for (q, a) in acc.iter_mut().enumerate() {
+                *a = V(_mm_loadu_ps(p.add(i + 4 * q))).max_(*a);
+            }
+        }
+        let mut l = lanes(acc.map(|v| v.0));
+        generic::max_lanes(&mut l, &x[main..]);
+        tree16_max(l)
+    }
+}
+
+/// 6×8 register tile: 12 xmm accumulators + 2 for the B row + 1 broadcast of 16 registers.
+const MR: usize = 6;
+const NR: usize = 8;
+
+/// SSE micro-kernel (multiply then add); contract in [`super::gemm::MicroKernel`], except
+/// that each step rounds twice.
+#[target_feature(enable = "sse4.1")]
+unsafe fn kernel_6x8<const R: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    bias: *const f32,
+) {
+    unsafe {
+        let mut c0 = [_mm_setzero_ps(); R];
+        let mut c1 = [_mm_setzero_ps(); R];
+        if load {
+            for r in 0..R {
+                c0[r] = _mm_loadu_ps(c.add(r * ldc));
+                c1[r] = _mm_loadu_ps(c.add(r * ldc + 4));
+            }
+        }
+        let (mut ap, mut bp) = (a, b);
+        for _ in 0..kc {
+            let b0 = _mm_loadu_ps(bp);
+            let b1 = _mm_loadu_ps(bp.add(4));
+            for r in 0..R {
+                let av = _mm_set1_ps(*ap.add(r));
+                c0[r] = _mm_add_ps(_mm_mul_ps(av, b0), c0[r]);
+                c1[r] = _mm_add_ps(_mm_mul_ps(av, b1), c1[r]);
+            }
+            ap = ap.add(R);
+            bp = bp.add(NR);
+        }
+        store(&c0, &c1, c, ldc, bias);
+    }
+}
+
+#[inline(always)]
+unsafe fn store<const R: usize>(
+    c0: &[__m128; R],
+    c1: &[__m128; R],
+    c: *mut f32,
+    ldc: usize,
+    bias: *const f32,
+) {
+    unsafe {
+        let (z0, z1) = if bias.is_null() {
+            (_mm_setzero_ps(), _mm_setzero_ps())
+        } else {
+            (_mm_loadu_ps(bias), _mm_loadu_ps(bias.add(4)))
+        };
+        for r in 0..R {
+            let (mut v0, mut v1) = (c0[r], c1[r]);
+            if !bias.is_null() {
+                v0 = _mm_add_ps(v0, z0);
+                v1 = _mm_add_ps(v1, z1);
+            }
+            _mm_storeu_ps(c.add(r * ldc), v0);
+            _mm_storeu_ps(c.add(r * ldc + 4), v1);
+        }
+    }
+}
+
+/// [`kernel_6x8`] over bf16/f16 B panels: bf16 widens with an integer unpack (exact); f16
+/// (no F16C on these CPUs) widens each row through `half` first.
+#[target_feature(enable = "sse4.1")]
+unsafe fn kernel_6x8_half<const BF16: bool, const R: usize>(
+    kc: usize,
+    a: *const f32,
+    b: *const u16,
+    c: *mut f32,
+    ldc: usize,
+    load: bool,
+    bias: *const f32,
+) {
+    unsafe {
+        let mut c0 = [_mm_setzero_ps(); R];
+        let mut c1 = [_mm_setzero_ps(); R];
+        if load {
+            for r in 0..R {
+                c0[r] = _mm_loadu_ps(c.add(r * ldc));
+                c1[r] = _mm_loadu_ps(c.add(r * ldc + 4));
+            }
+        }
+        let zero = _mm_setzero_si128();
+        let (mut ap, mut bp) = (a, b);
+        for _ in 0..kc {
+            let (b0, b1) = if BF16 {
+                let h = _mm_loadu_si128(bp as *const __m128i);
+                (
+                    _mm_castsi128_ps(_mm_unpacklo_epi16(zero, h)),
+                    _mm_castsi128_ps(_mm_unpackhi_epi16(zero, h)),
+                )
+            } else {
+                let mut w = [0.0f32; NR];
+                for (j, v) in w.iter_mut().enumerate() {
+                    *v = super::gemm::f16_to_f32(*bp.add(j));
+                }
+                (_mm_loadu_ps(w.as_ptr()), _mm_loadu_ps(w.as_ptr().add(4)))
+            };
+            for r in 0..R {
+                let av = _mm_set1_ps(*ap.add(r));
+                c0[r] = _mm_add_ps(_mm_mul_ps(av, b0), c0[r]);
+                c1[r] = _mm_add_ps(_mm_mul_ps(av, b1), c1[r]);
+            }
+            ap = ap.add(R);
+            bp = bp.add(NR);
+        }
+        store(&c0, &c1, c, ldc, bias);
+    }
+}
