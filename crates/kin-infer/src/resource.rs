@@ -312,6 +312,11 @@ impl ResourcePlan {
     }
 }
 
+/// Whether the tier named `tier` gives the exact bits ([`Tier::exact`]).
+fn tier_is_exact(tier: &str) -> bool {
+    Tier::parse(tier).is_none_or(|t| t.exact())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,9 +368,4 @@ mod tests {
         assert!(small.embedding.estimated_peak_bytes <= 200 << 20);
         assert!(ResourcePlan::resolve(host(), minilm(), Profile::Proof, Some(100 << 20)).is_err());
     }
-}
-
-/// Whether the tier named `tier` gives the exact bits ([`Tier::exact`]).
-fn tier_is_exact(tier: &str) -> bool {
-    Tier::parse(tier).is_none_or(|t| t.exact())
 }
