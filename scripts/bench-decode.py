@@ -1,34 +1,31 @@
 #!/usr/bin/env python3
 """Decode tokens/s against the memory bound, prefill against the engine's matmul throughput
-(issue 3, "How fast").
+on the same shapes (issue 3, "How fast").
 
 Builds (with transformers, cached under target/bench/decode/) a random-weight LLaMA of about
 100M parameters (hidden 768, 12 layers, 12 heads, 4 KV heads, intermediate 2048, vocab 32000,
 tied embeddings so the head is the embedding table, context 512), once in f32 and once in
-bf16 storage. In the same run it measures memory bandwidth with a large numpy memcpy (1 GiB,
-best of several; counted as bytes read + bytes written, i.e. 2 GiB moved per copy; a
-read-only pass (sum over the same buffer) is printed for reference), runs
+bf16 storage (kept bf16 in memory by the engine). Then, in `--repeat` interleaved rounds
+(best of each kept, because this machine is shared and noisy):
 
-    target/release/kin-infer bench --model DIR --prompt-tokens 128 --decode-tokens 64 \
-        --repeat 3 --threads 2 --json
+- memory read bandwidth with the same thread count (`examples/mem_bandwidth`: a 1 GiB
+  buffer summed in parallel; decode reads every weight once per token and writes almost
+  nothing, so bytes read / read bandwidth is the bound);
+- `kin-infer bench --model DIR --prompt-tokens 128 --decode-tokens 64 --repeat 1
+  --threads T --json` on each model;
+- `examples/matmul_bench` on the prefill's own products (KIN_BENCH_SHAPES=llama: 128 rows x
+  fused q/k/v, o, fused gate/up, down), combined into one FLOP-weighted GFLOP/s figure.
 
-on each model, and prints decode tokens/s (best of the repeats) next to the bound
-(weight bytes read per token / bandwidth) and the ratio bound_time / measured_time (the issue's
-target: measured time per token within 1.3x of the bound). The engine widens bf16 weights to
-f32 at load today, so the bytes actually resident for the bf16 model equal the f32 model's;
-both bounds are printed (4 B/param: what is resident now; 2 B/param: bf16 kept in storage type),
-along with the bench process's peak RSS (VmHWM, polled) as evidence of what is resident.
+Prints decode tokens/s next to the bound (weight bytes read per token / read bandwidth) and
+the ratio measured time per token / bound time per token (target <= 1.3); prefill GFLOP/s
+(layer matmuls for every prompt token, the head for the last row only, the causal attention
+products) as a share of the matmul figure (target >= 70%); the bench process's peak RSS.
 
-Prefill is compared with `cargo run --release -p kin-infer --example matmul_bench` (f32 GEMM
-GFLOP/s, 1024^3 and BERT-like shapes, best SIMD tier, same thread count): prefill GFLOP/s counts
-the layer matmuls for every prompt token, the head for the last row only (the bench asks for
-the last row's logits), and the causal attention products. Target: at least 70% of the matmul
-figure.
+Needs torch + transformers + numpy for building the models (pip install -r
+python/requirements.txt) and a built CLI and examples:
 
-Needs torch + transformers + numpy (pip install -r python/requirements.txt) and a built CLI
-(cargo build --release -p kin-infer-cli).
-
-    python3 scripts/bench-decode.py [--threads 2] [--repeat 3] [--no-matmul] [--json]
+    cargo build --release -p kin-infer-cli -p kin-infer --examples
+    python3 scripts/bench-decode.py [--threads 2] [--repeat 3] [--json]
 """
 
 import argparse
@@ -92,26 +89,22 @@ def build(name, dtype):
     return d
 
 
-def bandwidth(size=1 << 30, reps=5):
-    """Best-of-`reps` numpy memcpy of `size` bytes (one thread). Returns (copy B/s counting
-    read + write, read-only B/s from a sum over the buffer)."""
-    import numpy as np
+def example(name, threads, **env):
+    """Runs a release example of the kin-infer crate; its stdout."""
+    path = os.path.join(REPO, "target", "release", "examples", name)
+    if not os.path.isfile(path):
+        sys.exit(f"{path} missing: cargo build --release -p kin-infer --examples")
+    e = dict(os.environ, KIN_INFER_THREADS=str(threads), **env)
+    r = subprocess.run([path], env=e, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"{name} failed:\n{r.stderr[-2000:]}")
+    return r.stdout
 
-    src = np.ones(size // 8, dtype=np.uint64)
-    dst = np.empty_like(src)
-    np.copyto(dst, src)  # fault the pages in
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        np.copyto(dst, src)
-        best = min(best, time.perf_counter() - t)
-    copy_bw = 2 * size / best
-    best_r = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        src.sum()
-        best_r = min(best_r, time.perf_counter() - t)
-    return copy_bw, size / best_r
+
+def read_bandwidth(threads):
+    """Bytes/s read by `threads` threads streaming a 1 GiB buffer (best of 5)."""
+    out = example("mem_bandwidth", threads)
+    return float(re.search(r"read ([\d.]+) GB/s", out).group(1)) * 1e9
 
 
 def run_bench(d, threads, repeat, prompt, decode):
@@ -143,15 +136,14 @@ def run_bench(d, threads, repeat, prompt, decode):
     return doc
 
 
+LLAMA_SHAPES = None  # filled in main(): label -> multiply-adds per prefill
+
+
 def matmul_gflops(threads):
-    env = dict(os.environ, KIN_INFER_THREADS=str(threads))
-    r = subprocess.run(["cargo", "run", "--release", "-q", "-p", "kin-infer", "--example", "matmul_bench"],
-                       cwd=REPO, env=env, capture_output=True, text=True)
-    if r.returncode != 0:
-        print(f"matmul_bench failed:\n{r.stderr[-2000:]}", file=sys.stderr)
-        return None
+    """GFLOP/s per llama prefill shape (tier -> label -> GFLOP/s)."""
+    out = example("matmul_bench", threads, KIN_BENCH_SHAPES="llama", KIN_BENCH_REPS="5")
     res = {}
-    for line in r.stdout.splitlines():
+    for line in out.splitlines():
         m = re.match(r"(\S+)\s+(.+?)\s+([\d.]+) GFLOP/s$", line)
         if m:
             res.setdefault(m.group(1), {})[m.group(2)] = float(m.group(3))
@@ -176,58 +168,69 @@ def main():
     # table, read once by the head matmul; the one embedding row looked up is negligible).
     read_params = pc["layers_matmul"] + pc["norms"] + pc["head"]
 
-    copy_bw, read_bw = bandwidth()
-    results = {k: run_bench(d, a.threads, a.repeat, a.prompt_tokens, a.decode_tokens) for k, d in dirs.items()}
-    copy_bw2, read_bw2 = bandwidth()  # again after the runs: keep the better figure
-    copy_bw, read_bw = max(copy_bw, copy_bw2), max(read_bw, read_bw2)
-    mm = None if a.no_matmul else matmul_gflops(a.threads)
-
-    print(f"model: LLaMA {pc['total'] / 1e6:.1f}M params (layers' matmuls {pc['layers_matmul'] / 1e6:.1f}M, "
-          f"head/embedding {pc['head'] / 1e6:.1f}M tied), prompt {a.prompt_tokens}, decode {a.decode_tokens}, "
-          f"threads {a.threads}, repeat {a.repeat}, tier {results['f32'].get('simd_tier')}")
-    print(f"memory bandwidth (numpy, 1 thread, 1 GiB, best of 5, two passes): "
-          f"memcpy {copy_bw / 1e9:.1f} GB/s counting bytes read + written; "
-          f"read-only sum {read_bw / 1e9:.1f} GB/s (reference)")
-    print("bound = weight bytes read per token / memcpy bandwidth (read + written); "
-          "ratio = measured s/token / bound s/token (target <= 1.3)")
-    summary = dict(params=pc, copy_bw_bytes_per_s=copy_bw, read_bw_bytes_per_s=read_bw, models={})
-    print(f"{'storage':8} {'decode tok/s':>12} {'bound@4B tok/s':>15} {'ratio':>6} {'bound@2B tok/s':>15} "
-          f"{'ratio':>6} {'prefill tok/s':>13} {'prefill GFLOP/s':>15} {'peak RSS':>9}")
-    attn_flops = 0
-    hd = CONFIG["hidden_size"] // CONFIG["num_attention_heads"]
+    h, ff, L = CONFIG["hidden_size"], CONFIG["intermediate_size"], CONFIG["num_hidden_layers"]
+    kv = CONFIG["num_key_value_heads"] * h // CONFIG["num_attention_heads"]
     T = a.prompt_tokens
+    # The layer products of one prefill, as matmul_bench labels them (128 rows).
+    shapes = {f"llama {T}x{h}x{h + 2 * kv}": T * h * (h + 2 * kv), f"llama {T}x{h}x{h}": T * h * h,
+              f"llama {T}x{h}x{2 * ff}": T * h * 2 * ff, f"llama {T}x{ff}x{h}": T * ff * h}
+
+    bw, results, mm = 0.0, {}, {}
+    for _ in range(a.repeat):
+        bw = max(bw, read_bandwidth(a.threads))
+        for k, d in dirs.items():
+            r = run_bench(d, a.threads, 1, a.prompt_tokens, a.decode_tokens)
+            best = results.get(k)
+            if best is None:
+                results[k] = r
+            else:
+                for f in ("decode_tokens_per_s_max", "prefill_tokens_per_s_max"):
+                    best[f] = max(best[f], r[f])
+                best["peak_rss_bytes"] = max(best["peak_rss_bytes"], r["peak_rss_bytes"])
+        if not a.no_matmul:
+            for tier, t in matmul_gflops(a.threads).items():
+                for label, g in t.items():
+                    mm.setdefault(tier, {})[label] = max(g, mm.get(tier, {}).get(label, 0.0))
+
+    tier = results["f32"].get("simd_tier")
+    print(f"model: LLaMA {pc['total'] / 1e6:.1f}M params (layers' matmuls {pc['layers_matmul'] / 1e6:.1f}M, "
+          f"head/embedding {pc['head'] / 1e6:.1f}M tied), prompt {T}, decode {a.decode_tokens}, "
+          f"threads {a.threads}, {a.repeat} interleaved rounds (best kept), tier {tier}")
+    print(f"memory read bandwidth ({a.threads} threads, 1 GiB parallel sum): {bw / 1e9:.1f} GB/s")
+    print("bound = weight bytes read per token / read bandwidth; "
+          "ratio = measured s/token / bound s/token (target <= 1.3)")
+    summary = dict(params=pc, read_bw_bytes_per_s=bw, models={})
+    print(f"{'storage':8} {'bytes/param':>11} {'decode tok/s':>12} {'bound tok/s':>11} {'ratio':>6} "
+          f"{'prefill tok/s':>13} {'prefill GFLOP/s':>15} {'peak RSS':>9}")
+    hd = h // CONFIG["num_attention_heads"]
     # QK^T and PV over the causal triangle, every head, every layer.
-    attn_flops = CONFIG["num_hidden_layers"] * CONFIG["num_attention_heads"] * 2 * 2 * hd * (T * (T + 1) // 2)
+    attn_flops = L * CONFIG["num_attention_heads"] * 2 * 2 * hd * (T * (T + 1) // 2)
     prefill_flops = 2 * pc["layers_matmul"] * T + 2 * pc["head"] + attn_flops
     for k, r in results.items():
+        per = 4 if k == "f32" else 2
         dec = r["decode_tokens_per_s_max"]
         pre = r["prefill_tokens_per_s_max"]
-        b4 = copy_bw / (4 * read_params)
-        b2 = copy_bw / (2 * read_params)
+        bound = bw / (per * read_params)
         pgf = prefill_flops * pre / T / 1e9
-        print(f"{k:8} {dec:12.1f} {b4:15.1f} {b4 / dec:6.2f} {b2:15.1f} {b2 / dec:6.2f} "
+        print(f"{k:8} {per:11d} {dec:12.1f} {bound:11.1f} {bound / dec:6.2f} "
               f"{pre:13.1f} {pgf:15.1f} {r['peak_rss_bytes'] / 2**20:7.0f}Mi")
-        summary["models"][k] = dict(bench=r, bound_4B_tokens_per_s=b4, bound_2B_tokens_per_s=b2,
-                                    ratio_4B=b4 / dec, ratio_2B=b2 / dec, prefill_gflops=pgf)
-    print(f"  (decode/prefill: best of {a.repeat} repeats; weights read per token: "
-          f"{4 * read_params / 2**20:.0f} MiB at 4 B/param, {2 * read_params / 2**20:.0f} MiB at 2 B/param; "
-          f"the engine widens bf16 to f32 at load today, so the 4 B bound is the one for what is resident "
-          f"unless bf16 stays in storage type)")
-    if mm:
-        tier = results["f32"].get("simd_tier")
-        t = mm.get(tier) or next(iter(mm.values()))
-        ref = t.get("1024^3")
-        print(f"matmul_bench ({tier}, {a.threads} threads, best of 7): "
-              + ", ".join(f"{s} {g:.1f}" for s, g in t.items() if not s.startswith("attn")) + " GFLOP/s")
-        if ref:
-            for k in results:
-                pgf = summary["models"][k]["prefill_gflops"]
-                print(f"prefill {k}: {pgf:.1f} GFLOP/s = {100 * pgf / ref:.0f}% of the 1024^3 figure "
-                      f"({ref:.1f}); target >= 70%")
-                summary["models"][k]["prefill_vs_matmul_1024"] = pgf / ref
+        summary["models"][k] = dict(bench=r, bound_tokens_per_s=bound, ratio=bound / dec,
+                                    prefill_gflops=pgf)
+    print(f"  (weights read per token: {4 * read_params / 2**20:.0f} MiB f32, "
+          f"{2 * read_params / 2**20:.0f} MiB bf16)")
+    t = mm.get(tier) or (next(iter(mm.values())) if mm else None)
+    if t and all(s in t for s in shapes):
+        # FLOP-weighted: the time the layer products take at their measured rates.
+        macs = sum(shapes.values())
+        ref = 2 * macs / sum(2 * w / (t[s] * 1e9) for s, w in shapes.items()) / 1e9
+        print(f"matmul_bench ({tier}, {a.threads} threads, best): "
+              + ", ".join(f"{s} {t[s]:.1f}" for s in shapes) + f" GFLOP/s; FLOP-weighted {ref:.1f}")
+        for k in results:
+            pgf = summary["models"][k]["prefill_gflops"]
+            print(f"prefill {k}: {pgf:.1f} GFLOP/s = {100 * pgf / ref:.0f}% of the matmul throughput "
+                  f"on the same shapes ({ref:.1f}); target >= 70%")
+            summary["models"][k]["prefill_vs_matmul"] = pgf / ref
         summary["matmul_gflops"] = t
-        print("  (matmul_bench has no LLaMA shapes (128 x 768 x {768,256,2048}, 128 x 2048 x 768); "
-              "1024^3 is the reference)")
     if a.json:
         print(json.dumps(summary))
 

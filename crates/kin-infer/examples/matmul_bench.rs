@@ -5,6 +5,9 @@
 //! 7) so the number reflects the kernel, not a noisy neighbour. `KIN_BENCH_TIERS=avx512,...`
 //! limits the tiers; the generic tier is skipped for the big shapes unless listed there (on
 //! baseline x86-64 its `mul_add` is a software FMA, minutes per 1024³).
+//! `KIN_BENCH_SHAPES=llama,1024` keeps the shapes whose label starts with one of the prefixes.
+//! The `llama` shapes are the prefill products of scripts/bench-decode.py's model (128 prompt
+//! rows; fused q/k/v 768 → 1280, o 768 → 768, fused gate/up 768 → 4096, down 2048 → 768).
 //! Prints one line per (tier, shape): `tier shape GFLOP/s`.
 
 use kin_infer::kernels::{for_tier, Tier};
@@ -38,14 +41,26 @@ fn main() {
         (128, 64, 128, "attn 128x64x128"),
         (256, 32, 256, "attn 256x32x256"),
         (64, 64, 64, "attn 64x64x64"),
+        (128, 768, 1280, "llama 128x768x1280"),
+        (128, 768, 768, "llama 128x768x768"),
+        (128, 768, 4096, "llama 128x768x4096"),
+        (128, 2048, 768, "llama 128x2048x768"),
     ];
-    for tier in Tier::available() {
+    let only: Option<Vec<String>> = std::env::var("KIN_BENCH_SHAPES")
+        .ok()
+        .map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
+    for tier in Tier::available_exact() {
         let listed = wanted.as_ref().map(|w| w.contains(&tier));
         if listed == Some(false) || (tier == Tier::Generic && listed.is_none()) {
             continue;
         }
         let kern = for_tier(tier).expect("available tier");
         for &(m, k, n, label) in shapes {
+            if let Some(only) = &only {
+                if !only.iter().any(|p| label.starts_with(p.as_str())) {
+                    continue;
+                }
+            }
             let a: Vec<f32> = (0..m * k)
                 .map(|i| ((i * 7919) % 1000) as f32 * 1e-3)
                 .collect();

@@ -250,8 +250,12 @@ pub(crate) fn matmul(
     let kc_blocks = k.div_ceil(KC_MAX).max(1);
     let kcb = k.div_ceil(kc_blocks);
     let (mp, np) = (m.div_ceil(mr), n.div_ceil(nr));
+    // A single row splits columns in groups of four panels, so each task's panels go through
+    // the tier's four-panel row kernel (`Ops::row4`) with no single-panel remainder.
+    let unit = if m == 1 && ops.row4.is_some() { 4 } else { 1 };
+    let groups = np.div_ceil(unit);
     let mut rb = mp.div_ceil((MC_MAX / mr).max(1));
-    let mut cb = np.div_ceil((NC_MAX / nr).max(1));
+    let mut cb = groups.div_ceil((NC_MAX / nr / unit).max(1));
     let threads = rayon::current_num_threads();
     let parallel = threads > 1 && m * n * k >= SERIAL_MACS;
     if parallel {
@@ -260,7 +264,7 @@ pub(crate) fn matmul(
         while (rb * cb) % threads != 0 || rb * cb < 2 * threads {
             if rb < mp && (rb <= cb * 2 || cb >= np) {
                 rb += 1;
-            } else if cb < np {
+            } else if cb < groups {
                 cb += 1;
             } else {
                 break;
@@ -270,7 +274,8 @@ pub(crate) fn matmul(
     let cp = SendPtr(c.as_mut_ptr());
     let task = |t: usize| {
         let (ip0, ip1) = split(mp, rb, t / cb);
-        let (jp0, jp1) = split(np, cb, t % cb);
+        let (g0, g1) = split(groups, cb, t % cb);
+        let (jp0, jp1) = (g0 * unit, (g1 * unit).min(np));
         if ip0 == ip1 || jp0 == jp1 {
             return;
         }
@@ -353,7 +358,33 @@ unsafe fn block(
                 }
             }
         }
-        for jp in jp0..jp1 {
+        // A single row (decode) takes four full panels per call where the tier has a kernel
+        // for it: four times the independent FMA chains, the same k order per output.
+        let single_row = ip1 - ip0 == 1 && m - ip0 * mr == 1;
+        let mut jp = jp0;
+        while jp < jp1 {
+            if let (Some(r4), true) = (ops.row4, single_row && jp + 4 <= jp1 && (jp + 4) * nr <= n)
+            {
+                let j0 = jp * nr;
+                let boff = jp * k * nr + p0 * nr;
+                let bias_ptr = match bias {
+                    Some(bias) if last => bias[j0..j0 + 4 * nr].as_ptr(),
+                    _ => std::ptr::null(),
+                };
+                // SAFETY: four full panels jp..jp+4 (checked above), one row of C at ip0.
+                unsafe {
+                    let ct = c.add(ip0 * mr * ldc + j0);
+                    let a = scratch.as_ptr();
+                    let stride = k * nr;
+                    match bdata {
+                        BData::F32(b) => (r4.f32)(kc, a, b.add(boff), stride, ct, load, bias_ptr),
+                        BData::Bf16(b) => (r4.bf16)(kc, a, b.add(boff), stride, ct, load, bias_ptr),
+                        BData::F16(b) => (r4.f16)(kc, a, b.add(boff), stride, ct, load, bias_ptr),
+                    }
+                }
+                jp += 4;
+                continue;
+            }
             let j0 = jp * nr;
             let cols = nr.min(n - j0);
             // In bounds: jp < panels, p0 < k (the buffer holds panels·k·nr values).
@@ -398,12 +429,45 @@ unsafe fn block(
                     }
                 }
             }
+            jp += 1;
         }
         p0 += kc;
         if last {
             break;
         }
     }
+}
+
+/// One row × four adjacent full panels (4·NR columns): the [`MicroKernel`] contract with one
+/// A row (`a`: kc floats), panel `q`'s k-slice at `b + q·bstride`, C one row of 4·NR outputs
+/// and `bias` (if non-null) 4·NR values.
+pub(crate) type Row4Kernel = unsafe fn(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    bstride: usize,
+    c: *mut f32,
+    load: bool,
+    bias: *const f32,
+);
+
+/// [`Row4Kernel`] over bf16/f16 panels (widened exactly in registers).
+pub(crate) type Row4HalfKernel = unsafe fn(
+    kc: usize,
+    a: *const f32,
+    b: *const u16,
+    bstride: usize,
+    c: *mut f32,
+    load: bool,
+    bias: *const f32,
+);
+
+/// A tier's one-row, four-panel kernels, per storage type.
+#[derive(Clone, Copy)]
+pub(crate) struct Row4Kernels {
+    pub f32: Row4Kernel,
+    pub bf16: Row4HalfKernel,
+    pub f16: Row4HalfKernel,
 }
 
 /// The packed B data of one product, by storage type.

@@ -13,6 +13,7 @@ pub(crate) static OPS: Ops = Ops {
     kernel: rows_table!(kernel_generic, [1, 2, 3, 4]),
     kernel_bf16: rows_table!(kernel_half::<true>, [1, 2, 3, 4]),
     kernel_f16: rows_table!(kernel_half::<false>, [1, 2, 3, 4]),
+    row4: None,
     sum,
     dot,
     max,

@@ -163,6 +163,10 @@ pub(crate) struct Ops {
     /// The same tile over bf16 / f16 B panels, widened exactly in registers.
     pub kernel_bf16: &'static [gemm::HalfKernel],
     pub kernel_f16: &'static [gemm::HalfKernel],
+    /// One row across four adjacent panels (decode's matrix-vector product): four times the
+    /// independent accumulator chains of `kernel[0]`, so a single row is bound by memory, not
+    /// by FMA latency. Same per-output k order. `None`: the driver calls `kernel[0]` per panel.
+    pub row4: Option<gemm::Row4Kernels>,
     pub sum: fn(&[f32]) -> f32,
     pub dot: fn(&[f32], &[f32]) -> f32,
     /// Canonical max (16 lanes, `a > b ? a : b`, tree16 order), -inf for an empty slice.

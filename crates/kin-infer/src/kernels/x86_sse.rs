@@ -20,6 +20,7 @@ pub(crate) static OPS: Ops = Ops {
     kernel: rows_table!(kernel_6x8, [1, 2, 3, 4, 5, 6]),
     kernel_bf16: rows_table!(kernel_6x8_half::<true>, [1, 2, 3, 4, 5, 6]),
     kernel_f16: rows_table!(kernel_6x8_half::<false>, [1, 2, 3, 4, 5, 6]),
+    row4: None,
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },
