@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Proves the portable builds of inmotion-infer on this machine:
+#   - x86_64-unknown-linux-musl (static) under `qemu-x86_64 -cpu Westmere` (no AVX, AVX2, FMA),
+#   - aarch64-unknown-linux-gnu under `qemu-aarch64`,
+# each running `check` on every fixture artifact under tests/fixtures/inmotion (conformance/
+# included); fails unless every one prints PARITY OK. Installs what is missing (Debian packages
+# qemu-user, musl-tools, gcc-aarch64-linux-gnu; rustup targets). No RUSTFLAGS / target-cpu:
+# the binaries pick their SIMD tier at run time.
+#
+# Usage: scripts/cross-check.sh [FIXTURES_DIR]   (env: QEMU_X86_CPU, default Westmere)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FIX="${1:-tests/fixtures/inmotion}"
+CPU="${QEMU_X86_CPU:-Westmere}"
+MUSL=x86_64-unknown-linux-musl
+ARM=aarch64-unknown-linux-gnu
+TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+
+need_apt=()
+command -v qemu-x86_64 >/dev/null || need_apt+=(qemu-user)
+command -v musl-gcc >/dev/null || need_apt+=(musl-tools)
+command -v aarch64-linux-gnu-gcc >/dev/null || need_apt+=(gcc-aarch64-linux-gnu)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "cross-check: installing ${need_apt[*]}" >&2
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq qemu-user musl-tools gcc-aarch64-linux-gnu >&2
+fi
+installed="$(rustup target list --installed)"
+for t in $MUSL $ARM; do
+    grep -qx "$t" <<<"$installed" || rustup target add "$t" >&2
+done
+
+unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+cargo build --release -p inmotion-cli --target $MUSL >&2
+cargo build --release -p inmotion-cli --target $ARM >&2
+MUSL_BIN="$TARGET_DIR/$MUSL/release/inmotion-infer"
+ARM_BIN="$TARGET_DIR/$ARM/release/inmotion-infer"
+file "$MUSL_BIN" | grep -q "static" || { echo "cross-check: $MUSL_BIN is not static" >&2; exit 1; }
+
+mapfile -t ARTS < <(find "$FIX" -name golden.json -printf '%h\n' | sort)
+[ ${#ARTS[@]} -gt 0 ] || { echo "cross-check: no artifacts under $FIX" >&2; exit 1; }
+
+fail=0
+run_all() {  # label, runner...
+    local label="$1"; shift
+    local ok=0
+    for a in "${ARTS[@]}"; do
+        local out
+        out="$("$@" check --artifact "$a" --golden "$a" 2>&1)" || true
+        if grep -qx "PARITY OK" <<<"$out"; then
+            ok=$((ok + 1))
+            printf '%-12s %-45s %s\n' "$label" "${a#"$FIX"/}" "$(grep 'max |diff|' <<<"$out")"
+        else
+            printf '%-12s %-45s FAILED\n%s\n' "$label" "${a#"$FIX"/}" "$out"
+            fail=1
+        fi
+    done
+    echo "$label: $ok / ${#ARTS[@]} PARITY OK ($("$@" describe --artifact "${ARTS[0]}" | grep kernel_tier))"
+}
+run_all "musl/$CPU" qemu-x86_64 -cpu "$CPU" "$MUSL_BIN"
+run_all "aarch64" qemu-aarch64 -L /usr/aarch64-linux-gnu "$ARM_BIN"
+if [ $fail -ne 0 ]; then
+    echo "cross-check: FAILED" >&2
+    exit 1
+fi
+echo "cross-check: every artifact PARITY OK on both targets"
