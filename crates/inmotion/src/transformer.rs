@@ -289,8 +289,7 @@ impl Transformer {
                 }
                 (self.gemm)(&s.qkv[off..], 3 * d, n, hd, &s.kt, n, n, &mut s.scores, n);
                 for row in s.scores.chunks_exact_mut(n) {
-                    k.scale(row, scale);
-                    k.softmax(row);
+                    k.softmax_scaled(row, scale);
                 }
                 (self.gemm)(
                     &s.scores,

@@ -184,11 +184,15 @@ impl DurableOutput {
             pending: Vec::new(),
             pending_items: 0,
         };
-        out.manifest.progress.items = items;
-        out.manifest.progress.output_bytes = good_len;
+        // A manifest that never recorded a commit is (re)written as it was read: its progress
+        // must stay the consistent triple (items, input bytes, input hash) of one commit. The
+        // items found in the output (a kill between the output's fsync and the first manifest
+        // update) are only counted in memory, for the next commit.
         if previous.items == 0 && previous.input_bytes == 0 {
             out.write_manifest()?;
         }
+        out.manifest.progress.items = items;
+        out.manifest.progress.output_bytes = good_len;
         Ok((
             out,
             ResumePoint {
@@ -343,4 +347,47 @@ fn identity_diff(old: &RunIdentity, new: &RunIdentity) -> String {
         ));
     }
     format!("settings changed since the run began: {}", d.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity() -> RunIdentity {
+        RunIdentity {
+            model_hash: "m".into(),
+            numerics_version: "n".into(),
+            pooling: "mean".into(),
+            normalize: true,
+            max_length: 8,
+            dimensions: None,
+            input_format: "lines".into(),
+        }
+    }
+
+    /// A kill after the output's first fsync but before the manifest recorded that commit
+    /// leaves records the manifest does not count. Resuming (and being killed again before
+    /// committing) must keep the manifest's progress a consistent commit: items 0 with no
+    /// input hash, not the scanned item count with an empty hash (which made the next resume
+    /// refuse the unchanged input as "changed").
+    #[test]
+    fn records_past_the_last_manifest_commit_never_enter_the_recorded_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("o.jsonl");
+        let (first, at) = DurableOutput::open(&out, identity(), "in").unwrap();
+        assert_eq!(at.items, 0);
+        drop(first);
+        // The output's records, durable, but no manifest update (killed in between).
+        std::fs::write(&out, "{\"index\":0}\n{\"index\":1}\n{\"index\":2}\n").unwrap();
+        let (second, at) = DurableOutput::open(&out, identity(), "in").unwrap();
+        assert_eq!((at.items, at.previous.items), (3, 0));
+        drop(second); // killed again before its first commit
+        let (_, at) = DurableOutput::open(&out, identity(), "in").unwrap();
+        assert_eq!(at.items, 3);
+        assert_eq!(
+            (at.previous.items, at.previous.input_bytes),
+            (0, 0),
+            "the recorded progress must be a real commit"
+        );
+    }
 }

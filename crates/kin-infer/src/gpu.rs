@@ -251,11 +251,14 @@ impl GpuCompute for CpuCompute {
                 let mut scores = vec![0.0f32; len * len];
                 k.matmul(q, stride, len, &keys, None, &mut scores, len);
                 for (i, row) in scores.chunks_exact_mut(len).enumerate() {
-                    k.scale(row, scale);
-                    if let Some(b) = bias {
-                        b.add_row(s, h, i, row);
+                    match bias {
+                        Some(b) => {
+                            k.scale(row, scale);
+                            b.add_row(s, h, i, row);
+                            k.softmax(row);
+                        }
+                        None => k.softmax_scaled(row, scale),
                     }
-                    k.softmax(row);
                 }
                 let values = k.pack_cols(&qkv[base + 2 * hidden..], len, head_dim, stride);
                 let mut ctx = vec![0.0f32; len * head_dim];

@@ -134,9 +134,19 @@ proptest! {
         let w = fill(seed ^ 3, len);
         let b = fill(seed ^ 4, len);
         type RowOp = fn(&Kernels, &mut [f32], &[f32], &[f32]);
-        let ops: [(&str, RowOp); 10] = [
+        let ops: [(&str, RowOp); 12] = [
             ("layer_norm", |k, x, w, b| k.layer_norm(x, w, b, 1e-12)),
             ("softmax", |k, x, _, _| k.softmax(x)),
+            ("softmax_scaled", |k, x, _, _| k.softmax_scaled(x, 0.125)),
+            // The fused form is bit for bit `scale` then `softmax`, on every tier.
+            ("scale+softmax", |k, x, _, _| {
+                let mut y = x.to_vec();
+                k.softmax_scaled(&mut y, 0.37);
+                k.scale(x, 0.37);
+                k.softmax(x);
+                let same_bits = x.iter().zip(&y).all(|(a, b)| same(*a, *b));
+                assert!(same_bits, "fused softmax_scaled differs from the composite");
+            }),
             ("gelu_erf", |k, x, _, _| k.gelu_erf(x)),
             ("gelu_tanh", |k, x, _, _| k.gelu_tanh(x)),
             ("silu", |k, x, _, _| k.silu(x)),

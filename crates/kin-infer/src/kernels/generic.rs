@@ -28,6 +28,7 @@ pub(crate) static OPS: Ops = Ops {
     add,
     axpy,
     affine,
+    softmax_scaled: None,
 };
 
 /// Adds `x[i]` into lane `i % 16`; callers pass a tail that starts at a multiple of 16.

@@ -188,6 +188,10 @@ pub(crate) struct Ops {
     pub axpy: fn(&mut [f32], f32, &[f32]),
     /// `x[i] = fma(x[i] * s, w[i], b[i])`.
     pub affine: fn(&mut [f32], f32, &[f32], &[f32]),
+    /// `x *= s` then softmax, in one function with the composite's exact operation sequence
+    /// (canonical max, `exp(x - max)`, canonical sum, `* (1 / sum)`): short attention rows
+    /// otherwise pay five calls and five passes. `None`: the composite runs.
+    pub softmax_scaled: Option<fn(&mut [f32], f32)>,
 }
 
 /// Storage type of a [`PackedMatrix`]'s panels.
@@ -511,8 +515,19 @@ impl Kernels {
 
     /// Softmax of one row in place: exp(x - max) with our exp, canonical sum, times 1/sum.
     pub fn softmax(&self, x: &mut [f32]) {
+        self.softmax_scaled(x, 1.0)
+    }
+
+    /// `x *= s`, then [`Kernels::softmax`] (bit for bit the two calls; one pass fewer).
+    pub fn softmax_scaled(&self, x: &mut [f32], s: f32) {
         if x.is_empty() {
             return;
+        }
+        if let Some(f) = self.ops.softmax_scaled {
+            return f(x, s);
+        }
+        if s != 1.0 {
+            self.scale(x, s);
         }
         let max = self.max(x);
         (self.ops.exp_sub)(x, max);

@@ -31,6 +31,7 @@ pub(crate) static OPS: Ops = Ops {
     add: |x, y| unsafe { add(x, y) },
     axpy: |x, a, y| unsafe { axpy(x, a, y) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
+    softmax_scaled: None,
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
 // after `Tier::Avx2.supported()` confirmed AVX2 and FMA at run time.

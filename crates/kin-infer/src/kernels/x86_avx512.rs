@@ -43,6 +43,7 @@ pub(crate) static OPS: Ops = Ops {
     add: |x, y| unsafe { add(x, y) },
     axpy: |x, a, y| unsafe { axpy(x, a, y) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
+    softmax_scaled: Some(|x, s| unsafe { softmax_scaled(x, s) }),
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
 // after `Tier::Avx512.supported()` confirmed the features at run time.
@@ -500,6 +501,55 @@ unsafe fn row4_store(acc: &[__m512; 8], c: *mut f32, bias: *const f32) {
                 _mm512_add_ps(*v, _mm512_loadu_ps(bias.add(16 * i)))
             };
             _mm512_storeu_ps(c.add(16 * i), v);
+        }
+    }
+}
+
+/// Fused `x *= s; softmax(x)`: the composite's exact sequence (see `Ops::softmax_scaled`),
+/// tails by masked lanes (a masked-off lane keeps its accumulator, as the scalar tail does).
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn softmax_scaled(x: &mut [f32], s: f32) {
+    let n = x.len();
+    let p = x.as_mut_ptr();
+    let main = n - n % 16;
+    let tail = tail_mask(n - main);
+    unsafe {
+        let sv = V::splat(s);
+        let mut mx = V::splat(f32::NEG_INFINITY);
+        for i in (0..main).step_by(16) {
+            let v = V(_mm512_loadu_ps(p.add(i))).mul(sv);
+            _mm512_storeu_ps(p.add(i), v.0);
+            mx = v.max_(mx);
+        }
+        if main < n {
+            let v = V(_mm512_maskz_loadu_ps(tail, p.add(main))).mul(sv);
+            _mm512_mask_storeu_ps(p.add(main), tail, v.0);
+            let v = V(_mm512_mask_blend_ps(
+                tail,
+                _mm512_set1_ps(f32::NEG_INFINITY),
+                v.0,
+            ));
+            mx = v.max_(mx);
+        }
+        let m = V::splat(tree16_max(lanes(mx.0)));
+        let mut acc = _mm512_setzero_ps();
+        for i in (0..main).step_by(16) {
+            let e = math::exp_v(V(_mm512_loadu_ps(p.add(i))).sub(m));
+            _mm512_storeu_ps(p.add(i), e.0);
+            acc = _mm512_add_ps(acc, e.0);
+        }
+        if main < n {
+            let e = math::exp_v(V(_mm512_maskz_loadu_ps(tail, p.add(main))).sub(m));
+            _mm512_mask_storeu_ps(p.add(main), tail, e.0);
+            acc = _mm512_mask_add_ps(acc, tail, acc, e.0);
+        }
+        let inv = V::splat(1.0 / tree16(lanes(acc)));
+        for i in (0..main).step_by(16) {
+            _mm512_storeu_ps(p.add(i), V(_mm512_loadu_ps(p.add(i))).mul(inv).0);
+        }
+        if main < n {
+            let v = V(_mm512_maskz_loadu_ps(tail, p.add(main))).mul(inv);
+            _mm512_mask_storeu_ps(p.add(main), tail, v.0);
         }
     }
 }

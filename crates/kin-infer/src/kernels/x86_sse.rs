@@ -35,6 +35,7 @@ pub(crate) static OPS: Ops = Ops {
     add: |x, y| unsafe { add(x, y) },
     axpy: |x, a, y| unsafe { axpy(x, a, y) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
+    softmax_scaled: None,
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
 // after `Tier::Sse.supported()` confirmed SSE4.1 at run time.

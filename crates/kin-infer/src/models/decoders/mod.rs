@@ -460,13 +460,16 @@ pub(crate) fn causal_attention_softcap(
                 for (j, sj) in (j0..).zip(s.iter_mut()) {
                     *sj = k.dot(qv, &keys[j * kv_dim + g * hd..][..hd]);
                 }
-                k.scale(s, scale);
-                if let Some(cap) = softcap {
-                    for v in s.iter_mut() {
-                        *v = crate::kernels::math::tanh(*v / cap) * cap;
+                match softcap {
+                    Some(cap) => {
+                        k.scale(s, scale);
+                        for v in s.iter_mut() {
+                            *v = crate::kernels::math::tanh(*v / cap) * cap;
+                        }
+                        k.softmax(s);
                     }
+                    None => k.softmax_scaled(s, scale),
                 }
-                k.softmax(s);
                 o.fill(0.0);
                 for (j, &p) in (j0..).zip(s.iter()) {
                     k.axpy(o, p, &values[j * kv_dim + g * hd..][..hd]);
