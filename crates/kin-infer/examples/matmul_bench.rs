@@ -8,6 +8,8 @@
 //! `KIN_BENCH_SHAPES=llama,1024` keeps the shapes whose label starts with one of the prefixes.
 //! The `llama` shapes are the prefill products of scripts/bench-decode.py's model (128 prompt
 //! rows; fused q/k/v 768 → 1280, o 768 → 768, fused gate/up 768 → 4096, down 2048 → 768).
+//! `KIN_BENCH_COLD=1` cycles each product through enough copies of its weight matrix (≥ 512 MB)
+//! that B comes from memory, not cache, as it does in a model's forward pass.
 //! Prints one line per (tier, shape): `tier shape GFLOP/s`.
 
 use kin_infer::kernels::{for_tier, Tier};
@@ -68,22 +70,38 @@ fn main() {
                 .map(|i| ((i * 104729) % 997) as f32 * 1e-3)
                 .collect();
             let bias: Vec<f32> = (0..n).map(|j| j as f32).collect();
-            let packed = kern.pack_rows(&w, n, k, k);
+            let cold = std::env::var("KIN_BENCH_COLD").is_ok_and(|v| v == "1");
+            let copies = if cold {
+                (512usize << 20).div_ceil(4 * n * k)
+            } else {
+                1
+            };
+            let packs: Vec<_> = (0..copies).map(|_| kern.pack_rows(&w, n, k, k)).collect();
+            let mut next = 0;
+            let mut packed_at = |_: usize| {
+                next = (next + 1) % copies;
+                &packs[next]
+            };
             let mut c = vec![0.0f32; m * n];
             // Small products are timed in batches so the clock resolution does not matter.
-            let inner = (1usize << 28).div_ceil(m * n * k).max(1);
+            let inner = (1usize << 28).div_ceil(m * n * k).max(copies);
             let mut best = f64::INFINITY;
             pool.install(|| {
-                kern.matmul(&a, k, m, &packed, Some(&bias), &mut c, n); // warm-up
+                kern.matmul(&a, k, m, packed_at(0), Some(&bias), &mut c, n); // warm-up
                 for _ in 0..reps {
                     let t = Instant::now();
-                    for _ in 0..inner {
-                        kern.matmul(&a, k, m, &packed, Some(&bias), &mut c, n);
+                    for i in 0..inner {
+                        kern.matmul(&a, k, m, packed_at(i), Some(&bias), &mut c, n);
                     }
                     best = best.min(t.elapsed().as_secs_f64() / inner as f64);
                 }
             });
             let gflops = 2.0 * (m * n * k) as f64 / best / 1e9;
+            let label = if cold {
+                format!("{label} cold")
+            } else {
+                label.to_string()
+            };
             println!("{:8} {:22} {:8.1} GFLOP/s", tier.name(), label, gflops);
         }
     }

@@ -128,6 +128,26 @@ proptest! {
     }
 
     #[test]
+    fn gemv_matches_generic_and_the_gemm_order(k in 1usize..80, n in 1usize..150, pad in 0usize..9, seed in any::<u64>()) {
+        let (gen, simd) = tiers();
+        let ldb = n + pad;
+        let a = fill(seed, k);
+        let b = fill(seed ^ 5, k * ldb);
+        let mut want = vec![0.0; n];
+        gen.gemv(&a, &b, ldb, &mut want);
+        // The GEMM's order: each output accumulates p = 0, 1, ... with FMA from 0.0.
+        for (j, w) in want.iter().enumerate() {
+            let r = (0..k).fold(0.0f32, |acc, p| a[p].mul_add(b[p * ldb + j], acc));
+            prop_assert!(same(*w, r), "generic gemv out {j}: {w} vs {r}");
+        }
+        for kern in &simd {
+            let mut got = vec![f32::NAN; n];
+            kern.gemv(&a, &b, ldb, &mut got);
+            assert_same("gemv", kern.tier(), &got, &want);
+        }
+    }
+
+    #[test]
     fn row_kernels_match_generic(len in 1usize..100, seed in any::<u64>(), spread in 0.1f32..40.0) {
         let (gen, simd) = tiers();
         let x: Vec<f32> = fill(seed, len).iter().map(|v| v * spread).collect();

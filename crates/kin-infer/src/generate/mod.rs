@@ -25,7 +25,7 @@ pub struct KvCache {
     kv_dim: usize,
     capacity: usize,
     len: usize,
-    /// `[layers, capacity, kv_dim]`
+    /// `[layers, kv_dim, capacity]`: keys transposed (see `decoders::store_kv`).
     k: Vec<f32>,
     /// `[layers, capacity, kv_dim]`
     v: Vec<f32>,
@@ -76,7 +76,8 @@ impl KvCache {
         Ok(())
     }
 
-    /// Layer `layer`'s `(keys, values)`, each `[capacity, kv_dim]`, and the scratch.
+    /// Layer `layer`'s `(keys, values)`: keys `[kv_dim, capacity]`, values
+    /// `[capacity, kv_dim]`; and the scratch.
     pub(crate) fn layer_mut(&mut self, layer: usize) -> (&mut [f32], &mut [f32], &mut Scratch) {
         let n = self.capacity * self.kv_dim;
         (

@@ -424,7 +424,18 @@ unsafe fn block(
                 }
                 _ => std::ptr::null(),
             };
+            // While this column panel's B is reused from cache by the row panels, fetch the
+            // next panel's B slice from memory, a share before each call: the first row
+            // panel would otherwise wait on DRAM for every B line (weights are cold in a
+            // forward pass).
+            let next =
+                (jp + 1 < jp1).then(|| bdata.byte_range((jp + 1) * k * nr + p0 * nr, kc * nr));
+            let calls = ip1 - ip0;
             for ip in ip0..ip1 {
+                if let Some((start, len)) = next {
+                    let i = ip - ip0;
+                    prefetch(start, len * i / calls, len * (i + 1) / calls);
+                }
                 let i0 = ip * mr;
                 let rows = mr.min(m - i0);
                 let apanel = scratch[(ip - ip0) * mr * kc..].as_ptr();
@@ -501,7 +512,38 @@ enum BData {
     F16(*const u16),
 }
 
+/// Hints the cache lines of `start + lo .. start + hi` (bytes) into the cache. Only a hint:
+/// a no-op where the architecture has none here.
+#[inline(always)]
+fn prefetch(start: *const u8, lo: usize, hi: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut off = lo - lo % 64;
+        while off < hi {
+            // SAFETY: prefetch never faults, and the addresses lie inside the B buffer.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    start.add(off) as *const i8,
+                );
+            }
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (start, lo, hi);
+}
+
 impl BData {
+    /// The bytes of `len` elements at element offset `off`.
+    fn byte_range(self, off: usize, len: usize) -> (*const u8, usize) {
+        match self {
+            // SAFETY (all three): `off` is a panel start inside the buffer (callers pass
+            // `(jp + 1)·k·nr + p0·nr` for an existing panel jp + 1).
+            BData::F32(b) => (unsafe { b.add(off) } as *const u8, len * 4),
+            BData::Bf16(b) | BData::F16(b) => (unsafe { b.add(off) } as *const u8, len * 2),
+        }
+    }
+
     /// Runs the tier's `rows`-row micro-kernel for this storage type on the panel at `off`.
     ///
     /// # Safety

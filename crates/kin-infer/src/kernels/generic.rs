@@ -27,6 +27,7 @@ pub(crate) static OPS: Ops = Ops {
     scale,
     add,
     axpy,
+    gemv,
     affine,
     softmax_scaled: None,
 };
@@ -98,6 +99,18 @@ pub(crate) fn scale(x: &mut [f32], s: f32) {
 pub(crate) fn add(x: &mut [f32], y: &[f32]) {
     for (a, b) in x.iter_mut().zip(y) {
         *a += b;
+    }
+}
+
+/// Reference of [`super::Ops::gemv`] (the caller checked the extents).
+#[inline(always)]
+pub(crate) fn gemv(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
+    out.fill(0.0);
+    for (p, &av) in a.iter().enumerate() {
+        let row = &b[p * ldb..p * ldb + out.len()];
+        for (o, &bv) in out.iter_mut().zip(row) {
+            *o = av.mul_add(bv, *o);
+        }
     }
 }
 

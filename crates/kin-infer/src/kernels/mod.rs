@@ -186,6 +186,10 @@ pub(crate) struct Ops {
     pub add: fn(&mut [f32], &[f32]),
     /// `x[i] = fma(a, y[i], x[i])`.
     pub axpy: fn(&mut [f32], f32, &[f32]),
+    /// `out[j] = Σ_p a[p]·b[p·ldb + j]`, each output accumulating p = 0, 1, … in order with
+    /// FMA from 0.0 (the GEMM's order): a row vector times a row-major matrix that is not
+    /// packed (the KV cache's keys and values).
+    pub gemv: fn(&[f32], &[f32], usize, &mut [f32]),
     /// `x[i] = fma(x[i] * s, w[i], b[i])`.
     pub affine: fn(&mut [f32], f32, &[f32], &[f32]),
     /// `x *= s` then softmax, in one function with the composite's exact operation sequence
@@ -569,6 +573,22 @@ impl Kernels {
     pub fn add(&self, x: &mut [f32], y: &[f32]) {
         let n = x.len().min(y.len());
         (self.ops.add)(&mut x[..n], &y[..n])
+    }
+
+    /// `out[j] = Σ_p a[p] · b[p·ldb + j]` for `j < out.len()`, `p < a.len()`: each output
+    /// accumulates p in order with FMA from 0.0, as the GEMM does (bit-identical in every
+    /// exact tier).
+    pub fn gemv(&self, a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
+        let (k, n) = (a.len(), out.len());
+        if k == 0 || n == 0 {
+            out.fill(0.0);
+            return;
+        }
+        assert!(
+            ldb >= n && b.len() >= (k - 1) * ldb + n,
+            "gemv: b too short"
+        );
+        (self.ops.gemv)(a, b, ldb, out)
     }
 
     /// `x[i] = fma(a, y[i], x[i])` (one rounding per element, the same in every tier).

@@ -30,6 +30,7 @@ pub(crate) static OPS: Ops = Ops {
     scale: |x, s| unsafe { scale(x, s) },
     add: |x, y| unsafe { add(x, y) },
     axpy: |x, a, y| unsafe { axpy(x, a, y) },
+    gemv: |a, b, ldb, out| unsafe { gemv(a, b, ldb, out) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: None,
 };
@@ -407,5 +408,43 @@ unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(
                 vst1q_f32(c.add(r * ldc + 4 * j), *v);
             }
         }
+    }
+}
+
+/// [`super::Ops::gemv`]: 16 outputs per pass (four independent accumulators), then 4,
+/// then the scalar tail; every output accumulates p in order from 0.0.
+#[target_feature(enable = "neon")]
+unsafe fn gemv(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
+    let n = out.len();
+    let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+    let mut j = 0;
+    unsafe {
+        while j + 16 <= n {
+            let mut acc = [vdupq_n_f32(0.0); 4];
+            for p in 0..a.len() {
+                let av = vdupq_n_f32(*pa.add(p));
+                let row = pb.add(p * ldb);
+                for q in 0..4 {
+                    acc[q] = vfmaq_f32(acc[q], av, vld1q_f32(row.add(j + 4 * q)));
+                }
+            }
+            for (q, v) in acc.iter().enumerate() {
+                vst1q_f32(po.add(j + 4 * q), *v);
+            }
+            j += 16;
+        }
+        while j + 4 <= n {
+            let mut acc = vdupq_n_f32(0.0);
+            for p in 0..a.len() {
+                let av = vdupq_n_f32(*pa.add(p));
+                let row = pb.add(p * ldb);
+                acc = vfmaq_f32(acc, av, vld1q_f32(row.add(j)));
+            }
+            vst1q_f32(po.add(j), acc);
+            j += 4;
+        }
+    }
+    if j < n {
+        generic::gemv(a, &b[j..], ldb, &mut out[j..]);
     }
 }

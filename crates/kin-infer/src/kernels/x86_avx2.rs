@@ -30,6 +30,7 @@ pub(crate) static OPS: Ops = Ops {
     scale: |x, s| unsafe { scale(x, s) },
     add: |x, y| unsafe { add(x, y) },
     axpy: |x, a, y| unsafe { axpy(x, a, y) },
+    gemv: |a, b, ldb, out| unsafe { gemv(a, b, ldb, out) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: None,
 };
@@ -383,5 +384,43 @@ unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(
             _mm256_storeu_ps(c.add(r * ldc), c0[r]);
             _mm256_storeu_ps(c.add(r * ldc + 8), c1[r]);
         }
+    }
+}
+
+/// [`super::Ops::gemv`]: 32 outputs per pass (four independent accumulators), then 8,
+/// then the scalar tail; every output accumulates p in order from 0.0.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gemv(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
+    let n = out.len();
+    let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+    let mut j = 0;
+    unsafe {
+        while j + 32 <= n {
+            let mut acc = [_mm256_setzero_ps(); 4];
+            for p in 0..a.len() {
+                let av = _mm256_set1_ps(*pa.add(p));
+                let row = pb.add(p * ldb);
+                for q in 0..4 {
+                    acc[q] = _mm256_fmadd_ps(av, _mm256_loadu_ps(row.add(j + 8 * q)), acc[q]);
+                }
+            }
+            for (q, v) in acc.iter().enumerate() {
+                _mm256_storeu_ps(po.add(j + 8 * q), *v);
+            }
+            j += 32;
+        }
+        while j + 8 <= n {
+            let mut acc = _mm256_setzero_ps();
+            for p in 0..a.len() {
+                let av = _mm256_set1_ps(*pa.add(p));
+                let row = pb.add(p * ldb);
+                acc = _mm256_fmadd_ps(av, _mm256_loadu_ps(row.add(j)), acc);
+            }
+            _mm256_storeu_ps(po.add(j), acc);
+            j += 8;
+        }
+    }
+    if j < n {
+        generic::gemv(a, &b[j..], ldb, &mut out[j..]);
     }
 }

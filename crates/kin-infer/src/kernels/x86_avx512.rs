@@ -42,6 +42,7 @@ pub(crate) static OPS: Ops = Ops {
     scale: |x, s| unsafe { scale(x, s) },
     add: |x, y| unsafe { add(x, y) },
     axpy: |x, a, y| unsafe { axpy(x, a, y) },
+    gemv: |a, b, ldb, out| unsafe { gemv(a, b, ldb, out) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: Some(|x, s| unsafe { softmax_scaled(x, s) }),
 };
@@ -551,5 +552,43 @@ unsafe fn softmax_scaled(x: &mut [f32], s: f32) {
             let v = V(_mm512_maskz_loadu_ps(tail, p.add(main))).mul(inv);
             _mm512_mask_storeu_ps(p.add(main), tail, v.0);
         }
+    }
+}
+
+/// [`super::Ops::gemv`]: 64 outputs per pass (four independent accumulators), then 16,
+/// then the scalar tail; every output accumulates p in order from 0.0.
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+unsafe fn gemv(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
+    let n = out.len();
+    let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+    let mut j = 0;
+    unsafe {
+        while j + 64 <= n {
+            let mut acc = [_mm512_setzero_ps(); 4];
+            for p in 0..a.len() {
+                let av = _mm512_set1_ps(*pa.add(p));
+                let row = pb.add(p * ldb);
+                for q in 0..4 {
+                    acc[q] = _mm512_fmadd_ps(av, _mm512_loadu_ps(row.add(j + 16 * q)), acc[q]);
+                }
+            }
+            for (q, v) in acc.iter().enumerate() {
+                _mm512_storeu_ps(po.add(j + 16 * q), *v);
+            }
+            j += 64;
+        }
+        while j + 16 <= n {
+            let mut acc = _mm512_setzero_ps();
+            for p in 0..a.len() {
+                let av = _mm512_set1_ps(*pa.add(p));
+                let row = pb.add(p * ldb);
+                acc = _mm512_fmadd_ps(av, _mm512_loadu_ps(row.add(j)), acc);
+            }
+            _mm512_storeu_ps(po.add(j), acc);
+            j += 16;
+        }
+    }
+    if j < n {
+        generic::gemv(a, &b[j..], ldb, &mut out[j..]);
     }
 }

@@ -34,6 +34,7 @@ pub(crate) static OPS: Ops = Ops {
     scale: |x, s| unsafe { scale(x, s) },
     add: |x, y| unsafe { add(x, y) },
     axpy: |x, a, y| unsafe { axpy(x, a, y) },
+    gemv: |a, b, ldb, out| unsafe { gemv(a, b, ldb, out) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: None,
 };
@@ -414,5 +415,53 @@ unsafe fn kernel_6x8_half<const BF16: bool, const R: usize>(
             bp = bp.add(NR);
         }
         store(&c0, &c1, c, ldc, bias);
+    }
+}
+
+/// [`super::Ops::gemv`]: 16 outputs per pass (four independent accumulators), then 4,
+/// then the scalar tail; every output accumulates p in order from 0.0.
+#[target_feature(enable = "sse4.1")]
+unsafe fn gemv(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
+    let n = out.len();
+    let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+    let mut j = 0;
+    unsafe {
+        while j + 16 <= n {
+            let mut acc = [_mm_setzero_ps(); 4];
+            for p in 0..a.len() {
+                let av = _mm_set1_ps(*pa.add(p));
+                let row = pb.add(p * ldb);
+                for q in 0..4 {
+                    acc[q] = _mm_add_ps(_mm_mul_ps(av, _mm_loadu_ps(row.add(j + 4 * q))), acc[q]);
+                }
+            }
+            for (q, v) in acc.iter().enumerate() {
+                _mm_storeu_ps(po.add(j + 4 * q), *v);
+            }
+            j += 16;
+        }
+        while j + 4 <= n {
+            let mut acc = _mm_setzero_ps();
+            for p in 0..a.len() {
+                let av = _mm_set1_ps(*pa.add(p));
+                let row = pb.add(p * ldb);
+                acc = _mm_add_ps(_mm_mul_ps(av, _mm_loadu_ps(row.add(j))), acc);
+            }
+            _mm_storeu_ps(po.add(j), acc);
+            j += 4;
+        }
+    }
+    if j < n {
+        gemv_tail(a, &b[j..], ldb, &mut out[j..]);
+    }
+}
+
+/// The SSE tier's scalar tail: multiply then add, as its vector lanes do.
+fn gemv_tail(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
+    out.fill(0.0);
+    for (p, &av) in a.iter().enumerate() {
+        for (o, &bv) in out.iter_mut().zip(&b[p * ldb..]) {
+            *o += av * bv;
+        }
     }
 }

@@ -20,7 +20,7 @@
 //! logits `= ln_f(x) · wteᵀ`.
 
 use super::{
-    causal_attention, token_ids, AttnShape, Decoder, DecoderSpec, LogitsRows, ScratchDims,
+    causal_attention, store_kv, token_ids, AttnShape, Decoder, DecoderSpec, LogitsRows, ScratchDims,
 };
 use crate::error::{InferError, Result};
 use crate::generate::KvCache;
@@ -304,11 +304,7 @@ impl Decoder for Gpt2 {
             layer
                 .c_attn
                 .forward(be, &s.normed[..rows * h], rows, &mut s.qkv);
-            for (r, row) in s.qkv[..rows * qkv_dim].chunks_exact(qkv_dim).enumerate() {
-                let p = (start + r) * h;
-                kc[p..p + h].copy_from_slice(&row[h..2 * h]);
-                vc[p..p + h].copy_from_slice(&row[2 * h..]);
-            }
+            store_kv(&s.qkv, h, h, rows, start, kc, vc);
             let shape = AttnShape {
                 heads: c.heads,
                 kv_heads: c.heads,

@@ -9,8 +9,9 @@
 //! - every GEMM accumulates each output element k-sequentially whatever m is (`kernels`);
 //! - RMSNorm, RoPE and the gated feed-forward are per row;
 //! - attention ([`causal_attention`]) runs the same per-(query, head) code for prefill and
-//!   decode: scores over keys `0..=pos` read from the cache (canonical dot), scale, softmax
-//!   (canonical max/sum), then `Σ_j p_j · v_j` accumulated j = 0, 1, … with FMA.
+//!   decode: scores over keys `0..=pos` as one [`Kernels::gemv`] over the transposed keys
+//!   (each score accumulates the head dimension in order, as a GEMM would), scale, softmax
+//!   (canonical max/sum), then `Σ_j p_j · v_j` as another gemv (j = 0, 1, … with FMA).
 
 pub mod gemma;
 pub mod gpt2;
@@ -289,7 +290,10 @@ pub(crate) fn rotate_qk(
 }
 
 /// Copies the k and v of each of the `rows` rows of a fused `[q | k | v]` buffer (q of
-/// `q_dim`, k and v of `kv_dim`) into the layer's caches at positions `start..`.
+/// `q_dim`, k and v of `kv_dim`) into the layer's caches at positions `start..`. Keys are
+/// stored transposed (`[kv_dim, capacity]`: one row per key component), so a query's scores
+/// over consecutive positions are a [`Kernels::gemv`] in the GEMM's k order; values stay
+/// `[capacity, kv_dim]`.
 pub(crate) fn store_kv(
     qkv: &[f32],
     q_dim: usize,
@@ -300,10 +304,13 @@ pub(crate) fn store_kv(
     vc: &mut [f32],
 ) {
     let qkv_dim = q_dim + 2 * kv_dim;
+    let capacity = kc.len() / kv_dim;
     for (r, row) in qkv[..rows * qkv_dim].chunks_exact(qkv_dim).enumerate() {
-        let p = (start + r) * kv_dim;
-        kc[p..p + kv_dim].copy_from_slice(&row[q_dim..q_dim + kv_dim]);
-        vc[p..p + kv_dim].copy_from_slice(&row[q_dim + kv_dim..]);
+        let t = start + r;
+        for (c, &v) in row[q_dim..q_dim + kv_dim].iter().enumerate() {
+            kc[c * capacity + t] = v;
+        }
+        vc[t * kv_dim..(t + 1) * kv_dim].copy_from_slice(&row[q_dim + kv_dim..]);
     }
 }
 
@@ -385,8 +392,8 @@ pub(crate) struct AttnShape {
 }
 
 /// Causal attention of `rows` query rows at positions `start..start + rows` over one layer's
-/// cached keys/values (`[capacity, kv_heads * head_dim]` each, already holding positions
-/// `0..start + rows`). `q` has row stride `q_stride`, heads contiguous; query head `h` reads
+/// cached keys (`[kv_heads * head_dim, capacity]`) and values (`[capacity, kv_heads *
+/// head_dim]`), already holding positions `0..start + rows`. `q` has row stride `q_stride`, heads contiguous; query head `h` reads
 /// kv head `h / (heads / kv_heads)` (GQA/MQA). `out` gets `[rows, heads * head_dim]`.
 /// With a `window`, keys before the window are skipped (the softmax is anchored at the first
 /// key inside it, so a masked key changes nothing).
@@ -457,9 +464,8 @@ pub(crate) fn causal_attention_softcap(
                 let j0 = window.map_or(0, |w| n.saturating_sub(w));
                 let qv = &q[r * q_stride + h * hd..][..hd];
                 let s = &mut s[..n - j0];
-                for (j, sj) in (j0..).zip(s.iter_mut()) {
-                    *sj = k.dot(qv, &keys[j * kv_dim + g * hd..][..hd]);
-                }
+                // Scores of keys j0..n: q · K (keys transposed), in the GEMM's k order.
+                k.gemv(qv, &keys[g * hd * capacity + j0..], capacity, s);
                 match softcap {
                     Some(cap) => {
                         k.scale(s, scale);
@@ -470,10 +476,8 @@ pub(crate) fn causal_attention_softcap(
                     }
                     None => k.softmax_scaled(s, scale),
                 }
-                o.fill(0.0);
-                for (j, &p) in (j0..).zip(s.iter()) {
-                    k.axpy(o, p, &values[j * kv_dim + g * hd..][..hd]);
-                }
+                // o = Σ_j p_j · v_j, j in order.
+                k.gemv(s, &values[j0 * kv_dim + g * hd..], kv_dim, o);
             });
         c0 += cr;
     }
