@@ -424,8 +424,8 @@ unsafe fn gemv(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
             for p in 0..a.len() {
                 let av = vdupq_n_f32(*pa.add(p));
                 let row = pb.add(p * ldb);
-                for q in 0..4 {
-                    acc[q] = vfmaq_f32(acc[q], av, vld1q_f32(row.add(j + 4 * q)));
+                for (q, acc_q) in acc.iter_mut().enumerate() {
+                    *acc_q = vfmaq_f32(*acc_q, av, vld1q_f32(row.add(j + 4 * q)));
                 }
             }
             for (q, v) in acc.iter().enumerate() {

@@ -400,8 +400,8 @@ unsafe fn gemv(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
             for p in 0..a.len() {
                 let av = _mm256_set1_ps(*pa.add(p));
                 let row = pb.add(p * ldb);
-                for q in 0..4 {
-                    acc[q] = _mm256_fmadd_ps(av, _mm256_loadu_ps(row.add(j + 8 * q)), acc[q]);
+                for (q, acc_q) in acc.iter_mut().enumerate() {
+                    *acc_q = _mm256_fmadd_ps(av, _mm256_loadu_ps(row.add(j + 8 * q)), *acc_q);
                 }
             }
             for (q, v) in acc.iter().enumerate() {
