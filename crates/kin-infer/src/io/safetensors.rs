@@ -253,23 +253,7 @@ impl WeightStore {
 
     /// Reads tensor `name`, checking its shape, as f32 (borrowed from the map when possible).
     pub fn read(&self, name: &str, expected: &[usize]) -> Result<TensorData> {
-        let e = self
-            .tensors
-            .get(name)
-            .ok_or_else(|| InferError::MissingTensor {
-                name: name.into(),
-                tried: vec![String::new()],
-                file: self.origin.clone(),
-            })?;
-        let shard = &self.shards[e.shard];
-        if e.shape != expected {
-            return Err(InferError::ShapeMismatch {
-                name: name.into(),
-                file: shard.path.clone(),
-                expected: expected.to_vec(),
-                actual: e.shape.clone(),
-            });
-        }
+        let (e, shard) = self.entry(name, expected)?;
         let bytes = &shard.map[e.start..e.end];
         if e.dtype == Dtype::F32
             && cfg!(target_endian = "little")
@@ -305,15 +289,16 @@ impl WeightStore {
         Ok(TensorData::Owned(out))
     }
 
-    /// Reads a weight matrix in its storage type: BF16/F16 as raw bits (not widened), F32 as
-    /// [`WeightStore::read`] does.
-    pub fn read_matrix(&self, name: &str, expected: &[usize]) -> Result<MatrixData> {
-        let half = match self.tensors.get(name).map(|e| e.dtype) {
-            Some(Dtype::BF16) => HalfFormat::Bf16,
-            Some(Dtype::F16) => HalfFormat::F16,
-            _ => return Ok(MatrixData::F32(self.read(name, expected)?)),
-        };
-        let e = &self.tensors[name];
+    /// Tensor `name`'s entry and shard, its shape checked against `expected`.
+    fn entry(&self, name: &str, expected: &[usize]) -> Result<(&TensorEntry, &Shard)> {
+        let e = self
+            .tensors
+            .get(name)
+            .ok_or_else(|| InferError::MissingTensor {
+                name: name.into(),
+                tried: vec![String::new()],
+                file: self.origin.clone(),
+            })?;
         let shard = &self.shards[e.shard];
         if e.shape != expected {
             return Err(InferError::ShapeMismatch {
@@ -323,6 +308,18 @@ impl WeightStore {
                 actual: e.shape.clone(),
             });
         }
+        Ok((e, shard))
+    }
+
+    /// Reads a weight matrix in its storage type: BF16/F16 as raw bits (not widened), F32 as
+    /// [`WeightStore::read`] does.
+    pub fn read_matrix(&self, name: &str, expected: &[usize]) -> Result<MatrixData> {
+        let half = match self.tensors.get(name).map(|e| e.dtype) {
+            Some(Dtype::BF16) => HalfFormat::Bf16,
+            Some(Dtype::F16) => HalfFormat::F16,
+            _ => return Ok(MatrixData::F32(self.read(name, expected)?)),
+        };
+        let (e, shard) = self.entry(name, expected)?;
         let bits = shard.map[e.start..e.end]
             .chunks_exact(2)
             .map(|c| u16::from_le_bytes([c[0], c[1]]))

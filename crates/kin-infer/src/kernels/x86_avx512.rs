@@ -589,6 +589,15 @@ unsafe fn gemv(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
         }
     }
     if j < n {
-        generic::gemv(a, &b[j..], ldb, &mut out[j..]);
+        // Masked lanes: the same per-output FMA sequence as the scalar reference.
+        let m = tail_mask(n - j);
+        unsafe {
+            let mut acc = _mm512_setzero_ps();
+            for p in 0..a.len() {
+                let av = _mm512_set1_ps(*pa.add(p));
+                acc = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, pb.add(p * ldb + j)), acc);
+            }
+            _mm512_mask_storeu_ps(po.add(j), m, acc);
+        }
     }
 }
