@@ -27,8 +27,8 @@
 //! `lm_head.weight` (only when untied).
 
 use super::{
-    causal_attention_softcap, rms_norm, rotate_qk, store_kv, token_ids, AttnShape, Decoder,
-    DecoderSpec, LogitsRows, ScratchDims,
+    begin_chunk, causal_attention_softcap, rms_norm, rotate_qk, store_kv, token_ids, AttnShape,
+    Decoder, DecoderSpec, LogitsRows, ScratchDims,
 };
 use crate::error::{InferError, Result};
 use crate::generate::KvCache;
@@ -445,28 +445,21 @@ impl Decoder for Gemma {
         out_rows: LogitsRows,
     ) -> Result<&'c [f32]> {
         let c = &self.cfg;
-        cache.check_shape(c.layers, c.kv_heads * c.head_dim)?;
-        let start = cache.len();
-        let capacity = cache.capacity();
-        self.spec.validate_chunk(ids, start, capacity)?;
         let k = be.host_kernels();
         let rows = ids.len();
         let (h, hd) = (c.hidden, c.head_dim);
         let q_dim = c.heads * hd;
         let kv_dim = c.kv_heads * hd;
         let qkv_dim = q_dim + 2 * kv_dim;
-        cache.scratch.ensure(
-            rows,
-            capacity,
-            &ScratchDims {
-                hidden: h,
-                q_dim,
-                qkv_dim,
-                heads: c.heads,
-                intermediate: c.intermediate,
-                vocab: c.vocab,
-            },
-        );
+        let dims = ScratchDims {
+            hidden: h,
+            q_dim,
+            qkv_dim,
+            heads: c.heads,
+            intermediate: c.intermediate,
+            vocab: c.vocab,
+        };
+        let (start, capacity) = begin_chunk(&self.spec, cache, ids, c.layers, kv_dim, &dims)?;
         {
             let x = &mut cache.scratch.x[..rows * h];
             for (row, &id) in x.chunks_exact_mut(h).zip(ids) {

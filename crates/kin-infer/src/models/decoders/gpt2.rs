@@ -20,7 +20,8 @@
 //! logits `= ln_f(x) · wteᵀ`.
 
 use super::{
-    causal_attention, store_kv, token_ids, AttnShape, Decoder, DecoderSpec, LogitsRows, ScratchDims,
+    begin_chunk, causal_attention, store_kv, token_ids, AttnShape, Decoder, DecoderSpec,
+    LogitsRows, ScratchDims,
 };
 use crate::error::{InferError, Result};
 use crate::generate::KvCache;
@@ -266,29 +267,21 @@ impl Decoder for Gpt2 {
     ) -> Result<&'c [f32]> {
         let c = &self.cfg;
         let h = c.hidden;
-        cache.check_shape(c.layers, h)?;
-        let start = cache.len();
-        let capacity = cache.capacity();
-        self.spec.validate_chunk(ids, start, capacity)?;
         let k = be.host_kernels();
         let rows = ids.len();
         let qkv_dim = 3 * h;
         // The MLP's hidden activations reuse the qkv buffer (free once the keys and values are
         // in the cache and the attention output is in `attn`), so it holds the wider of the
         // two; the gated-FFN buffers are not used.
-        let wide = qkv_dim.max(c.inner);
-        cache.scratch.ensure(
-            rows,
-            capacity,
-            &ScratchDims {
-                hidden: h,
-                q_dim: h,
-                qkv_dim: wide,
-                heads: c.heads,
-                intermediate: 0,
-                vocab: c.vocab,
-            },
-        );
+        let dims = ScratchDims {
+            hidden: h,
+            q_dim: h,
+            qkv_dim: qkv_dim.max(c.inner),
+            heads: c.heads,
+            intermediate: 0,
+            vocab: c.vocab,
+        };
+        let (start, capacity) = begin_chunk(&self.spec, cache, ids, c.layers, h, &dims)?;
         {
             let x = &mut cache.scratch.x[..rows * h];
             for (r, (row, &id)) in x.chunks_exact_mut(h).zip(ids).enumerate() {

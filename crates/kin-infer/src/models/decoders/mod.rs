@@ -347,6 +347,24 @@ pub(crate) struct ScratchDims {
     pub vocab: usize,
 }
 
+/// The start every family's forward shares: the cache holds `layers` layers of `kv_dim`, the
+/// chunk `ids` fits the context after what the cache holds, and the scratch is sized for it.
+/// Returns the chunk's first position and the cache's capacity.
+pub(crate) fn begin_chunk(
+    spec: &DecoderSpec,
+    cache: &mut KvCache,
+    ids: &[u32],
+    layers: usize,
+    kv_dim: usize,
+    dims: &ScratchDims,
+) -> Result<(usize, usize)> {
+    cache.check_shape(layers, kv_dim)?;
+    let (start, capacity) = (cache.len(), cache.capacity());
+    spec.validate_chunk(ids, start, capacity)?;
+    cache.scratch.ensure(ids.len(), capacity, dims);
+    Ok((start, capacity))
+}
+
 impl Scratch {
     pub(crate) fn ensure(&mut self, rows: usize, capacity: usize, d: &ScratchDims) {
         if rows <= self.rows && self.scores.len() >= ATTN_CHUNK * d.heads * capacity {

@@ -37,8 +37,8 @@
 //! f32 rounding steps as PyTorch.
 
 use super::{
-    causal_attention, common_sizes, rms_norm, rotate_qk, store_kv, token_ids, AttnShape,
-    CommonSizes, Decoder, DecoderSpec, LogitsRows, ScratchDims,
+    begin_chunk, causal_attention, common_sizes, rms_norm, rotate_qk, store_kv, token_ids,
+    AttnShape, CommonSizes, Decoder, DecoderSpec, LogitsRows, ScratchDims,
 };
 use crate::error::{InferError, Result};
 use crate::generate::KvCache;
@@ -694,31 +694,24 @@ impl Decoder for Phi {
         let q_dim = c.heads * hd;
         let kv_dim = c.kv_heads * hd;
         let qkv_dim = q_dim + 2 * kv_dim;
-        cache.check_shape(c.layers, kv_dim)?;
-        let start = cache.len();
-        let capacity = cache.capacity();
-        self.spec.validate_chunk(ids, start, capacity)?;
         let k = be.host_kernels();
         let rows = ids.len();
         let phi = c.family == Family::Phi;
         // Phi's fc1 output reuses the qkv buffer (free once attention has run), so it holds the
         // wider of the two; the gated-FFN buffers serve Phi-3 only.
-        cache.scratch.ensure(
-            rows,
-            capacity,
-            &ScratchDims {
-                hidden: h,
-                q_dim,
-                qkv_dim: if phi {
-                    qkv_dim.max(c.intermediate)
-                } else {
-                    qkv_dim
-                },
-                heads: c.heads,
-                intermediate: if phi { 0 } else { c.intermediate },
-                vocab: c.vocab,
+        let dims = ScratchDims {
+            hidden: h,
+            q_dim,
+            qkv_dim: if phi {
+                qkv_dim.max(c.intermediate)
+            } else {
+                qkv_dim
             },
-        );
+            heads: c.heads,
+            intermediate: if phi { 0 } else { c.intermediate },
+            vocab: c.vocab,
+        };
+        let (start, capacity) = begin_chunk(&self.spec, cache, ids, c.layers, kv_dim, &dims)?;
         {
             let x = &mut cache.scratch.x[..rows * h];
             for (row, &id) in x.chunks_exact_mut(h).zip(ids) {
