@@ -24,7 +24,6 @@ position) and `generate` cases (greedy, max_new_tokens 8, no stop on EOS).
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import shutil
@@ -34,7 +33,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from golden_json import f32_list, package_versions, write_golden  # noqa: E402
+import decoder_fixture  # noqa: E402
+from decoder_fixture import (  # noqa: E402
+    drop_generation_config, generate_case, logits_case, write_decoder_golden,
+)
 
 TOL = 1e-4
 
@@ -108,19 +110,14 @@ def build(torch, name, fx, out_root):
         shutil.rmtree(d)
     os.makedirs(d)
     model.save_pretrained(d, safe_serialization=True)
-    gc = os.path.join(d, "generation_config.json")
-    if os.path.exists(gc):
-        os.remove(gc)
+    drop_generation_config(d)
 
     rng = random.Random(fx["seed"])
     vocab = config.vocab_size
     cases = []
     prompts = [[rng.randrange(3, vocab) for _ in range(n)] for n in fx["prompt_lengths"]]
     with torch.no_grad():
-        for ids in prompts:
-            logits = model(torch.tensor([ids])).logits[0]
-            cases.append(dict(name=f"logits_{len(ids)}", kind="logits", input_ids=[ids],
-                              expected=[f32_list(logits)]))
+        cases += [logits_case(torch, model, ids) for ids in prompts]
         if fx["family"] == "gemma2":
             # The softcaps must matter, else the fixture would not test them.
             for off in ("attn_logit_softcapping", "final_logit_softcapping"):
@@ -129,39 +126,13 @@ def build(torch, name, fx, out_root):
                 ids = prompts[-1]
                 diff = (other(torch.tensor([ids])).logits - model(torch.tensor([ids])).logits)
                 assert diff.abs().max().item() > 1e-2, (off, diff.abs().max().item())
-        for ids in prompts:
-            out = model.generate(
-                torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                max_new_tokens=8, min_new_tokens=8, do_sample=False, eos_token_id=None,
-                pad_token_id=0, use_cache=True, output_scores=True,
-                return_dict_in_generate=True,
-            )
-            new = out.sequences[0, len(ids):].tolist()
-            assert len(new) == 8, new
-            # Greedy must not hinge on a near tie (our logits agree to ~1e-5).
-            for step in out.scores:
-                top = step[0].topk(2).values
-                assert (top[0] - top[1]).item() > 1e-3, (name, ids, new)
-            cases.append(dict(name=f"generate_{len(ids)}", kind="generate", input_ids=[ids],
-                              max_new_tokens=8, expected_tokens=[new]))
-    write_golden(os.path.join(d, "golden.json"), TOL, cases,
-                 extra=dict(generator="python/gen_fixtures_gemma.py", fixture=name,
-                            versions=package_versions()))
-    print(f"wrote {d}")
+        # Greedy must not hinge on a near tie (our logits agree to ~1e-5).
+        cases += [generate_case(torch, model, ids, min_gap=1e-3, label=name) for ids in prompts]
+    write_decoder_golden(d, TOL, cases, "gen_fixtures_gemma.py", name)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(REPO, "tests", "decoder_fixtures"))
-    ap.add_argument("--only", nargs="*")
-    a = ap.parse_args(argv)
-    import torch
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)
-    for name, fx in FIXTURES.items():
-        if a.only and name not in a.only:
-            continue
-        build(torch, name, fx, a.out)
+    decoder_fixture.main(FIXTURES, build, argv)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ logits per prompt position) and `generate` cases (greedy, max_new_tokens 8, no s
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -38,7 +37,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from golden_json import f32_list, package_versions, write_golden  # noqa: E402
+import decoder_fixture  # noqa: E402
+from decoder_fixture import (  # noqa: E402
+    drop_generation_config, generate_case, logits_case, write_decoder_golden,
+)
 
 TOL = 1e-4
 BASE = dict(
@@ -111,9 +113,7 @@ def build(torch, name, fx, out_root):
         shutil.rmtree(d)
     os.makedirs(d)
     model.save_pretrained(d, safe_serialization=True)
-    gc = os.path.join(d, "generation_config.json")
-    if os.path.exists(gc):
-        os.remove(gc)
+    drop_generation_config(d)
     if fx["hub_spelling"]:
         path = os.path.join(d, "config.json")
         with open(path) as f:
@@ -132,38 +132,15 @@ def build(torch, name, fx, out_root):
     with torch.no_grad():
         for ids in prompts:
             reset_rotary(model)
-            logits = model(torch.tensor([ids])).logits[0]
-            cases.append(dict(name=f"logits_{len(ids)}", kind="logits", input_ids=[ids],
-                              expected=[f32_list(logits)]))
+            cases.append(logits_case(torch, model, ids))
         for ids in prompts:
             reset_rotary(model)
-            out = model.generate(
-                torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                max_new_tokens=8, min_new_tokens=8, do_sample=False, eos_token_id=None,
-                pad_token_id=0, use_cache=True,
-            )
-            new = out[0, len(ids):].tolist()
-            assert len(new) == 8, new
-            cases.append(dict(name=f"generate_{len(ids)}", kind="generate", input_ids=[ids],
-                              max_new_tokens=8, expected_tokens=[new]))
-    write_golden(os.path.join(d, "golden.json"), TOL, cases,
-                 extra=dict(generator="python/gen_fixtures_llama_rope.py", fixture=name,
-                            versions=package_versions()))
-    print(f"wrote {d}")
+            cases.append(generate_case(torch, model, ids))
+    write_decoder_golden(d, TOL, cases, "gen_fixtures_llama_rope.py", name)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(REPO, "tests", "decoder_fixtures"))
-    ap.add_argument("--only", nargs="*")
-    a = ap.parse_args(argv)
-    import torch
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)
-    for name, fx in FIXTURES.items():
-        if a.only and name not in a.only:
-            continue
-        build(torch, name, fx, a.out)
+    decoder_fixture.main(FIXTURES, build, argv)
 
 
 if __name__ == "__main__":
