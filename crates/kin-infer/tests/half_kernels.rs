@@ -192,6 +192,8 @@ fn half_gemm_fixed_shapes() {
             (14, 256, 32),
             (15, 257, 33),
             (1, 513, 97),
+            // one row over four-panel groups (decode), across KC blocks
+            (1, 600, 256),
             (7, 33, 200),
         ] {
             check(m, k, n, 1, 42 + m as u64, true, bf16);

@@ -196,6 +196,11 @@ fn gemm_tiers_match_generic_larger_shapes() {
         (37, 513, 65),
         (200, 64, 200),
         (3, 1536, 40),
+        // One row (decode): the four-panel row kernels, across KC blocks, with a remainder
+        // of panels and a narrow last panel.
+        (1, 700, 256),
+        (1, 513, 200),
+        (1, 300, 1000),
     ] {
         check_gemm(m, k, n, 1, (m * k * n) as u64, true);
     }

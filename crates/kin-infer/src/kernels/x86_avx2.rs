@@ -16,7 +16,11 @@ pub(crate) static OPS: Ops = Ops {
     kernel: rows_table!(kernel_6x16, [1, 2, 3, 4, 5, 6]),
     kernel_bf16: rows_table!(kernel_6x16_half::<true>, [1, 2, 3, 4, 5, 6]),
     kernel_f16: rows_table!(kernel_6x16_half::<false>, [1, 2, 3, 4, 5, 6]),
-    row4: None,
+    row4: Some(super::gemm::Row4Kernels {
+        f32: row4_f32,
+        bf16: row4_half::<true>,
+        f16: row4_half::<false>,
+    }),
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },
@@ -422,5 +426,84 @@ unsafe fn gemv(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
     }
     if j < n {
         generic::gemv(a, &b[j..], ldb, &mut out[j..]);
+    }
+}
+
+/// One row × four panels (64 columns), f32 panels; contract in [`super::gemm::Row4Kernel`].
+/// Eight independent accumulators instead of two: decode is bound by memory, not FMA latency.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn row4_f32(
+    kc: usize,
+    a: *const f32,
+    b: *const f32,
+    bstride: usize,
+    c: *mut f32,
+    load: bool,
+    bias: *const f32,
+) {
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); 8];
+        if load {
+            for (i, v) in acc.iter_mut().enumerate() {
+                *v = _mm256_loadu_ps(c.add(8 * i));
+            }
+        }
+        let bq = [b, b.add(bstride), b.add(2 * bstride), b.add(3 * bstride)];
+        for p in 0..kc {
+            let av = _mm256_broadcast_ss(&*a.add(p));
+            for q in 0..4 {
+                let row = bq[q].add(p * NR);
+                acc[2 * q] = _mm256_fmadd_ps(av, _mm256_loadu_ps(row), acc[2 * q]);
+                acc[2 * q + 1] = _mm256_fmadd_ps(av, _mm256_loadu_ps(row.add(8)), acc[2 * q + 1]);
+            }
+        }
+        row4_store(&acc, c, bias);
+    }
+}
+
+/// [`row4_f32`] over bf16/f16 panels, widened exactly in registers.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn row4_half<const BF16: bool>(
+    kc: usize,
+    a: *const f32,
+    b: *const u16,
+    bstride: usize,
+    c: *mut f32,
+    load: bool,
+    bias: *const f32,
+) {
+    unsafe {
+        let mut acc = [_mm256_setzero_ps(); 8];
+        if load {
+            for (i, v) in acc.iter_mut().enumerate() {
+                *v = _mm256_loadu_ps(c.add(8 * i));
+            }
+        }
+        let bq = [b, b.add(bstride), b.add(2 * bstride), b.add(3 * bstride)];
+        for p in 0..kc {
+            let av = _mm256_broadcast_ss(&*a.add(p));
+            for q in 0..4 {
+                let row = bq[q].add(p * NR);
+                let (b0, b1) = (widen8::<BF16>(row), widen8::<BF16>(row.add(8)));
+                acc[2 * q] = _mm256_fmadd_ps(av, b0, acc[2 * q]);
+                acc[2 * q + 1] = _mm256_fmadd_ps(av, b1, acc[2 * q + 1]);
+            }
+        }
+        row4_store(&acc, c, bias);
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn row4_store(acc: &[__m256; 8], c: *mut f32, bias: *const f32) {
+    unsafe {
+        for (i, v) in acc.iter().enumerate() {
+            let v = if bias.is_null() {
+                *v
+            } else {
+                _mm256_add_ps(*v, _mm256_loadu_ps(bias.add(8 * i)))
+            };
+            _mm256_storeu_ps(c.add(8 * i), v);
+        }
     }
 }
