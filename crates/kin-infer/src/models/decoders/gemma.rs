@@ -451,14 +451,7 @@ impl Decoder for Gemma {
         let q_dim = c.heads * hd;
         let kv_dim = c.kv_heads * hd;
         let qkv_dim = q_dim + 2 * kv_dim;
-        let dims = ScratchDims {
-            hidden: h,
-            q_dim,
-            qkv_dim,
-            heads: c.heads,
-            intermediate: c.intermediate,
-            vocab: c.vocab,
-        };
+        let dims = ScratchDims::fused_qkv(h, c.heads, c.kv_heads, hd, c.intermediate, c.vocab);
         let (start, capacity) = begin_chunk(&self.spec, cache, ids, c.layers, kv_dim, &dims)?;
         {
             let x = &mut cache.scratch.x[..rows * h];

@@ -347,6 +347,28 @@ pub(crate) struct ScratchDims {
     pub vocab: usize,
 }
 
+impl ScratchDims {
+    /// The common layout: q/k/v fused (`heads` query and `kv_heads` key/value heads of
+    /// `head_dim`), a gated feed-forward of `intermediate`.
+    pub(crate) fn fused_qkv(
+        hidden: usize,
+        heads: usize,
+        kv_heads: usize,
+        head_dim: usize,
+        intermediate: usize,
+        vocab: usize,
+    ) -> Self {
+        ScratchDims {
+            hidden,
+            q_dim: heads * head_dim,
+            qkv_dim: (heads + 2 * kv_heads) * head_dim,
+            heads,
+            intermediate,
+            vocab,
+        }
+    }
+}
+
 /// The start every family's forward shares: the cache holds `layers` layers of `kv_dim`, the
 /// chunk `ids` fits the context after what the cache holds, and the scratch is sized for it.
 /// Returns the chunk's first position and the cache's capacity.
