@@ -225,7 +225,7 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
             json!({
                 "model": m.meta.family.name(), "quantization": m.meta.quantization.scheme,
                 "artifact": m.dir.display().to_string(),
-                "iterations": a.iterations, "warmup": a.warmup, "threads": rayon::current_num_threads(),
+                "iterations": a.iterations, "warmup": a.warmup, "threads": crate::threads(),
                 "min_ms": r6(ms[0]), "median_ms": r6(median), "mean_ms": r6(mean), "p95_ms": r6(p95),
                 "max_ms": r6(ms[n - 1]), "throughput_per_s": (throughput * 10.0).round() / 10.0,
                 "load_ms": r6(load_ms), "startup_ms": r6(startup_ms),
@@ -238,7 +238,7 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
         kv(&mut o, "model", m.meta.family.name());
         kv(&mut o, "quantization", &m.meta.quantization.scheme);
         kv(&mut o, "tier", m.kernels().tier().name());
-        kv(&mut o, "threads", rayon::current_num_threads());
+        kv(&mut o, "threads", crate::threads());
         kv(
             &mut o,
             "iterations",

@@ -41,15 +41,30 @@ enum Command {
 
 /// One thread unless KIN_INFER_THREADS says otherwise: the models are small, and a single
 /// thread avoids pool start-up and hand-off costs on the hot path. Results do not depend on it.
-fn init_threads() -> anyhow::Result<()> {
+/// One thread means no pool at all: everything runs on the main thread (kin-infer's GEMM forks
+/// only inside a pool), so no idle worker threads exist.
+fn thread_pool() -> anyhow::Result<Option<rayon::ThreadPool>> {
     let n = match std::env::var("KIN_INFER_THREADS") {
         Ok(v) if !v.trim().is_empty() => kin_infer::threads::resolve_threads(None)?,
         _ => 1,
     };
+    if n <= 1 {
+        return Ok(None);
+    }
     rayon::ThreadPoolBuilder::new()
         .num_threads(n)
-        .build_global()
+        .build()
+        .map(Some)
         .map_err(|e| anyhow::anyhow!("thread pool: {e}"))
+}
+
+/// Threads the commands compute on (1 outside a pool).
+pub(crate) fn threads() -> usize {
+    if rayon::current_thread_index().is_some() {
+        rayon::current_num_threads()
+    } else {
+        1
+    }
 }
 
 fn main() -> ExitCode {
@@ -66,13 +81,17 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let result = init_threads().and_then(|()| match cli.command {
+    let run = move || match cli.command {
         Command::Describe(a) => commands::describe(a),
         Command::Predict(a) => stream::predict(a),
         Command::Stream(a) => stream::stream(a),
         Command::Bench(a) => commands::bench(a),
         Command::Check(a) => commands::check(a),
         Command::Eval(a) => commands::eval(a),
+    };
+    let result = thread_pool().and_then(|pool| match pool {
+        Some(p) => p.install(run),
+        None => run(),
     });
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,6 +1,6 @@
 //! `predict` (one window) and `stream` (timesteps or windows, line by line).
 
-use crate::input::{parse_values, read_values};
+use crate::input::read_values;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use inmotion::meta::Preprocess;
@@ -89,7 +89,7 @@ pub fn predict(a: PredictArgs) -> Result<u8> {
         values
     };
     let (logits, probs) = {
-        let (l, p) = m.classify(&window);
+        let (l, p) = m.classify_finite(&window, &a.input.display().to_string())?;
         (l.to_vec(), p.to_vec())
     };
     let (k, conf) = argmax(&probs);
@@ -173,13 +173,11 @@ pub fn stream(a: StreamArgs) -> Result<u8> {
     let mut counts = vec![0usize; labels.len()];
     for (i, line) in reader.lines().enumerate() {
         let line = line.with_context(|| format!("{source}: line {}", i + 1))?;
-        let body = line.trim();
-        if body.is_empty() || body.starts_with('#') {
-            continue;
-        }
-        lines += 1;
         let what = format!("{source}: line {}", i + 1);
-        let v = parse_values(body, &what)?;
+        let Some(v) = inmotion::input::stream_line(&line, &what)? else {
+            continue;
+        };
+        lines += 1;
         if v.len() == width {
             ring.push(&v);
             steps += 1;
@@ -200,7 +198,10 @@ pub fn stream(a: StreamArgs) -> Result<u8> {
             Some(p) => inmotion::preprocess::apply(p, &ring.buf, &mut window),
             None => window.copy_from_slice(&ring.buf),
         }
-        let (_, probs) = m.classify(&window);
+        let (_, probs) = m.classify_finite(
+            &window,
+            &format!("{what}: the window ending at sample {steps}"),
+        )?;
         let (k, conf) = argmax(probs);
         counts[k] += 1;
         results += 1;

@@ -38,6 +38,9 @@ pub enum Error {
     Input(String),
     #[error("{0}")]
     Kernels(String),
+    /// A load or run that cannot fit in the memory this process may use.
+    #[error("{0}")]
+    Memory(String),
 }
 
 impl Error {

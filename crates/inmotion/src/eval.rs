@@ -158,7 +158,7 @@ pub fn eval_csv(model: &mut Model, csv: &Path) -> Result<EvalReport> {
                 )
             })?;
         preprocess::apply(&pre, &raw, &mut window);
-        let (_, probs) = model.classify(&window);
+        let (_, probs) = model.classify_finite(&window, &format!("{}:{ln}", csv.display()))?;
         truth.push(t);
         pred.push(argmax(probs).0);
     }

@@ -97,7 +97,14 @@ impl Golden {
             return Err(Error::field(p, "(top level)", "must be a JSON object"));
         }
         match v.get("format").and_then(Value::as_str) {
-            Some(GOLDEN_FORMAT) | None => {}
+            Some(GOLDEN_FORMAT) => {}
+            None => {
+                return Err(Error::field(
+                    p,
+                    "format",
+                    format!("missing (expected `{GOLDEN_FORMAT}`)"),
+                ))
+            }
             Some(other) => {
                 return Err(Error::field(
                     p,
@@ -135,7 +142,19 @@ impl Golden {
         let mut cases = Vec::with_capacity(cases_v.len());
         for (i, c) in cases_v.iter().enumerate() {
             let f = |name: &str| format!("cases[{i}].{name}");
-            let kind = c.get("kind").and_then(Value::as_str).unwrap_or("classify");
+            let kind = match c.get("kind") {
+                Some(Value::String(k)) => k.as_str(),
+                None | Some(Value::Null) => {
+                    return Err(Error::field(p, &f("kind"), "missing (expected `classify`)"))
+                }
+                Some(x) => {
+                    return Err(Error::field(
+                        p,
+                        &f("kind"),
+                        format!("must be a string, found {x}"),
+                    ))
+                }
+            };
             if kind != "classify" {
                 return Err(Error::field(
                     p,

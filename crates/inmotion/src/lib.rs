@@ -7,7 +7,10 @@
 mod attn_gemm;
 pub mod error;
 pub mod eval;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod golden;
+pub mod input;
 pub mod meta;
 pub mod model;
 mod nn;

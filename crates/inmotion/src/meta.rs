@@ -169,6 +169,25 @@ pub struct Meta {
     pub preprocess: Option<Preprocess>,
 }
 
+/// Upper bounds on the sizes a meta.json may declare. They are far above any edge model (the
+/// trained ones use a 10-step window of 4 channels and widths under 100) and low enough that
+/// every product of them fits `usize` on a 64-bit host, so nothing sized from them can
+/// overflow; whether a run at the declared size fits in memory is checked separately
+/// ([`Meta::run_bytes`]).
+pub mod limits {
+    pub const SEQ_LEN: usize = 1 << 14;
+    pub const IN_CHANNELS: usize = 1 << 12;
+    /// `seq_len · in_channels`.
+    pub const WINDOW: usize = 1 << 22;
+    pub const NUM_CLASSES: usize = 1 << 16;
+    /// `d_model`, `dim_feedforward`, `head_hidden`, `latent_dim`, `num_filters`.
+    pub const WIDTH: usize = 1 << 16;
+    /// `num_layers`, `num_blocks`, `n_reg`.
+    pub const DEPTH: usize = 1 << 10;
+    /// `quantization.group_size`.
+    pub const GROUP_SIZE: usize = 1 << 24;
+}
+
 /// Typed field reader over one JSON object; errors name `prefix.key`.
 struct Obj<'a> {
     path: &'a Path,
@@ -217,6 +236,22 @@ impl<'a> Obj<'a> {
         let n = self.usize(key)?;
         if n == 0 {
             return Err(self.err(key, "must be at least 1"));
+        }
+        Ok(n)
+    }
+    /// A size within `1..=max` (a named upper bound from [`limits`]).
+    fn bounded(&self, key: &str, max: usize) -> Result<usize> {
+        let n = self.pos(key)?;
+        if n > max {
+            return Err(self.err(key, format!("{n} is out of range (at most {max})")));
+        }
+        Ok(n)
+    }
+    /// A count within `0..=max`.
+    fn count(&self, key: &str, max: usize) -> Result<usize> {
+        let n = self.usize(key)?;
+        if n > max {
+            return Err(self.err(key, format!("{n} is out of range (at most {max})")));
         }
         Ok(n)
     }
@@ -292,9 +327,19 @@ impl Meta {
                 ),
             )
         })?;
-        let seq_len = top.pos("seq_len")?;
-        let in_channels = top.pos("in_channels")?;
-        let num_classes = top.pos("num_classes")?;
+        let seq_len = top.bounded("seq_len", limits::SEQ_LEN)?;
+        let in_channels = top.bounded("in_channels", limits::IN_CHANNELS)?;
+        if seq_len * in_channels > limits::WINDOW {
+            return Err(top.err(
+                "in_channels",
+                format!(
+                    "a window of seq_len {seq_len} × in_channels {in_channels} values is out of \
+                     range (at most {})",
+                    limits::WINDOW
+                ),
+            ));
+        }
+        let num_classes = top.bounded("num_classes", limits::NUM_CLASSES)?;
         let classes = match top.get("classes") {
             None => None,
             Some(_) => {
@@ -312,9 +357,9 @@ impl Meta {
         let hparams = match family {
             Family::Sigreg => {
                 let h = SigregHparams {
-                    num_filters: hp.pos("num_filters")?,
-                    num_blocks: hp.usize("num_blocks")?,
-                    latent_dim: hp.pos("latent_dim")?,
+                    num_filters: hp.bounded("num_filters", limits::WIDTH)?,
+                    num_blocks: hp.count("num_blocks", limits::DEPTH)?,
+                    latent_dim: hp.bounded("latent_dim", limits::WIDTH)?,
                     batch_norm_eps: hp.f32_or("batch_norm_eps", 1e-5)?,
                     layer_norm_eps: hp.f32_or("layer_norm_eps", 1e-5)?,
                 };
@@ -325,18 +370,18 @@ impl Meta {
             }
             _ => {
                 let h = TransformerHparams {
-                    d_model: hp.pos("d_model")?,
-                    n_heads: hp.pos("n_heads")?,
-                    num_layers: hp.usize("num_layers")?,
-                    dim_feedforward: hp.pos("dim_feedforward")?,
-                    head_hidden: hp.pos("head_hidden")?,
+                    d_model: hp.bounded("d_model", limits::WIDTH)?,
+                    n_heads: hp.bounded("n_heads", limits::WIDTH)?,
+                    num_layers: hp.count("num_layers", limits::DEPTH)?,
+                    dim_feedforward: hp.bounded("dim_feedforward", limits::WIDTH)?,
+                    head_hidden: hp.bounded("head_hidden", limits::WIDTH)?,
                     n_reg: if family == Family::TJepa {
-                        hp.usize("n_reg")?
+                        hp.count("n_reg", limits::DEPTH)?
                     } else {
                         0
                     },
                     patch_size: if family == Family::TsJepa {
-                        hp.pos("patch_size")?
+                        hp.bounded("patch_size", seq_len)?
                     } else {
                         0
                     },
@@ -405,6 +450,33 @@ impl Meta {
     pub fn window_len(&self) -> usize {
         self.seq_len * self.in_channels
     }
+
+    /// An upper estimate of the bytes of run-state a model of this shape allocates at load
+    /// (activations and attention scores, f32), `None` if it overflows: compared with the
+    /// host's memory before anything is allocated (`Model::load`), so an artifact declaring a
+    /// huge window fails with an error instead of aborting on an allocation.
+    pub fn run_bytes(&self) -> Option<u64> {
+        let (t, c) = (self.seq_len as u64, self.in_channels as u64);
+        let floats = match &self.hparams {
+            Hparams::Transformer(h) => {
+                let n = crate::transformer::n_tokens(self.family, h, self.seq_len, self.in_channels)
+                    as u64;
+                let d = h.d_model as u64;
+                let tok = (c.checked_mul(h.patch_size.max(1) as u64)?).max(t);
+                // tokens in, x/h/tmp/positions (2 at load), qkv, feed-forward, scores, keys.
+                let per_token = tok
+                    .checked_add(d.checked_mul(8)?)?
+                    .checked_add(h.dim_feedforward as u64)?;
+                n.checked_mul(per_token)?.checked_add(n.checked_mul(n)?)?
+            }
+            Hparams::Sigreg(h) => {
+                let f = h.num_filters as u64;
+                let col = t.checked_mul(c.checked_mul(7)?.max(f.checked_mul(3)?))?;
+                col.checked_add(t.checked_mul(f)?.checked_mul(3)?)?
+            }
+        };
+        floats.checked_mul(4)
+    }
 }
 
 fn parse_quantization(path: &Path, v: &Value) -> Result<Quantization> {
@@ -440,7 +512,7 @@ fn parse_quantization(path: &Path, v: &Value) -> Result<Quantization> {
         }
     };
     let group_size = match granularity {
-        Granularity::PerGroup => q.pos("group_size")?,
+        Granularity::PerGroup => q.bounded("group_size", limits::GROUP_SIZE)?,
         _ => 0,
     };
     let tensors = q.str_vec("tensors")?;

@@ -58,6 +58,11 @@ impl Model {
             )));
         }
         let meta = Meta::load(&dir.join("meta.json"))?;
+        kin_infer::resource::check_fits(
+            &format!("running {} at its declared size", dir.display()),
+            meta.run_bytes(),
+        )
+        .map_err(|e| Error::Memory(e.to_string()))?;
         let wpath = dir.join("model.safetensors");
         let file = std::fs::File::open(&wpath).map_err(|err| Error::Io {
             path: wpath.clone(),
@@ -133,6 +138,20 @@ impl Model {
             Net::Sigreg(s) => s.forward(self.kernels, x, &mut self.logits),
         }
         &self.logits
+    }
+
+    /// [`Model::classify`], but a window whose logits are not all finite (a finite input can
+    /// overflow to infinity and then NaN) is an error naming the first bad logit, so no
+    /// caller reports a class for it. `what` names the window in the message.
+    pub fn classify_finite(&mut self, x: &[f32], what: &str) -> Result<(&[f32], &[f32])> {
+        self.classify(x);
+        if let Some((j, v)) = self.logits.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(Error::Input(format!(
+                "{what}: the model's output is not finite (logit {j} is {v}); no class can be \
+                 reported for this window"
+            )));
+        }
+        Ok((&self.logits, &self.probs))
     }
 
     /// Logits and softmax probabilities of one window.

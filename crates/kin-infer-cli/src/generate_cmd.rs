@@ -33,9 +33,10 @@ pub struct GenerateArgs {
     /// Prompt as token ids, separated by spaces or commas, e.g. "1 2 3" (used as given).
     #[arg(long)]
     prompt_ids: Option<String>,
-    /// Tokens to generate at most (fewer if the context fills up first).
-    #[arg(long, default_value_t = 256)]
-    max_tokens: usize,
+    /// Tokens to generate at most (fewer if the context fills up first; default 256, or the
+    /// model's context if smaller). More than the model's context is an error.
+    #[arg(long)]
+    max_tokens: Option<usize>,
     /// Sampling temperature; 0 (the default) is greedy decoding.
     #[arg(long, default_value_t = 0.0)]
     temperature: f32,
@@ -93,6 +94,9 @@ fn parse_ids(s: &str) -> Result<Vec<u32>> {
     }
     Ok(ids)
 }
+
+/// `--max-tokens` when not given (capped at the model's context).
+const DEFAULT_MAX_TOKENS: usize = 256;
 
 pub fn run(a: GenerateArgs) -> Result<u8> {
     let dir = hub::resolve_model(&a.model)?;
@@ -155,7 +159,9 @@ pub fn run(a: GenerateArgs) -> Result<u8> {
         frequency_penalty: a.frequency_penalty,
         presence_penalty: a.presence_penalty,
         seed: a.seed,
-        max_new_tokens: a.max_tokens,
+        max_new_tokens: a
+            .max_tokens
+            .unwrap_or(DEFAULT_MAX_TOKENS.min(spec.max_sequence_length)),
         stop: a.stop.clone(),
         eos_token_ids: eos_token_ids(&dir, spec)?,
     };

@@ -8,10 +8,8 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
-pub struct Item {
-    pub id: Option<serde_json::Value>,
-    pub text: String,
-}
+pub use kin_infer::io::input_line::Item;
+use kin_infer::io::input_line::{parse_line, LineError};
 
 /// Where the input comes from; opened once for validation and once for the run.
 pub enum Source {
@@ -101,22 +99,22 @@ impl Reader<'_> {
             self.line += 1;
             self.bytes += n as u64;
             self.hash.update(&self.buf);
-            let mut raw = &self.buf[..];
-            raw = raw.strip_suffix(b"\n").unwrap_or(raw);
-            raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-            let Ok(text) = std::str::from_utf8(raw) else {
-                bail!("{}: line {} is not valid UTF-8", self.name, self.line);
-            };
-            if !self.jsonl {
-                return Ok(Some(Item {
-                    id: None,
-                    text: text.to_string(),
-                }));
+            let (source, no) = (&self.name, self.line);
+            match parse_line(&self.buf, self.jsonl) {
+                Ok(Some(item)) => return Ok(Some(item)),
+                Ok(None) => continue,
+                Err(LineError::NotUtf8) => bail!("{source}: line {no} is not valid UTF-8"),
+                Err(LineError::Json(e)) => {
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("{source}: line {no}: not valid JSON")))
+                }
+                Err(LineError::NotObject) => {
+                    bail!("{source}: line {no}: expected a JSON object with a string `text`")
+                }
+                Err(LineError::NoText) => {
+                    bail!("{source}: line {no}: the object has no string field `text`")
+                }
             }
-            if text.trim().is_empty() {
-                continue;
-            }
-            return parse_jsonl(text, &self.name, self.line).map(Some);
         }
     }
 
@@ -131,21 +129,6 @@ impl Reader<'_> {
         }
         Ok(v)
     }
-}
-
-fn parse_jsonl(line: &str, source: &str, no: usize) -> Result<Item> {
-    let v: serde_json::Value = serde_json::from_str(line)
-        .with_context(|| format!("{source}: line {no}: not valid JSON"))?;
-    let Some(obj) = v.as_object() else {
-        bail!("{source}: line {no}: expected a JSON object with a string `text`");
-    };
-    let Some(text) = obj.get("text").and_then(|t| t.as_str()) else {
-        bail!("{source}: line {no}: the object has no string field `text`");
-    };
-    Ok(Item {
-        id: obj.get("id").cloned(),
-        text: text.to_string(),
-    })
 }
 
 /// Validates the whole input before any work: every line parses, and no id repeats (the

@@ -425,6 +425,59 @@ fn chat_template_lists_raise_exception_and_missing_templates() {
     assert_clean_error(&o, 2, "--chat");
 }
 
+/// transformers 5 saves the template as `chat_template.jinja` beside a `tokenizer_config.json`
+/// that has no `chat_template` (it used to fail with "has no chat_template"); the processor
+/// layout `chat_template.json` is read too; the `.jinja` file wins over both, as in
+/// transformers.
+#[test]
+fn chat_template_jinja_written_by_transformers_5() {
+    let tmp = with_chat_template(Value::Null);
+    let dir = tmp.path();
+    let cfg = dir.join("tokenizer_config.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
+    v.as_object_mut().unwrap().remove("chat_template");
+    std::fs::write(&cfg, v.to_string()).unwrap();
+    let direct = summary(&gen(
+        dir,
+        &[
+            "--prompt-ids",
+            "1 11 5 6 2 12",
+            "--max-tokens",
+            "4",
+            "--json",
+        ],
+    ));
+    let chat = |dir: &Path| {
+        summary(&gen(
+            dir,
+            &["--prompt", "w5 w6", "--chat", "--max-tokens", "4", "--json"],
+        ))
+    };
+    // chat_template.json alone.
+    std::fs::write(
+        dir.join("chat_template.json"),
+        serde_json::json!({ "chat_template": CHATML_LIKE }).to_string(),
+    )
+    .unwrap();
+    let s = chat(dir);
+    assert_eq!(s["prompt_tokens"], 6);
+    assert_eq!(s["ids"], direct["ids"]);
+    // chat_template.jinja takes precedence (the .json now holds a template that would fail).
+    std::fs::write(
+        dir.join("chat_template.json"),
+        serde_json::json!({ "chat_template": "{{ raise_exception('json used') }}" }).to_string(),
+    )
+    .unwrap();
+    std::fs::write(dir.join("chat_template.jinja"), CHATML_LIKE).unwrap();
+    let s = chat(dir);
+    assert_eq!(s["prompt_tokens"], 6);
+    assert_eq!(s["ids"], direct["ids"]);
+    // An empty .jinja is an error naming the file.
+    std::fs::write(dir.join("chat_template.jinja"), "  \n").unwrap();
+    let o = gen(dir, &["--prompt", "w5", "--chat"]);
+    assert_clean_error(&o, 2, "chat_template.jinja");
+}
+
 #[test]
 fn bench_reports_prefill_and_decode_for_decoders() {
     let dir = decoder_fixture("llama_gqa");

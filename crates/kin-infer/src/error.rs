@@ -62,6 +62,14 @@ pub enum InferError {
     Golden { path: PathBuf, reason: String },
     #[error("thread pool: {0}")]
     Threads(String),
+    /// A load or run whose estimated memory cannot fit (see `resource::check_fits`).
+    #[error("{what} needs about {} of memory, more than {limit} allows ({})", crate::resource::human_bytes(*needed_bytes), crate::resource::human_bytes(*limit_bytes))]
+    OutOfMemory {
+        what: String,
+        needed_bytes: u64,
+        limit_bytes: u64,
+        limit: &'static str,
+    },
 }
 
 impl InferError {

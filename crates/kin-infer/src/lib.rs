@@ -9,6 +9,8 @@
 pub mod corpus;
 pub mod embed;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod generate;
 pub mod gpu;
 pub mod io;

@@ -89,6 +89,8 @@ pub struct HostInfo {
     pub cgroup_cpu_limit: Option<f64>,
     /// Bytes allowed by a cgroup memory limit (`memory.max`), if any.
     pub cgroup_memory_limit_bytes: Option<u64>,
+    /// The process's address-space limit (`RLIMIT_AS`, `ulimit -v`), if any.
+    pub address_space_limit_bytes: Option<u64>,
     /// Accelerators the backend discovery found (none: GPU backends are not built in).
     pub accelerators: Vec<String>,
 }
@@ -114,6 +116,7 @@ impl HostInfo {
             available_memory_bytes: mem("MemAvailable:"),
             cgroup_cpu_limit: cgroup_cpu_limit(),
             cgroup_memory_limit_bytes: cgroup_memory_limit(),
+            address_space_limit_bytes: address_space_limit(),
             accelerators: Vec::new(),
         })
     }
@@ -184,6 +187,77 @@ fn cgroup_memory_limit() -> Option<u64> {
     let v = read_trim("/sys/fs/cgroup/memory.max")
         .or_else(|| read_trim("/sys/fs/cgroup/memory/memory.limit_in_bytes"))?;
     v.parse::<u64>().ok().filter(|&b| b < (1u64 << 60))
+}
+
+/// The soft `Max address space` of `/proc/self/limits` (what `ulimit -v` sets; `unlimited`
+/// is none). Read from procfs so the library needs no libc binding.
+fn address_space_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max address space"))?;
+    let soft = line["Max address space".len()..]
+        .split_whitespace()
+        .next()?;
+    soft.parse::<u64>().ok()
+}
+
+/// The most memory this process can ever hold, and what sets it: the smallest of physical
+/// memory, the cgroup limit and `RLIMIT_AS`. `None` when none of them can be read.
+pub fn memory_ceiling() -> Option<(u64, &'static str)> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let total = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|kib| kib.saturating_mul(1024));
+    [
+        (total, "physical memory"),
+        (cgroup_memory_limit(), "the cgroup memory limit"),
+        (address_space_limit(), "the address-space limit (RLIMIT_AS)"),
+    ]
+    .into_iter()
+    .filter_map(|(v, what)| v.map(|v| (v, what)))
+    .min_by_key(|&(v, _)| v)
+}
+
+/// An error when `bytes` (an estimate of what `what` needs) cannot fit in
+/// [`memory_ceiling`]: a typed error the CLIs report with exit 2, instead of an allocation
+/// that aborts the process. `None` for `bytes` means the size overflowed `u64`.
+pub fn check_fits(what: &str, bytes: Option<u64>) -> Result<()> {
+    let ceiling = memory_ceiling();
+    let (needed, over) = match (bytes, ceiling) {
+        (None, _) => (u64::MAX, true),
+        (Some(b), Some((limit, _))) => (b, b > limit),
+        (Some(b), None) => (b, false),
+    };
+    if over {
+        let (limit, source) = ceiling.unwrap_or((0, "addressable memory"));
+        return Err(InferError::OutOfMemory {
+            what: what.to_string(),
+            needed_bytes: needed,
+            limit_bytes: limit,
+            limit: source,
+        });
+    }
+    Ok(())
+}
+
+/// `n` bytes in binary units for messages (`3.2 GiB`).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }
 
 /// The model facts the plan needs.
@@ -331,6 +405,7 @@ mod tests {
             available_memory_bytes: Some(8 << 30),
             cgroup_cpu_limit: Some(2.5),
             cgroup_memory_limit_bytes: None,
+            address_space_limit_bytes: None,
             accelerators: vec![],
         }
     }

@@ -1,5 +1,5 @@
-//! Chat prompts: the tokenizer's `chat_template` (a Jinja template in
-//! `tokenizer_config.json`) rendered with [`minijinja`] the way transformers renders it
+//! Chat prompts: the model's chat template (a Jinja template in `chat_template.jinja`, as
+//! transformers 5 saves it, `chat_template.json`, or `tokenizer_config.json`) rendered with [`minijinja`] the way transformers renders it
 //! (`trim_blocks` and `lstrip_blocks` on; `messages`, `add_generation_prompt`, `bos_token`,
 //! `eos_token` and `raise_exception` in scope), then tokenized without adding special tokens
 //! again: the template writes them itself.
@@ -47,61 +47,105 @@ fn token_text(v: Option<&serde_json::Value>) -> Option<String> {
     }
 }
 
-impl ChatTemplate {
-    /// Reads `dir/tokenizer_config.json`'s `chat_template`: a string, or a list of
-    /// `{"name", "template"}` objects of which the one named "default" is used.
-    pub fn load(dir: &Path) -> Result<Self> {
-        let path = dir.join("tokenizer_config.json");
-        if !path.is_file() {
-            return Err(InferError::Input(format!(
-                "--chat needs a chat template, and {} does not exist",
-                path.display()
-            )));
+/// The `chat_template` field of `v` (read from `path`): `None` when absent or null; a string;
+/// or, from a list of `{"name", "template"}` objects, the one named "default".
+fn template_field(v: &serde_json::Value, path: &Path) -> Result<Option<String>> {
+    let err = |reason: String| InferError::Config {
+        path: path.to_path_buf(),
+        field: "chat_template".into(),
+        reason,
+    };
+    match v.get("chat_template") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+        Some(serde_json::Value::Array(list)) => {
+            let named = |want: &str| {
+                list.iter().find_map(|t| {
+                    (t.get("name")?.as_str()? == want)
+                        .then(|| t.get("template")?.as_str().map(String::from))
+                        .flatten()
+                })
+            };
+            named("default").map(Some).ok_or_else(|| {
+                let names: Vec<&str> = list
+                    .iter()
+                    .filter_map(|t| t.get("name")?.as_str())
+                    .collect();
+                err(format!(
+                    "a list of templates without one named \"default\" (found: {})",
+                    names.join(", ")
+                ))
+            })
         }
-        let v: serde_json::Value = crate::io::read_json(&path)?;
-        let err = |reason: String| InferError::Config {
-            path: path.clone(),
-            field: "chat_template".into(),
-            reason,
+        Some(x) => Err(err(format!(
+            "expected a template string or a list of named templates, found {x}"
+        ))),
+    }
+}
+
+impl ChatTemplate {
+    /// Reads the model's chat template where transformers looks for it, in its order:
+    /// `chat_template.jinja` (the raw template, as transformers 5 saves it), then
+    /// `chat_template.json` (`{"chat_template": ...}`, the processor layout), then the
+    /// `chat_template` of `tokenizer_config.json` (a string, or a list of `{"name",
+    /// "template"}` objects of which the one named "default" is used). `bos_token` and
+    /// `eos_token` come from `tokenizer_config.json` when it exists.
+    pub fn load(dir: &Path) -> Result<Self> {
+        let config_path = dir.join("tokenizer_config.json");
+        let config: Option<serde_json::Value> = if config_path.is_file() {
+            Some(crate::io::read_json(&config_path)?)
+        } else {
+            None
         };
-        let source = match v.get("chat_template") {
-            None | Some(serde_json::Value::Null) => {
-                return Err(InferError::Input(format!(
-                    "{} has no chat_template: this model has no chat format (use a plain \
-                     prompt)",
-                    path.display()
-                )))
+        let jinja = dir.join("chat_template.jinja");
+        let json = dir.join("chat_template.json");
+        let (source, path) = if jinja.is_file() {
+            let text = std::fs::read_to_string(&jinja).map_err(|e| InferError::io(&jinja, e))?;
+            if text.trim().is_empty() {
+                return Err(InferError::Config {
+                    path: jinja,
+                    field: "chat_template".into(),
+                    reason: "the template file is empty".into(),
+                });
             }
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(serde_json::Value::Array(list)) => {
-                let named = |want: &str| {
-                    list.iter().find_map(|t| {
-                        (t.get("name")?.as_str()? == want)
-                            .then(|| t.get("template")?.as_str().map(String::from))
-                            .flatten()
+            (text, jinja)
+        } else if json.is_file() {
+            let v: serde_json::Value = crate::io::read_json(&json)?;
+            match template_field(&v, &json)? {
+                Some(s) => (s, json),
+                None => {
+                    return Err(InferError::Config {
+                        path: json,
+                        field: "chat_template".into(),
+                        reason: "missing".into(),
                     })
-                };
-                named("default").ok_or_else(|| {
-                    let names: Vec<&str> = list
-                        .iter()
-                        .filter_map(|t| t.get("name")?.as_str())
-                        .collect();
-                    err(format!(
-                        "a list of templates without one named \"default\" (found: {})",
-                        names.join(", ")
-                    ))
-                })?
+                }
             }
-            Some(x) => {
-                return Err(err(format!(
-                    "expected a template string or a list of named templates, found {x}"
-                )))
+        } else {
+            let Some(v) = &config else {
+                return Err(InferError::Input(format!(
+                    "--chat needs a chat template, and none of chat_template.jinja, \
+                     chat_template.json or tokenizer_config.json exists in {}",
+                    dir.display()
+                )));
+            };
+            match template_field(v, &config_path)? {
+                Some(s) => (s, config_path.clone()),
+                None => {
+                    return Err(InferError::Input(format!(
+                        "{} has no chat_template (and there is no chat_template.jinja or \
+                         chat_template.json beside it): this model has no chat format (use a \
+                         plain prompt)",
+                        config_path.display()
+                    )))
+                }
             }
         };
+        let token = |key: &str| token_text(config.as_ref().and_then(|v| v.get(key)));
         Ok(ChatTemplate {
             source,
-            bos_token: token_text(v.get("bos_token")),
-            eos_token: token_text(v.get("eos_token")),
+            bos_token: token("bos_token"),
+            eos_token: token("eos_token"),
             path,
         })
     }

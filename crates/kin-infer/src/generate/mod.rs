@@ -126,7 +126,9 @@ pub fn generate_greedy(
         )));
     }
     // The last new token is never fed back.
-    let needed = prompt.len() + max_new_tokens.saturating_sub(1);
+    let needed = prompt
+        .len()
+        .saturating_add(max_new_tokens.saturating_sub(1));
     if needed > ctx {
         return Err(InferError::Input(format!(
             "prompt of {} tokens plus {max_new_tokens} new ones exceeds the model's context of \

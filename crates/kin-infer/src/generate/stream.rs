@@ -224,6 +224,12 @@ pub fn generate(
         )));
     }
     spec.validate_chunk(prompt, 0, ctx)?;
+    if params.max_new_tokens > ctx {
+        return Err(InferError::Input(format!(
+            "max tokens {} exceeds the model's context of {ctx} tokens",
+            params.max_new_tokens
+        )));
+    }
     if !params.stop.is_empty() && detok.is_none() {
         return Err(InferError::Input(
             "stop strings need a tokenizer to decode the generated text".into(),

@@ -9,6 +9,11 @@ use crate::error::{InferError, Result};
 use serde_json::Value;
 use std::path::Path;
 
+/// The largest size any one config field may declare (a width, a count of layers, heads or
+/// positions): far above real models, and small enough that a product of two stays far from
+/// overflowing `usize`.
+pub(crate) const MAX_SIZE: usize = 1 << 24;
+
 /// A `config.json` object and its path (for errors).
 pub(crate) struct ConfigFields<'a> {
     /// The raw object, for the few nested keys a family reads itself.
@@ -94,8 +99,8 @@ impl<'a> ConfigFields<'a> {
     /// A signed integer that must be a size within `1..=2^24`.
     pub(crate) fn size(&self, field: &str, default: Option<i64>) -> Result<usize> {
         let n = self.int(field, default)?;
-        if !(1..=1 << 24).contains(&n) {
-            return Err(self.err(field, format!("value {n} is out of range")));
+        if !(1..=MAX_SIZE as i64).contains(&n) {
+            return Err(self.err(field, format!("{n} is out of range (1..={MAX_SIZE})")));
         }
         Ok(n as usize)
     }
@@ -169,8 +174,8 @@ impl<'a> ConfigFields<'a> {
 
     /// `v` if it is a size within `1..=2^24`.
     pub(crate) fn positive(&self, field: &str, v: usize) -> Result<usize> {
-        if v == 0 || v > (1 << 24) {
-            return Err(self.err(field, format!("value {v} is out of range")));
+        if v == 0 || v > MAX_SIZE {
+            return Err(self.err(field, format!("{v} is out of range (1..={MAX_SIZE})")));
         }
         Ok(v)
     }

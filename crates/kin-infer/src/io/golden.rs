@@ -355,6 +355,7 @@ pub fn check(embedder: &Embedder, golden: &GoldenFile) -> Result<CheckReport> {
     };
     let hidden_size = embedder.config().hidden_size;
     for case in &golden.cases {
+        let before = report.compared;
         if case.kind.is_decoder() {
             return Err(gerr(
                 &case.name,
@@ -415,6 +416,7 @@ pub fn check(embedder: &Embedder, golden: &GoldenFile) -> Result<CheckReport> {
             }
             CaseKind::Logits { .. } | CaseKind::Generate { .. } => {}
         }
+        compared_something(&report, before, &case.name, &gerr)?;
     }
     Ok(report)
 }
@@ -438,6 +440,7 @@ pub fn check_decoder(
     };
     let vocab = model.spec().vocab_size;
     for case in &golden.cases {
+        let before = report.compared;
         match &case.kind {
             CaseKind::Logits {
                 input_ids,
@@ -489,6 +492,21 @@ pub fn check_decoder(
                 ))
             }
         }
+        compared_something(&report, before, &case.name, &gerr)?;
     }
     Ok(report)
+}
+
+/// A case that compared no value proves nothing (e.g. `generate` with `max_new_tokens: 0`):
+/// an error, never a silent `PARITY OK`.
+fn compared_something(
+    report: &CheckReport,
+    before: usize,
+    case: &str,
+    gerr: &impl Fn(&str, String) -> InferError,
+) -> Result<()> {
+    if report.compared == before {
+        return Err(gerr(case, "no values compared".into()));
+    }
+    Ok(())
 }

@@ -5,6 +5,7 @@ pub mod config;
 pub(crate) mod config_fields;
 pub mod golden;
 pub mod hub;
+pub mod input_line;
 pub mod safetensors;
 pub mod st_config;
 

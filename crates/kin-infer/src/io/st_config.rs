@@ -67,6 +67,7 @@ impl SentenceConfig {
         let mut normalize = false;
         let mut dense = Vec::new();
         for m in &modules {
+            module_dir(dir, &m.path, &modules_path)?;
             let kind = m.kind.rsplit('.').next().unwrap_or(&m.kind);
             match kind {
                 "Transformer" => {}
@@ -256,6 +257,24 @@ fn pooling_from_file(f: &PoolingFile, path: &Path) -> Result<Pooling> {
     Ok(Pooling::new(modes))
 }
 
+/// A module's `path` from modules.json must name a folder inside the model directory (or the
+/// directory itself, `""`): relative, with no `..`, so a crafted modules.json cannot make the
+/// loader read files elsewhere.
+fn module_dir(dir: &Path, rel: &str, modules_path: &Path) -> Result<std::path::PathBuf> {
+    use std::path::Component;
+    let p = Path::new(rel);
+    if p.components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(InferError::Config {
+            path: modules_path.to_path_buf(),
+            field: "path".into(),
+            reason: format!("module path `{rel}` leaves the model directory"),
+        });
+    }
+    Ok(dir.join(p))
+}
+
 /// `max_seq_length` from `sentence_bert_config.json`, else a sane `model_max_length` from
 /// `tokenizer_config.json`. (The truncation block inside `tokenizer.json` is not the model's
 /// limit and is ignored.)
@@ -263,8 +282,19 @@ fn read_max_seq_length(dir: &Path) -> Result<Option<usize>> {
     let sb = dir.join("sentence_bert_config.json");
     if sb.is_file() {
         let v: serde_json::Value = super::read_json(&sb)?;
-        if let Some(n) = v.get("max_seq_length").and_then(|x| x.as_u64()) {
-            return Ok(Some(n as usize));
+        match v.get("max_seq_length") {
+            None | Some(serde_json::Value::Null) => {}
+            Some(x) => match x.as_u64() {
+                // Like `--max-length 0`: a limit of zero tokens embeds nothing.
+                Some(n) if n >= 1 => return Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+                _ => {
+                    return Err(InferError::Config {
+                        path: sb,
+                        field: "max_seq_length".into(),
+                        reason: format!("expected a positive integer, found {x}"),
+                    })
+                }
+            },
         }
     }
     let tc = dir.join("tokenizer_config.json");

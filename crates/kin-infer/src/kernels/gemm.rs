@@ -270,7 +270,16 @@ pub(crate) fn matmul(
     let groups = np.div_ceil(unit);
     let mut rb = mp.div_ceil((MC_MAX / mr).max(1));
     let mut cb = groups.div_ceil((NC_MAX / nr / unit).max(1));
-    let threads = rayon::current_num_threads();
+    // Fork only inside a rayon pool (`ThreadPool::install`, or a worker of the global pool).
+    // Called from any other thread, the product runs on that thread: asking
+    // `current_num_threads()` there would start the global pool behind the caller's back (a
+    // single-threaded inMotion classify then had idle pool threads whose start-up allocations
+    // landed in its no-allocation test). Threads never change the bits, only who computes.
+    let threads = if rayon::current_thread_index().is_some() {
+        rayon::current_num_threads()
+    } else {
+        1
+    };
     let parallel = threads > 1 && m * n * k >= SERIAL_MACS;
     if parallel {
         // Enough equal tasks that every thread gets the same share (work stealing evens out

@@ -1,7 +1,9 @@
 //! Rotary position embeddings (RoPE), written once for every family that uses them.
 //!
-//! A [`Rotary`] holds `cos`/`sin` tables for positions `0..max_positions`, built at load time:
-//! frequencies `inv_freq[i] = 1 / base^(2i / dim)` and angles `pos · inv_freq[i]` are computed in
+//! A [`Rotary`] holds `cos`/`sin` tables for positions `0..max_positions`, built lazily in
+//! blocks of [`TABLE_BLOCK`] positions the first time a position in the block is used (a model
+//! declaring `max_position_embeddings` 2^24 costs nothing until it runs that far; each entry
+//! is the same bits whenever it is computed): frequencies `inv_freq[i] = 1 / base^(2i / dim)` and angles `pos · inv_freq[i]` are computed in
 //! `f32` exactly as PyTorch computes them (`position_ids.float() * inv_freq`); `cos`/`sin` of
 //! those angles come from the deterministic `f64` routines below (our own argument reduction and
 //! series, plain IEEE arithmetic), rounded once to `f32`. No platform libm is involved, so the
@@ -20,6 +22,7 @@
 
 use rayon::prelude::*;
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 /// A rope scaling type (`rope_scaling` on the Hub, `rope_parameters.rope_type` in transformers
 /// 5.x), computed as transformers 5.24 computes it (`modeling_rope_utils`). Factors are kept as the
@@ -47,16 +50,107 @@ pub enum RopeScaling {
     Dynamic { factor: f64 },
 }
 
+/// Positions per lazily built block of a [`RopeTable`].
+pub const TABLE_BLOCK: usize = 512;
+
+/// `cos`/`sin` rows for positions `0..positions` of one set of frequencies, built on first
+/// use, [`TABLE_BLOCK`] positions at a time. Entry `(p, i)` is `cos(p·inv[i])` (times
+/// `factor` when set), from the deterministic `f64` routines rounded once to `f32`: the same
+/// bits whether the block is built at load, during a prefill or by another thread.
+#[derive(Clone, Debug)]
+pub struct RopeTable {
+    inv: Vec<f32>,
+    factor: Option<f32>,
+    positions: usize,
+    /// Block `b`: `[rows, half]` cos then `[rows, half]` sin, `rows = min(TABLE_BLOCK,
+    /// positions - b·TABLE_BLOCK)`.
+    blocks: Vec<OnceLock<Box<[f32]>>>,
+}
+
+impl RopeTable {
+    /// A table over `positions` positions; nothing is computed yet.
+    pub fn new(inv: Vec<f32>, positions: usize, factor: Option<f32>) -> Self {
+        let n = positions.div_ceil(TABLE_BLOCK);
+        RopeTable {
+            inv,
+            factor,
+            positions,
+            blocks: (0..n).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    pub fn positions(&self) -> usize {
+        self.positions
+    }
+
+    /// Builds block `b` (serially: it may run inside a parallel region, and nothing in it may
+    /// wait on the thread pool while the block's lock is held).
+    fn block(&self, b: usize) -> &[f32] {
+        self.blocks[b].get_or_init(|| {
+            let half = self.inv.len();
+            let first = b * TABLE_BLOCK;
+            let rows = TABLE_BLOCK.min(self.positions - first);
+            let mut t = vec![0.0f32; 2 * rows * half].into_boxed_slice();
+            let (cos, sin) = t.split_at_mut(rows * half);
+            for r in 0..rows {
+                let p = first + r;
+                for (i, &f) in self.inv.iter().enumerate() {
+                    let angle = (p as f32) * f;
+                    let (sv, cv) = sin_cos_f64(angle as f64);
+                    let (cv, sv) = (cv as f32, sv as f32);
+                    (cos[r * half + i], sin[r * half + i]) = match self.factor {
+                        Some(a) => (cv * a, sv * a),
+                        None => (cv, sv),
+                    };
+                }
+            }
+            t
+        })
+    }
+
+    /// Builds, in parallel, every block positions `start..end` touch (so a prefill does not
+    /// build them one by one inside its attention loop).
+    pub fn ensure(&self, start: usize, end: usize) {
+        let end = end.min(self.positions);
+        if start >= end {
+            return;
+        }
+        let (b0, b1) = (start / TABLE_BLOCK, (end - 1) / TABLE_BLOCK + 1);
+        if (b0..b1).all(|b| self.blocks[b].get().is_some()) {
+            return;
+        }
+        (b0..b1).into_par_iter().for_each(|b| {
+            self.block(b);
+        });
+    }
+
+    /// `(cos, sin)` rows of position `pos` (`dim / 2` each); panics past `positions`.
+    #[inline]
+    pub fn row(&self, pos: usize) -> (&[f32], &[f32]) {
+        assert!(
+            pos < self.positions,
+            "rotary position {pos} past the table ({})",
+            self.positions
+        );
+        let half = self.inv.len();
+        let (b, r) = (pos / TABLE_BLOCK, pos % TABLE_BLOCK);
+        let t = self.block(b);
+        let rows = t.len() / (2 * half).max(1);
+        (
+            &t[r * half..(r + 1) * half],
+            &t[(rows + r) * half..(rows + r + 1) * half],
+        )
+    }
+}
+
 /// Rotary tables for one head geometry.
 #[derive(Clone, Debug)]
 pub struct Rotary {
     /// Rotated features per head (even, `<= head_dim`).
     dim: usize,
     interleaved: bool,
-    /// `[max_positions, dim / 2]`
-    cos: Vec<f32>,
-    /// `[max_positions, dim / 2]`
-    sin: Vec<f32>,
+    /// `[max_positions, dim / 2]`, built lazily.
+    table: RopeTable,
     max_positions: usize,
     base: f64,
     scaling: RopeScaling,
@@ -137,15 +231,10 @@ impl Rotary {
                 original_max_positions,
             ),
         };
-        let half = dim / 2;
-        let mut cos = vec![0.0f32; max_positions * half];
-        let mut sin = vec![0.0f32; max_positions * half];
-        fill_tables(&inv, 0, &mut cos, &mut sin);
         Rotary {
             dim,
             interleaved,
-            cos,
-            sin,
+            table: RopeTable::new(inv, max_positions, None),
             max_positions,
             base,
             scaling,
@@ -170,11 +259,7 @@ impl Rotary {
 
     /// `(cos, sin)` rows of position `pos` (`dim / 2` each).
     pub fn row(&self, pos: usize) -> (&[f32], &[f32]) {
-        let half = self.dim / 2;
-        (
-            &self.cos[pos * half..(pos + 1) * half],
-            &self.sin[pos * half..(pos + 1) * half],
-        )
+        self.table.row(pos)
     }
 
     /// Rotates one head vector `x` (`>= dim` features; only the first `dim` change) at `pos`
@@ -202,8 +287,10 @@ impl Rotary {
                     dim: self.dim,
                     interleaved: self.interleaved,
                     start,
-                    cos: Cow::Owned(cos),
-                    sin: Cow::Owned(sin),
+                    rows: Rows::Owned {
+                        cos: Cow::Owned(cos),
+                        sin: Cow::Owned(sin),
+                    },
                 }
             }
             _ => {
@@ -212,12 +299,12 @@ impl Rotary {
                     "rotary chunk {start}..{end} past the table ({})",
                     self.max_positions
                 );
+                self.table.ensure(start, end);
                 RotaryChunk {
                     dim: self.dim,
                     interleaved: self.interleaved,
                     start,
-                    cos: Cow::Borrowed(&self.cos[start * half..end * half]),
-                    sin: Cow::Borrowed(&self.sin[start * half..end * half]),
+                    rows: Rows::Table(&self.table),
                 }
             }
         }
@@ -227,6 +314,8 @@ impl Rotary {
     /// layout `[q | k | v]`, heads contiguous) is at position `positions[r]`.
     pub fn apply_qkv(&self, qkv: &mut [f32], positions: &[u32], heads: usize, head_dim: usize) {
         let inner = heads * head_dim;
+        let end = positions.iter().map(|&p| p as usize + 1).max().unwrap_or(0);
+        self.table.ensure(0, end);
         qkv.par_chunks_mut(3 * inner)
             .zip(positions.par_iter())
             .for_each(|(row, &p)| {
@@ -243,10 +332,19 @@ pub struct RotaryChunk<'a> {
     dim: usize,
     interleaved: bool,
     start: usize,
-    /// `[rows, dim / 2]`
-    cos: Cow<'a, [f32]>,
-    /// `[rows, dim / 2]`
-    sin: Cow<'a, [f32]>,
+    rows: Rows<'a>,
+}
+
+/// Where a chunk's rows come from: the model's table, or frequencies computed for this chunk.
+#[derive(Clone, Debug)]
+enum Rows<'a> {
+    Table(&'a RopeTable),
+    Owned {
+        /// `[rows, dim / 2]`
+        cos: Cow<'a, [f32]>,
+        /// `[rows, dim / 2]`
+        sin: Cow<'a, [f32]>,
+    },
 }
 
 impl RotaryChunk<'_> {
@@ -255,14 +353,17 @@ impl RotaryChunk<'_> {
     #[inline]
     pub fn apply(&self, x: &mut [f32], pos: usize) {
         let half = self.dim / 2;
-        let r = pos - self.start;
-        rotate(
-            x,
-            &self.cos[r * half..(r + 1) * half],
-            &self.sin[r * half..(r + 1) * half],
-            self.dim,
-            self.interleaved,
-        );
+        let (c, s) = match &self.rows {
+            Rows::Table(t) => t.row(pos),
+            Rows::Owned { cos, sin } => {
+                let r = pos - self.start;
+                (
+                    &cos[r * half..(r + 1) * half],
+                    &sin[r * half..(r + 1) * half],
+                )
+            }
+        };
+        rotate(x, c, s, self.dim, self.interleaved);
     }
 }
 
@@ -547,7 +648,7 @@ mod tests {
         // table vs chunk: the same rows
         let r = Rotary::with_scaling(16, 10000.0, false, 16, RopeScaling::Dynamic { factor: 2.0 });
         let plain_r = Rotary::new(16, 10000.0, false, 16);
-        assert_eq!(r.cos, plain_r.cos);
+        assert!((0..16).all(|p| r.row(p) == plain_r.row(p)));
         let c = r.chunk(3, 5);
         let (mut x, mut y) = ([0.5f32; 16], [0.5f32; 16]);
         c.apply(&mut x, 6);
@@ -557,5 +658,29 @@ mod tests {
         let mut z = [0.5f32; 16];
         far.apply(&mut z, 21);
         assert_ne!(z, [0.5f32; 16]);
+    }
+
+    /// The lazily built table holds exactly the rows an eager fill computes, whichever block is
+    /// built first and whether through `ensure` (parallel) or `row` (on demand), up to a last
+    /// partial block.
+    #[test]
+    fn lazy_table_equals_the_eager_fill_bit_for_bit() {
+        let inv = inv_freq(24, 10000.0);
+        let n = 2 * TABLE_BLOCK + 37;
+        let (mut cos, mut sin) = (vec![0.0f32; n * 12], vec![0.0f32; n * 12]);
+        fill_tables(&inv, 0, &mut cos, &mut sin);
+        let on_demand = RopeTable::new(inv.clone(), n, None);
+        let ensured = RopeTable::new(inv.clone(), n, None);
+        ensured.ensure(TABLE_BLOCK - 1, n);
+        for p in (0..n).rev() {
+            let want = (&cos[p * 12..(p + 1) * 12], &sin[p * 12..(p + 1) * 12]);
+            assert_eq!(on_demand.row(p), want, "position {p}");
+            assert_eq!(ensured.row(p), want, "position {p}");
+        }
+        // A declared 2^24 positions cost only the block index until used.
+        let big = RopeTable::new(inv, 1 << 24, None);
+        assert!(big.blocks.iter().all(|b| b.get().is_none()));
+        assert_eq!(big.row((1 << 24) - 1).0.len(), 12);
+        assert_eq!(big.blocks.iter().filter(|b| b.get().is_some()).count(), 1);
     }
 }

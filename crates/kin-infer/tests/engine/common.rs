@@ -23,6 +23,13 @@ pub fn minilm_dir(test: &str) -> Option<PathBuf> {
     if dir.join("model.safetensors").is_file() {
         Some(dir)
     } else {
+        // CI sets KIN_REQUIRE_MINILM=1: these are the only tests of a real tokenizer.json, so
+        // a fetch that silently did not happen must fail them, not skip them.
+        assert!(
+            std::env::var("KIN_REQUIRE_MINILM").map_or(true, |v| v != "1"),
+            "{test}: KIN_REQUIRE_MINILM=1 but all-MiniLM-L6-v2 is not at {}",
+            dir.display()
+        );
         eprintln!(
             "SKIPPED {test}: all-MiniLM-L6-v2 not found at {} (run scripts/fetch-minilm.sh or set KIN_MINILM_DIR)",
             dir.display()

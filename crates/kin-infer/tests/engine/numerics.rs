@@ -1,11 +1,15 @@
-//! Pins the exact output bits to `NUMERICS_VERSION`: a change to kernels or model code that
-//! moves any bit fails here, and an intended one bumps the version with the new pin.
+//! Pins the exact output bits to `NUMERICS_VERSION` for every encoder and decoder family: a
+//! change to kernels or model code that moves any bit fails here, and an intended one bumps
+//! the version with new pins. `KIN_PRINT_PINS=1` prints the current fingerprints instead of
+//! checking them (how the pins below were taken, on the code before the change under test).
 
-use crate::common::{fixture, load, random_sequences};
+use crate::common::{fixture, load, random_sequences, repo_root};
+use kin_infer::gpu::create_compute;
+use kin_infer::models::decoders::{load_decoder, LogitsRows};
 use kin_infer::{EmbedderOptions, NUMERICS_VERSION};
 
 /// FNV-1a over the bit patterns.
-fn fingerprint(vs: &[Vec<f32>]) -> u64 {
+fn fingerprint<'a>(vs: impl IntoIterator<Item = &'a [f32]>) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325;
     for v in vs {
         for x in v {
@@ -18,28 +22,152 @@ fn fingerprint(vs: &[Vec<f32>]) -> u64 {
     h
 }
 
-/// (numerics version, fixture, fingerprint of its embeddings of the fixed sequences)
-const PINS: &[(&str, &str, u64)] = &[
+/// Embeddings of fixed random sequences of lengths 1, 7, 23 and 40, as one batch.
+fn encoder_fingerprint(name: &str) -> u64 {
+    let e = load(&fixture(name), EmbedderOptions::default());
+    let seqs = random_sequences(e.config().vocab_size, &[1, 7, 23, 40], 42);
+    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let out = e.embed_tokens(&refs, None).unwrap();
+    fingerprint(out.iter().map(Vec::as_slice))
+}
+
+/// Logits of every position of a 20-token prompt (fewer when the context is shorter): all but
+/// the last three in one chunk, then one token at a time through the KV cache.
+fn decoder_fingerprint(name: &str) -> u64 {
+    let be = create_compute(None).unwrap();
+    let dir = repo_root().join("tests/decoder_fixtures").join(name);
+    let m = load_decoder(&dir, be.as_ref()).unwrap_or_else(|e| panic!("load {name}: {e}"));
+    let (vocab, ctx) = (m.spec().vocab_size, m.spec().max_sequence_length);
+    let n = ctx.min(20);
+    let ids: Vec<u32> = (0..n as u32)
+        .map(|i| (i * 37 + 11) % vocab as u32)
+        .collect();
+    let mut cache = m.new_cache(n).unwrap();
+    let mut rows: Vec<Vec<f32>> = vec![m
+        .forward(be.as_ref(), &ids[..n - 3], &mut cache, LogitsRows::All)
+        .unwrap()
+        .to_vec()];
+    for &id in &ids[n - 3..] {
+        let r = m.forward(be.as_ref(), &[id], &mut cache, LogitsRows::Last);
+        rows.push(r.unwrap().to_vec());
+    }
+    fingerprint(rows.iter().map(Vec::as_slice))
+}
+
+/// (numerics version, encoder fixture, fingerprint); one fixture per family and variant.
+/// Taken with `KIN_PRINT_PINS=1` on main at 0b59a90, before the lazy rotary tables (issue 10):
+/// the bert/roberta pins are the ones kin-numerics/1 always had.
+const ENCODER_PINS: &[(&str, &str, u64)] = &[
     ("kin-numerics/1", "bert_tiny", 0xc4d07587412c2ac6),
     ("kin-numerics/1", "roberta_tiny", 0x65aee675b650c5b8),
+    ("kin-numerics/1", "xlmr_tiny", 0x8531a537f4576ee3),
+    ("kin-numerics/1", "albert_tiny", 0x2ae61a4ac47cc421),
+    ("kin-numerics/1", "deberta_v1_tiny", 0xe012a04b97f0fd62),
+    ("kin-numerics/1", "deberta_v2_tiny", 0xb61a5e4d11ff43b0),
+    ("kin-numerics/1", "deberta_v2_conv", 0x6c56cfac3d567e02),
+    ("kin-numerics/1", "t5_tiny", 0xf28ac9a5526e5487),
+    ("kin-numerics/1", "mt5_tiny", 0x6dd26eeb5f03a99),
+    ("kin-numerics/1", "st5_tiny", 0xee70442d05ae65c),
+    ("kin-numerics/1", "nomic_tiny", 0x1e3fa70cf4ecfba6),
+    ("kin-numerics/1", "nomic_orig", 0xd47bba421c6debcf),
+    ("kin-numerics/1", "jina_tiny", 0xc21900a1163f0f90),
+];
+
+/// (numerics version, decoder fixture, fingerprint); one fixture per family and variant.
+const DECODER_PINS: &[(&str, &str, u64)] = &[
+    ("kin-numerics/1", "gpt2_small", 0xb88ea5852e9bd003),
+    ("kin-numerics/1", "llama_gqa", 0x92666b119c67fa22),
+    ("kin-numerics/1", "llama_bf16", 0x9e8fa00575a493c0),
+    ("kin-numerics/1", "llama_rope_linear", 0xaf5dee63f2c9f228),
+    ("kin-numerics/1", "llama_rope_dynamic", 0xb800519f236c379e),
+    ("kin-numerics/1", "llama_rope_llama3", 0x660647f41e3626ff),
+    ("kin-numerics/1", "mistral_sw", 0x7a2bab59a7169fd8),
+    ("kin-numerics/1", "qwen2_bias", 0xd37cf79e7909c59),
+    ("kin-numerics/1", "qwen2_sw", 0xd21acc9ac1da3559),
+    ("kin-numerics/1", "phi_partial", 0x9fe9da5553230512),
+    ("kin-numerics/1", "phi3_longrope", 0x15303efa59317263),
+    ("kin-numerics/1", "gemma_tied", 0x531399bdba0e557e),
+    ("kin-numerics/1", "gemma2_sw", 0xdec51684d2785053),
 ];
 
 #[test]
 fn output_bits_are_pinned_to_the_numerics_version() {
-    let pins: Vec<_> = PINS.iter().filter(|p| p.0 == NUMERICS_VERSION).collect();
-    assert!(
-        !pins.is_empty(),
-        "no pin for numerics version {NUMERICS_VERSION}: add one"
-    );
-    for (_, name, want) in pins {
-        let e = load(&fixture(name), EmbedderOptions::default());
-        let seqs = random_sequences(e.config().vocab_size, &[1, 7, 23, 40], 42);
-        let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
-        let got = fingerprint(&e.embed_tokens(&refs, None).unwrap());
-        assert_eq!(
-            got, *want,
-            "{name}: output bits changed under numerics version {NUMERICS_VERSION} (got {got:#x}); \
-             if intended, bump NUMERICS_VERSION and pin the new value"
-        );
+    if std::env::var("KIN_PRINT_PINS").is_ok_and(|v| v == "1") {
+        for name in ENCODERS {
+            println!(
+                "    (\"{NUMERICS_VERSION}\", \"{name}\", {:#x}),",
+                encoder_fingerprint(name)
+            );
+        }
+        for name in DECODERS {
+            println!(
+                "    (\"{NUMERICS_VERSION}\", \"{name}\", {:#x}),",
+                decoder_fingerprint(name)
+            );
+        }
+        return;
     }
+    let mut failures = Vec::new();
+    for (pins, names, f) in [
+        (
+            ENCODER_PINS,
+            ENCODERS,
+            encoder_fingerprint as fn(&str) -> u64,
+        ),
+        (DECODER_PINS, DECODERS, decoder_fingerprint),
+    ] {
+        for name in names {
+            let Some((_, _, want)) = pins
+                .iter()
+                .find(|p| p.0 == NUMERICS_VERSION && p.1 == *name)
+            else {
+                failures.push(format!("{name}: no pin for {NUMERICS_VERSION}: add one"));
+                continue;
+            };
+            let got = f(name);
+            if got != *want {
+                failures.push(format!("{name}: got {got:#x}, pinned {want:#x}"));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "output bits changed under numerics version {NUMERICS_VERSION} (if intended, bump \
+         NUMERICS_VERSION and pin the new values; KIN_PRINT_PINS=1 prints them):\n{}",
+        failures.join("\n")
+    );
 }
+
+/// Every encoder family and variant with a fixture.
+const ENCODERS: &[&str] = &[
+    "bert_tiny",
+    "roberta_tiny",
+    "xlmr_tiny",
+    "albert_tiny",
+    "deberta_v1_tiny",
+    "deberta_v2_tiny",
+    "deberta_v2_conv",
+    "t5_tiny",
+    "mt5_tiny",
+    "st5_tiny",
+    "nomic_tiny",
+    "nomic_orig",
+    "jina_tiny",
+];
+
+/// Every decoder family and variant with a fixture (rope scalings, windows, biases, softcaps).
+const DECODERS: &[&str] = &[
+    "gpt2_small",
+    "llama_gqa",
+    "llama_bf16",
+    "llama_rope_linear",
+    "llama_rope_dynamic",
+    "llama_rope_llama3",
+    "mistral_sw",
+    "qwen2_bias",
+    "qwen2_sw",
+    "phi_partial",
+    "phi3_longrope",
+    "gemma_tied",
+    "gemma2_sw",
+];

@@ -27,8 +27,8 @@
 //! `lm_head.weight` (only when untied).
 
 use super::{
-    begin_chunk, causal_attention_softcap, rms_norm, rotate_qk, store_kv, token_ids, AttnShape,
-    Decoder, DecoderSpec, LogitsRows, ScratchDims,
+    attention_dims, begin_chunk, causal_attention_softcap, rms_norm, rotate_qk, store_kv,
+    token_ids, AttnShape, Decoder, DecoderSpec, LogitsRows, ScratchDims,
 };
 use crate::error::{InferError, Result};
 use crate::generate::KvCache;
@@ -103,6 +103,7 @@ impl GemmaConfig {
             ("head_dim", head_dim),
             ("max_position_embeddings", max_positions),
         ])?;
+        attention_dims(f, heads, kv_heads, head_dim)?;
         if heads % kv_heads != 0 {
             return Err(f.err(
                 "num_key_value_heads",

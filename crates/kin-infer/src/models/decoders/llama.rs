@@ -30,8 +30,9 @@
 //! `x += down(silu(gate) * up)` on `rms(x)`; logits `= lm_head(rms(x))`.
 
 use super::{
-    begin_chunk, causal_attention, common_sizes, rms_norm, rotate_qk, store_kv, token_ids,
-    AttnShape, CommonSizes, Decoder, DecoderSpec, LogitsRows, ScratchDims,
+    attention_dims, begin_chunk, causal_attention, common_sizes, rms_norm, rotate_qk,
+    scaled_context, store_kv, token_ids, AttnShape, CommonSizes, Decoder, DecoderSpec, LogitsRows,
+    ScratchDims, MAX_ROPE_FACTOR,
 };
 use crate::error::{InferError, Result};
 use crate::generate::KvCache;
@@ -127,7 +128,8 @@ impl LlamaConfig {
                 ))
             }
         };
-        if head_dim == 0 || !head_dim.is_multiple_of(2) {
+        attention_dims(f, heads, kv_heads, head_dim)?;
+        if !head_dim.is_multiple_of(2) {
             return Err(f.err(
                 "head_dim",
                 format!("{head_dim}: rotary needs an even head_dim"),
@@ -154,7 +156,7 @@ impl LlamaConfig {
         let (rope_theta, rope_scaling) = rope(f, max_positions, head_dim)?;
         let context = match rope_scaling {
             RopeScaling::Dynamic { factor } => {
-                ((max_positions as f64 * factor).floor() as usize).max(max_positions)
+                scaled_context(f, "rope_scaling.factor", max_positions, factor)?
             }
             _ => max_positions,
         };
@@ -278,6 +280,10 @@ fn rope(f: &ConfigFields, max_positions: usize, head_dim: usize) -> Result<(f64,
     };
     let positive = |key: &str| -> Result<f64> {
         match num(key)? {
+            Some(v) if key == "factor" && v > MAX_ROPE_FACTOR => Err(f.err(
+                &format!("{field}.{key}"),
+                format!("{v} is out of range (at most {MAX_ROPE_FACTOR})"),
+            )),
             Some(v) if v > 0.0 && v.is_finite() => Ok(v),
             Some(v) => Err(f.err(
                 &format!("{field}.{key}"),

@@ -127,6 +127,13 @@ pub trait Decoder: Send + Sync {
                 s.max_sequence_length
             )));
         }
+        // Keys and values, f32, before anything is allocated: a context the host cannot hold
+        // is a typed error, not an abort.
+        let bytes = (s.num_hidden_layers as u64)
+            .checked_mul(capacity as u64)
+            .and_then(|n| n.checked_mul(s.kv_dim() as u64))
+            .and_then(|n| n.checked_mul(2 * 4));
+        crate::resource::check_fits(&format!("a KV cache of {capacity} positions"), bytes)?;
         Ok(KvCache::new(s.num_hidden_layers, s.kv_dim(), capacity))
     }
 
@@ -244,6 +251,72 @@ pub(crate) fn common_sizes(f: &ConfigFields) -> Result<CommonSizes> {
         kv_heads,
         max_positions,
     })
+}
+
+/// The largest `head_dim` accepted (real models use 64..256; 2^40 once made `describe`
+/// allocate terabytes before any weight shape was checked).
+pub(crate) const MAX_HEAD_DIM: usize = 1 << 16;
+/// The largest attention width (`heads · head_dim`, `kv_heads · head_dim`) accepted.
+pub(crate) const MAX_ATTENTION_WIDTH: usize = 1 << 24;
+/// The largest context (positions) accepted, `max_position_embeddings` times any rope factor
+/// included: past it, position arithmetic and the rotary argument reduction lose meaning.
+pub(crate) const MAX_CONTEXT: usize = 1 << 24;
+/// The largest rope scaling `factor` accepted.
+pub(crate) const MAX_ROPE_FACTOR: f64 = 1024.0;
+
+/// Validates the attention geometry read from `config.json` before anything is sized from it:
+/// `head_dim` within `1..=MAX_HEAD_DIM`, and `heads · head_dim`, `kv_heads · head_dim` within
+/// [`MAX_ATTENTION_WIDTH`] (checked products). Errors name the field and the limit.
+pub(crate) fn attention_dims(
+    f: &ConfigFields,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+) -> Result<()> {
+    if head_dim == 0 || head_dim > MAX_HEAD_DIM {
+        return Err(f.err(
+            "head_dim",
+            format!("{head_dim} is out of range (1..={MAX_HEAD_DIM})"),
+        ));
+    }
+    for (field, n) in [
+        ("num_attention_heads", heads),
+        ("num_key_value_heads", kv_heads),
+    ] {
+        match n.checked_mul(head_dim) {
+            Some(w) if w <= MAX_ATTENTION_WIDTH => {}
+            _ => {
+                return Err(f.err(
+                    field,
+                    format!(
+                        "{n} heads of head_dim {head_dim} exceed the largest attention width \
+                         ({MAX_ATTENTION_WIDTH})"
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `max_positions · factor` (dynamic rope), an error past [`MAX_CONTEXT`].
+pub(crate) fn scaled_context(
+    f: &ConfigFields,
+    field: &str,
+    max_positions: usize,
+    factor: f64,
+) -> Result<usize> {
+    let ctx = (max_positions as f64 * factor).floor();
+    if !(ctx.is_finite() && ctx <= MAX_CONTEXT as f64) {
+        return Err(f.err(
+            field,
+            format!(
+                "factor {factor} makes the context max_position_embeddings {max_positions} × \
+                 {factor}, past the largest supported context ({MAX_CONTEXT})"
+            ),
+        ));
+    }
+    Ok((ctx as usize).max(max_positions))
 }
 
 /// Token ids from `field` (`eos_token_id`, `bos_token_id`): an integer or a list; absent is

@@ -37,8 +37,8 @@
 //! f32 rounding steps as PyTorch.
 
 use super::{
-    begin_chunk, causal_attention, common_sizes, rms_norm, rotate_qk, store_kv, token_ids,
-    AttnShape, CommonSizes, Decoder, DecoderSpec, LogitsRows, ScratchDims,
+    attention_dims, begin_chunk, causal_attention, common_sizes, rms_norm, rotate_qk, store_kv,
+    token_ids, AttnShape, CommonSizes, Decoder, DecoderSpec, LogitsRows, ScratchDims,
 };
 use crate::error::{InferError, Result};
 use crate::generate::KvCache;
@@ -46,7 +46,7 @@ use crate::gpu::GpuCompute;
 use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::{WeightStore, Weights};
 use crate::nn::ffn::{FfnAct, GatedFfn};
-use crate::nn::rope::{ln_f64, pow_f64, sin_cos_f64};
+use crate::nn::rope::{ln_f64, pow_f64, RopeTable};
 use crate::nn::{LayerNorm, Linear};
 use rayon::prelude::*;
 use serde_json::{Map, Value};
@@ -158,9 +158,7 @@ impl PhiConfig {
             ));
         }
         let head_dim = f.opt_usize("head_dim")?.unwrap_or(hidden / heads);
-        if head_dim == 0 {
-            return Err(f.err("head_dim", "must be at least 1"));
-        }
+        attention_dims(f, heads, kv_heads, head_dim)?;
         let rp = match f.get("rope_parameters") {
             None => None,
             Some(Value::Object(m)) => Some(m),
@@ -334,15 +332,9 @@ struct PhiRotary {
     dim: usize,
     /// Caches with more positions than this use `long` (longrope); `usize::MAX` otherwise.
     switch: usize,
-    short: RotaryTable,
+    short: RopeTable,
     /// Longrope only.
-    long: Option<RotaryTable>,
-}
-
-/// `[max_positions, dim / 2]` cos and sin.
-struct RotaryTable {
-    cos: Vec<f32>,
-    sin: Vec<f32>,
+    long: Option<RopeTable>,
 }
 
 /// `1 / (ext[i] · base^(2i / dim))` in f32, as transformers computes it (no `ext` for plain
@@ -361,31 +353,6 @@ fn scaled_inv_freq(dim: usize, base: f64, ext: Option<&[f32]>) -> Vec<f32> {
         .collect()
 }
 
-impl RotaryTable {
-    /// Angles `pos · inv[i]` in f32 (PyTorch's product), cos/sin from the deterministic f64
-    /// routines rounded to f32, then times `factor` in f32 (transformers' `cos * scaling`).
-    fn new(inv: &[f32], positions: usize, factor: Option<f32>) -> Self {
-        let half = inv.len();
-        let mut cos = vec![0.0f32; positions * half];
-        let mut sin = vec![0.0f32; positions * half];
-        cos.par_chunks_mut(half)
-            .zip(sin.par_chunks_mut(half))
-            .enumerate()
-            .for_each(|(p, (cr, sr))| {
-                for i in 0..half {
-                    let angle = (p as f32) * inv[i];
-                    let (sv, cv) = sin_cos_f64(angle as f64);
-                    let (cv, sv) = (cv as f32, sv as f32);
-                    (cr[i], sr[i]) = match factor {
-                        Some(a) => (cv * a, sv * a),
-                        None => (cv, sv),
-                    };
-                }
-            });
-        RotaryTable { cos, sin }
-    }
-}
-
 impl PhiRotary {
     fn new(c: &PhiConfig) -> Self {
         let dim = c.rotary_dim;
@@ -394,7 +361,7 @@ impl PhiRotary {
             None => PhiRotary {
                 dim,
                 switch: usize::MAX,
-                short: RotaryTable::new(&scaled_inv_freq(dim, c.rope_theta, None), n, None),
+                short: RopeTable::new(scaled_inv_freq(dim, c.rope_theta, None), n, None),
                 long: None,
             },
             Some(lr) => {
@@ -402,13 +369,13 @@ impl PhiRotary {
                 PhiRotary {
                     dim,
                     switch: lr.original_max,
-                    short: RotaryTable::new(
-                        &scaled_inv_freq(dim, c.rope_theta, Some(&lr.short)),
+                    short: RopeTable::new(
+                        scaled_inv_freq(dim, c.rope_theta, Some(&lr.short)),
                         n,
                         af,
                     ),
-                    long: Some(RotaryTable::new(
-                        &scaled_inv_freq(dim, c.rope_theta, Some(&lr.long)),
+                    long: Some(RopeTable::new(
+                        scaled_inv_freq(dim, c.rope_theta, Some(&lr.long)),
                         n,
                         af,
                     )),
@@ -418,7 +385,7 @@ impl PhiRotary {
     }
 
     /// The table a cache of `capacity` positions uses.
-    fn table(&self, capacity: usize) -> &RotaryTable {
+    fn table(&self, capacity: usize) -> &RopeTable {
         match &self.long {
             Some(long) if capacity > self.switch => long,
             _ => &self.short,
@@ -427,10 +394,9 @@ impl PhiRotary {
 
     /// Rotates the first `dim` features of head `x` at `pos` (GPT-NeoX halves).
     #[inline]
-    fn apply(&self, t: &RotaryTable, x: &mut [f32], pos: usize) {
+    fn apply(&self, t: &RopeTable, x: &mut [f32], pos: usize) {
         let half = self.dim / 2;
-        let c = &t.cos[pos * half..][..half];
-        let s = &t.sin[pos * half..][..half];
+        let (c, s) = t.row(pos);
         let (a, b) = x[..self.dim].split_at_mut(half);
         for i in 0..half {
             let (x1, x2) = (a[i], b[i]);
@@ -740,6 +706,7 @@ impl Decoder for Phi {
                 .forward(be, &s.normed[..rows * h], rows, &mut s.qkv);
             let rotary = &self.rotary;
             let table = rotary.table(capacity);
+            table.ensure(start, start + rows);
             rotate_qk(
                 &mut s.qkv,
                 qkv_dim,

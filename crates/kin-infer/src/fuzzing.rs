@@ -1,0 +1,208 @@
+//! Fuzzing entry points (not API). Each feeds arbitrary bytes through the real parser or
+//! loader and ignores the result; none may panic or abort, whatever the input. The cargo-fuzz
+//! targets in `fuzz/` and the stable replay test (`tests/fuzz_corpus.rs`) call these very
+//! functions. Parsers that only read a directory get the bytes written to a scratch directory
+//! private to the process and thread ([`scratch_dir`]).
+
+use crate::gpu::CpuCompute;
+use crate::io::config::{BertConfig, ModelArchitecture};
+use crate::io::golden::GoldenFile;
+use crate::io::input_line::parse_line;
+use crate::io::safetensors::{WeightStore, Weights};
+use crate::io::st_config::SentenceConfig;
+use crate::models::{decoders, load_encoder};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Splits multi-file inputs (`st_config`, and text before binary data elsewhere): JSON text
+/// never holds a NUL byte.
+pub const SEPARATOR: u8 = 0;
+
+/// Shards written at most by [`shard_index`].
+const MAX_SHARDS: usize = 8;
+
+/// This process and thread's scratch root (`$TMPDIR/kin-infer-fuzz-PID-N`).
+fn scratch_root() -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local!(static ID: usize = NEXT.fetch_add(1, Ordering::Relaxed));
+    let id = ID.with(|i| *i);
+    std::env::temp_dir().join(format!("kin-infer-fuzz-{}-{id}", std::process::id()))
+}
+
+/// An empty directory for `target` under this thread's scratch root (reused across calls,
+/// emptied each time).
+pub fn scratch_dir(target: &str) -> PathBuf {
+    let dir = scratch_root().join(target);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
+/// Removes this thread's scratch root (the replay tests call it when done).
+pub fn cleanup() {
+    let _ = std::fs::remove_dir_all(scratch_root());
+}
+
+/// `data` up to the first [`SEPARATOR`], and the rest after it (`None` without one).
+pub fn split_first(data: &[u8]) -> (&[u8], Option<&[u8]>) {
+    match data.iter().position(|&b| b == SEPARATOR) {
+        Some(i) => (&data[..i], Some(&data[i + 1..])),
+        None => (data, None),
+    }
+}
+
+/// Length-prefixed frames: each a little-endian u32 length then that many bytes (the last
+/// frame takes what is left when the length runs past the end).
+pub fn frames(mut rest: &[u8], max: usize) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    while !rest.is_empty() && out.len() < max {
+        if rest.len() < 4 {
+            out.push(rest);
+            break;
+        }
+        let n = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let body = &rest[4..];
+        let n = n.min(body.len());
+        out.push(&body[..n]);
+        rest = &body[n..];
+    }
+    out
+}
+
+/// A valid safetensors file holding no tensor.
+pub const EMPTY_SAFETENSORS: &[u8] = b"\x02\x00\x00\x00\x00\x00\x00\x00{}";
+
+/// Reads everything a loaded store offers, every tensor in both read paths.
+fn exercise_store(store: &WeightStore) {
+    let _ = (
+        store.len(),
+        store.is_empty(),
+        store.dtype_counts(),
+        store.parameter_count(),
+        store.storage_dtype(),
+        store.shard_paths(),
+    );
+    let names: Vec<String> = store.names().into_iter().map(String::from).collect();
+    for name in &names {
+        let shape = store.shape(name).unwrap_or(&[]).to_vec();
+        let _ = store.read(name, &shape).map(|t| t.len());
+        let _ = store.read_matrix(name, &shape).map(|m| m.to_f32().len());
+        // A wrong shape must be an error, not a read.
+        let mut wrong = shape.clone();
+        wrong.push(1);
+        let _ = store.read(name, &wrong);
+    }
+    if let Some(first) = names.first() {
+        if let Ok(w) = Weights::with_prefixes(store, &["", "bert."], first) {
+            let _ = w.get(first, store.shape(first).unwrap_or(&[]));
+        }
+    }
+}
+
+/// `model.safetensors` (one file): header validation by the `safetensors` crate, then every
+/// tensor read.
+pub fn safetensors_header(data: &[u8]) {
+    let dir = scratch_dir("safetensors_header");
+    if std::fs::write(dir.join("model.safetensors"), data).is_err() {
+        return;
+    }
+    if let Ok(store) = WeightStore::open_dir(&dir) {
+        exercise_store(&store);
+    }
+}
+
+/// `model.safetensors.index.json`, then (after a [`SEPARATOR`]) up to eight shards as
+/// [`frames`], written as `model-0000i-of-0000n.safetensors`.
+pub fn shard_index(data: &[u8]) {
+    let dir = scratch_dir("shard_index");
+    let (index, rest) = split_first(data);
+    if std::fs::write(dir.join("model.safetensors.index.json"), index).is_err() {
+        return;
+    }
+    let shards = rest.map(|r| frames(r, MAX_SHARDS)).unwrap_or_default();
+    let n = shards.len();
+    for (i, s) in shards.iter().enumerate() {
+        let name = format!("model-{:05}-of-{n:05}.safetensors", i + 1);
+        if std::fs::write(dir.join(name), s).is_err() {
+            return;
+        }
+    }
+    if let Ok(store) = WeightStore::open_dir(&dir) {
+        exercise_store(&store);
+    }
+}
+
+/// `config.json` of any family, with a checkpoint holding no tensor: family detection, the
+/// decoder loaders and every encoder config parser run up to their first weight.
+pub fn config_json(data: &[u8]) {
+    let dir = scratch_dir("config_json");
+    let config = dir.join("config.json");
+    if std::fs::write(&config, data).is_err()
+        || std::fs::write(dir.join("model.safetensors"), EMPTY_SAFETENSORS).is_err()
+    {
+        return;
+    }
+    let Ok(be) = CpuCompute::new() else {
+        return;
+    };
+    let _ = decoders::is_decoder_dir(&dir);
+    let _ = decoders::load_decoder(&dir, &be).map(|m| m.spec().kv_dim());
+    let _ = ModelArchitecture::detect(&config).map(|a| a.name());
+    let _ = BertConfig::from_file(&config).map(|c| (c.head_dim(), c.max_sequence_length()));
+    if let Ok(store) = WeightStore::open_files(&[], config.clone()) {
+        let _ = load_encoder(&config, &store, &be).map(|m| m.spec().head_dim());
+    }
+}
+
+/// The sentence-transformers files, split on [`SEPARATOR`] in this order: `modules.json`,
+/// `1_Pooling/config.json`, `sentence_bert_config.json`, `2_Dense/config.json`,
+/// `tokenizer_config.json`. An empty or missing part is an absent file.
+pub fn st_config(data: &[u8]) {
+    const FILES: [&str; 5] = [
+        "modules.json",
+        "1_Pooling/config.json",
+        "sentence_bert_config.json",
+        "2_Dense/config.json",
+        "tokenizer_config.json",
+    ];
+    let dir = scratch_dir("st_config");
+    for (part, name) in data.split(|&b| b == SEPARATOR).zip(FILES) {
+        if part.is_empty() {
+            continue;
+        }
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        if std::fs::write(&path, part).is_err() {
+            return;
+        }
+    }
+    if let Ok(st) = SentenceConfig::read(&dir) {
+        let _ = st.pooling.output_dim(8);
+    }
+}
+
+/// A kin-infer golden file (`kin-infer-golden/1`), read as [`GoldenFile::load`] reads it.
+pub fn golden_kin(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
+        return;
+    };
+    if let Ok(g) = GoldenFile::from_value(&v, Path::new("golden.json")) {
+        let _ = g.cases.iter().filter(|c| c.kind.is_decoder()).count();
+    }
+}
+
+/// `embed` / `bench` input, line by line, in JSON Lines and plain mode.
+pub fn embed_jsonl(data: &[u8]) {
+    for raw in data.split_inclusive(|&b| b == b'\n') {
+        for jsonl in [true, false] {
+            if let Ok(Some(item)) = parse_line(raw, jsonl) {
+                let _ = item.id.map(|id| id.to_string());
+            }
+        }
+    }
+}
