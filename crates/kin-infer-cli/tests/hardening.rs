@@ -54,7 +54,10 @@ fn kin_limited(kib: u64, args: &[&str]) -> Output {
         .arg(env!("CARGO_BIN_EXE_kin-infer"))
         .args(args)
         .env_remove("KIN_INFER_SIMD")
-        .env_remove("KIN_INFER_THREADS")
+        // One thread and few malloc arenas: on a many-core host, per-thread stacks and arenas
+        // (64 MiB of address space each) would use up the limit before the model does.
+        .env("KIN_INFER_THREADS", "1")
+        .env("MALLOC_ARENA_MAX", "2")
         .output()
         .unwrap()
 }
@@ -216,4 +219,16 @@ fn modules_json_path_escaping_the_model_directory_is_rejected() {
         let o = run(&mut kin(&["embed", "--model", &dir_arg(&t)]), "hello\n");
         assert_clean_error(&o, 2, "leaves the model directory");
     }
+}
+
+#[test]
+fn nomic_n_embd_2_pow_62_does_not_overflow() {
+    // `n_inner` defaulted to `4 * n_embd` before the sizes were checked: an overflow (a panic
+    // with overflow checks, a wrap in release).
+    let t = edited(&fixture("nomic_orig"), "config.json", |v| {
+        v["n_embd"] = Value::from(1u64 << 62);
+        v.as_object_mut().unwrap().remove("n_inner");
+    });
+    let o = kin_out(&["describe", "--model", &dir_arg(&t)]);
+    assert_clean_error(&o, 2, "n_embd");
 }

@@ -102,7 +102,7 @@ impl NomicConfig {
         let hidden = f.usize("n_embd", None)?;
         let heads = f.usize("n_head", None)?;
         let layers = f.usize("n_layer", None)?;
-        let inner = f.usize("n_inner", Some(4 * hidden))?;
+        let inner = f.usize("n_inner", Some(hidden.saturating_mul(4)))?;
         let vocab = f.usize("vocab_size", None)?;
         let type_vocab = f.usize("type_vocab_size", Some(2))?;
         let eps = f.f64("layer_norm_epsilon", 1e-5)?;
