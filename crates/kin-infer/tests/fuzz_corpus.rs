@@ -1,0 +1,56 @@
+//! Replays the committed fuzz corpus (fuzz/corpus/<target>/) through the same entry points the
+//! cargo-fuzz targets call, so CI covers every input the fuzzer kept without nightly. An entry
+//! point that panics fails the test; a missing or empty corpus directory fails it too.
+
+use std::path::PathBuf;
+
+fn replay(target: &str, entry: fn(&[u8])) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("corpus {}: {e}", dir.display()))
+        .map(|e| e.expect("corpus entry").path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "corpus {} is empty", dir.display());
+    for f in &files {
+        let data = std::fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        // Name the input that panicked (the panic message itself is printed above).
+        if std::panic::catch_unwind(|| entry(&data)).is_err() {
+            panic!("{target}: {} panicked", f.display());
+        }
+    }
+    kin_infer::fuzzing::cleanup();
+}
+
+#[test]
+fn safetensors_header() {
+    replay("safetensors_header", kin_infer::fuzzing::safetensors_header);
+}
+
+#[test]
+fn shard_index() {
+    replay("shard_index", kin_infer::fuzzing::shard_index);
+}
+
+#[test]
+fn config_json() {
+    replay("config_json", kin_infer::fuzzing::config_json);
+}
+
+#[test]
+fn st_config() {
+    replay("st_config", kin_infer::fuzzing::st_config);
+}
+
+#[test]
+fn golden_kin() {
+    replay("golden_kin", kin_infer::fuzzing::golden_kin);
+}
+
+#[test]
+fn embed_jsonl() {
+    replay("embed_jsonl", kin_infer::fuzzing::embed_jsonl);
+}
