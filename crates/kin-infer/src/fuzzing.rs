@@ -43,6 +43,26 @@ pub fn cleanup() {
     let _ = std::fs::remove_dir_all(scratch_root());
 }
 
+/// Replays every file of the corpus `root/target` through `entry` (the stable replay tests):
+/// panics naming the input that panicked, or when the directory is missing or empty.
+pub fn replay_corpus(root: &Path, target: &str, entry: fn(&[u8])) {
+    let dir = root.join(target);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("corpus {}: {e}", dir.display()))
+        .map(|e| e.expect("corpus entry").path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "corpus {} is empty", dir.display());
+    for f in &files {
+        let data = std::fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        // Name the input that panicked (the panic message itself is printed above).
+        if std::panic::catch_unwind(|| entry(&data)).is_err() {
+            panic!("{target}: {} panicked", f.display());
+        }
+    }
+}
+
 /// `data` up to the first [`SEPARATOR`], and the rest after it (`None` without one).
 pub fn split_first(data: &[u8]) -> (&[u8], Option<&[u8]>) {
     match data.iter().position(|&b| b == SEPARATOR) {

@@ -99,14 +99,7 @@ impl HostInfo {
     pub fn detect() -> Result<Self> {
         let logical = std::thread::available_parallelism().map_or(1, |n| n.get());
         let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-        let mem = |key: &str| {
-            meminfo
-                .lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-                .map(|kib| kib * 1024)
-        };
+        let mem = |key: &str| meminfo_bytes(&meminfo, key);
         Ok(HostInfo {
             logical_cores: logical,
             physical_cores: physical_cores().unwrap_or(logical),
@@ -189,6 +182,16 @@ fn cgroup_memory_limit() -> Option<u64> {
     v.parse::<u64>().ok().filter(|&b| b < (1u64 << 60))
 }
 
+/// The `key` line of a `/proc/meminfo` text (in KiB there), in bytes.
+fn meminfo_bytes(meminfo: &str, key: &str) -> Option<u64> {
+    meminfo
+        .lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|kib| kib.saturating_mul(1024))
+}
+
 /// The soft `Max address space` of `/proc/self/limits` (what `ulimit -v` sets; `unlimited`
 /// is none). Read from procfs so the library needs no libc binding.
 fn address_space_limit() -> Option<u64> {
@@ -206,12 +209,7 @@ fn address_space_limit() -> Option<u64> {
 /// memory, the cgroup limit and `RLIMIT_AS`. `None` when none of them can be read.
 pub fn memory_ceiling() -> Option<(u64, &'static str)> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let total = meminfo
-        .lines()
-        .find(|l| l.starts_with("MemTotal:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(|kib| kib.saturating_mul(1024));
+    let total = meminfo_bytes(&meminfo, "MemTotal:");
     [
         (total, "physical memory"),
         (cgroup_memory_limit(), "the cgroup memory limit"),

@@ -92,17 +92,8 @@ impl RopeTable {
             let rows = TABLE_BLOCK.min(self.positions - first);
             let mut t = vec![0.0f32; 2 * rows * half].into_boxed_slice();
             let (cos, sin) = t.split_at_mut(rows * half);
-            for r in 0..rows {
-                let p = first + r;
-                for (i, &f) in self.inv.iter().enumerate() {
-                    let angle = (p as f32) * f;
-                    let (sv, cv) = sin_cos_f64(angle as f64);
-                    let (cv, sv) = (cv as f32, sv as f32);
-                    (cos[r * half + i], sin[r * half + i]) = match self.factor {
-                        Some(a) => (cv * a, sv * a),
-                        None => (cv, sv),
-                    };
-                }
+            for (r, (c, s)) in cos.chunks_mut(half).zip(sin.chunks_mut(half)).enumerate() {
+                fill_row(&self.inv, first + r, self.factor, c, s);
             }
             t
         })
@@ -156,21 +147,27 @@ pub struct Rotary {
     scaling: RopeScaling,
 }
 
+/// One position's `cos`/`sin` row: angles `pos · inv[i]` in f32 (PyTorch's product), cos/sin
+/// from the deterministic f64 routines rounded to f32, then times `factor` in f32.
+fn fill_row(inv: &[f32], pos: usize, factor: Option<f32>, cos: &mut [f32], sin: &mut [f32]) {
+    for (i, &f) in inv.iter().enumerate() {
+        let angle = (pos as f32) * f;
+        let (sv, cv) = sin_cos_f64(angle as f64);
+        let (cv, sv) = (cv as f32, sv as f32);
+        (cos[i], sin[i]) = match factor {
+            Some(a) => (cv * a, sv * a),
+            None => (cv, sv),
+        };
+    }
+}
+
 /// Fills `cos`/`sin` rows (`half` each) for positions `first..` with the frequencies `inv`.
 fn fill_tables(inv: &[f32], first: usize, cos: &mut [f32], sin: &mut [f32]) {
     let half = inv.len();
     cos.par_chunks_mut(half)
         .zip(sin.par_chunks_mut(half))
         .enumerate()
-        .for_each(|(r, (c, s))| {
-            let p = first + r;
-            for i in 0..half {
-                let angle = (p as f32) * inv[i];
-                let (sv, cv) = sin_cos_f64(angle as f64);
-                c[i] = cv as f32;
-                s[i] = sv as f32;
-            }
-        });
+        .for_each(|(r, (c, s))| fill_row(inv, first + r, None, c, s));
 }
 
 /// Rotates the first `dim` features of `x` by the rows `c`, `s` (`dim / 2` each).
