@@ -1,25 +1,16 @@
 //! One function per subcommand. Each returns the process exit code or an error (exit 2).
 
 use crate::input::read_all;
+use crate::model_args::{load, load_generator, plan_for, ModelArgs};
 use crate::output::print_report;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
-use kin_infer::io::golden::{self, GoldenFile};
+use kin_infer::golden::{self, GoldenFile};
 use kin_infer::io::hub;
-use kin_infer::{Embedder, EmbedderOptions, Pooling, PoolingMode, NUMERICS_VERSION};
+use kin_infer::{EmbedderOptions, NUMERICS_VERSION};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Instant;
-
-#[derive(Args)]
-pub struct ModelArgs {
-    /// Model directory, or a Hugging Face repo id found in the local Hugging Face cache.
-    #[arg(long)]
-    pub model: String,
-    /// Worker threads (default: KIN_INFER_THREADS, else the resource plan's).
-    #[arg(long)]
-    pub threads: Option<usize>,
-}
 
 #[derive(Args)]
 pub struct PlanArgs {
@@ -80,37 +71,9 @@ pub struct BenchArgs {
     json: bool,
 }
 
-pub fn parse_pooling(s: &str) -> Result<Pooling> {
-    let modes = s
-        .split('+')
-        .map(|m| {
-            PoolingMode::parse(m).with_context(|| {
-                format!(
-                    "unknown pooling `{m}` (expected one of: {})",
-                    PoolingMode::NAMES
-                )
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Pooling::new(modes))
-}
-
-pub fn load(model: &ModelArgs, mut opts: EmbedderOptions) -> Result<Embedder> {
-    let dir = match hub::resolve_model(&model.model) {
-        Ok(d) => d,
-        #[cfg(feature = "download")]
-        Err(kin_infer::InferError::ModelNotFound(_)) if hub::looks_like_repo_id(&model.model) => {
-            crate::download::download(&model.model)?
-        }
-        Err(e) => return Err(e.into()),
-    };
-    opts.threads = model.threads;
-    Ok(Embedder::load(&dir, &opts)?)
-}
-
 pub fn plan(a: PlanArgs) -> Result<u8> {
     let e = load(&a.model, EmbedderOptions::default())?;
-    let p = crate::embed_cmd::plan_for(&e, a.profile.as_deref(), a.memory_budget.as_deref())?;
+    let p = plan_for(&e, a.profile.as_deref(), a.memory_budget.as_deref())?;
     if a.json {
         println!("{}", serde_json::to_string(&p)?);
         return Ok(0);
@@ -172,12 +135,11 @@ pub fn plan(a: PlanArgs) -> Result<u8> {
 /// `describe` for a decoder: the spec, the weights and the kernel tier.
 fn describe_decoder(a: &DescribeArgs, dir: &std::path::Path) -> Result<u8> {
     let t0 = std::time::Instant::now();
-    let threads = kin_infer::threads::resolve_threads(a.model.threads)?;
-    let be = kin_infer::gpu::create_compute(None)?;
-    let m = kin_infer::models::decoders::load_decoder(dir, be.as_ref())?;
+    let g = load_generator(dir, a.model.threads)?;
+    let (threads, be) = (g.threads(), g.backend());
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let store = kin_infer::io::safetensors::WeightStore::open_dir(dir)?;
-    let c = m.spec();
+    let c = g.spec();
     let v = json!({
         "model": dir.display().to_string(),
         "family": c.model_type,
@@ -288,11 +250,8 @@ pub fn check(a: CheckArgs) -> Result<u8> {
     let g = GoldenFile::load(&a.golden)?;
     let dir = hub::resolve_model(&a.model.model)?;
     let r = if kin_infer::models::decoders::is_decoder_dir(&dir) {
-        let pool =
-            kin_infer::threads::build_pool(kin_infer::threads::resolve_threads(a.model.threads)?)?;
-        let be = kin_infer::gpu::create_compute(None)?;
-        let m = kin_infer::models::decoders::load_decoder(&dir, be.as_ref())?;
-        pool.install(|| golden::check_decoder(m.as_ref(), be.as_ref(), &g))?
+        let gen = load_generator(&dir, a.model.threads)?;
+        gen.install(|| golden::check_decoder(gen.decoder(), gen.backend(), &g))?
     } else {
         let e = load(&a.model, EmbedderOptions::default())?;
         golden::check(&e, &g)?
@@ -418,13 +377,8 @@ fn bench_decoder(a: &BenchArgs, dir: &std::path::Path) -> Result<u8> {
     use kin_infer::generate::{argmax, Rng};
     use kin_infer::models::decoders::LogitsRows;
 
-    let threads = kin_infer::threads::resolve_threads(a.model.threads)?;
-    let pool = kin_infer::threads::build_pool(threads)?;
-    let be = kin_infer::gpu::create_compute(None)?;
-    let t0 = Instant::now();
-    let model = kin_infer::models::decoders::load_decoder(dir, be.as_ref())?;
-    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let spec = model.spec();
+    let g = load_generator(dir, a.model.threads)?;
+    let (threads, load_ms, spec) = (g.threads(), g.load_ms(), g.spec());
     let ctx = spec.max_sequence_length;
 
     // Defaults shrink to fit a small context; explicit lengths must fit as given.
@@ -452,17 +406,17 @@ fn bench_decoder(a: &BenchArgs, dir: &std::path::Path) -> Result<u8> {
 
     let mut prefill = Vec::with_capacity(a.repeat);
     let mut decode = Vec::with_capacity(a.repeat);
-    pool.install(|| -> Result<()> {
-        let mut cache = model.new_cache(n_prompt + n_decode)?;
+    // One session for every repeat, run on the generator's pool (its forwards run inline).
+    g.install(|| -> Result<()> {
+        let mut session = g.session(n_prompt + n_decode)?;
         for r in 0..a.repeat {
-            cache.clear();
+            session.clear();
             let t = Instant::now();
-            let mut next =
-                argmax(model.forward(be.as_ref(), &prompt, &mut cache, LogitsRows::Last)?);
+            let mut next = argmax(session.forward(&prompt, LogitsRows::Last)?);
             let tp = t.elapsed().as_secs_f64();
             let t = Instant::now();
             for _ in 0..n_decode {
-                next = argmax(model.forward(be.as_ref(), &[next], &mut cache, LogitsRows::Last)?);
+                next = argmax(session.forward(&[next], LogitsRows::Last)?);
             }
             let td = t.elapsed().as_secs_f64();
             eprintln!(
@@ -479,7 +433,7 @@ fn bench_decoder(a: &BenchArgs, dir: &std::path::Path) -> Result<u8> {
     })?;
     let (pmin, pmed, pmax) = stats(&prefill);
     let (dmin, dmed, dmax) = stats(&decode);
-    let tier = be.tier().name();
+    let tier = g.backend().tier().name();
     if a.json {
         let v = json!({
             "model": dir.display().to_string(),

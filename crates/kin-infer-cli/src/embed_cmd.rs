@@ -2,13 +2,12 @@
 //! (stdout, or a file renamed into place when complete) or durable (`--resume`: fsync'd commits
 //! plus a manifest, restartable), under the watchdog and the resource plan.
 
-use crate::commands::{load, parse_pooling, ModelArgs};
 use crate::input::{validate, Item, Source};
+use crate::model_args::{load, parse_pooling, plan_for, ModelArgs};
 use crate::output::{push_f32_array, Progress};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use kin_infer::corpus::{DurableOutput, RunIdentity};
-use kin_infer::resource::{HostInfo, ModelShape, Profile, ResourcePlan};
 use kin_infer::watchdog::{EmbedWatchdog, StopReason, WatchdogConfig};
 use kin_infer::{Embedder, EmbedderOptions, NUMERICS_VERSION};
 use std::io::Write;
@@ -81,44 +80,6 @@ pub struct EmbedArgs {
     /// Watchdog: keep running when the parent process dies.
     #[arg(long)]
     no_orphan_check: bool,
-}
-
-/// Parses `512M`, `2G`, `300000000`.
-pub fn parse_size(s: &str) -> Result<u64> {
-    let t = s.trim();
-    let (num, mul) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('m' | 'M') => (&t[..t.len() - 1], 1 << 20),
-        Some('g' | 'G') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    let n: f64 = num
-        .parse()
-        .with_context(|| format!("`{s}` is not a size (e.g. 512M, 2G)"))?;
-    if !(n.is_finite() && n > 0.0) {
-        bail!("`{s}` is not a positive size");
-    }
-    Ok((n * mul as f64) as u64)
-}
-
-/// The plan for this model on this host.
-pub fn plan_for(e: &Embedder, profile: Option<&str>, budget: Option<&str>) -> Result<ResourcePlan> {
-    let spec = e.config();
-    let shape = ModelShape {
-        hidden_size: spec.hidden_size,
-        intermediate_size: spec.intermediate_size,
-        num_hidden_layers: spec.num_hidden_layers,
-        num_attention_heads: spec.num_attention_heads,
-        max_sequence_length: e.max_length(),
-        weight_bytes: e.info().parameters as u64 * 4,
-    };
-    let budget = budget.map(parse_size).transpose()?;
-    Ok(ResourcePlan::resolve(
-        HostInfo::detect()?,
-        shape,
-        Profile::resolve(profile)?,
-        budget,
-    )?)
 }
 
 fn positive(v: Option<f64>, flag: &str) -> Result<Option<Duration>> {

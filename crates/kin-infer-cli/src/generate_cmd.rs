@@ -100,10 +100,14 @@ const DEFAULT_MAX_TOKENS: usize = 256;
 
 pub fn run(a: GenerateArgs) -> Result<u8> {
     let dir = hub::resolve_model(&a.model)?;
-    let pool = kin_infer::threads::build_pool(kin_infer::threads::resolve_threads(a.threads)?)?;
-    let be = kin_infer::gpu::create_compute(None)?;
-    let model = kin_infer::models::decoders::load_decoder(&dir, be.as_ref())?;
-    let spec = model.spec();
+    let gen = kin_infer::Generator::load(
+        &dir,
+        &kin_infer::GeneratorOptions {
+            threads: a.threads,
+            ..Default::default()
+        },
+    )?;
+    let spec = gen.spec();
 
     let has_tokenizer = dir.join("tokenizer.json").is_file();
     let text_prompt = match (&a.prompt, &a.prompt_file) {
@@ -169,7 +173,7 @@ pub fn run(a: GenerateArgs) -> Result<u8> {
     let has_text = tokenizer.is_some();
     let json = a.json;
     let mut write_err: Option<std::io::Error> = None;
-    let result = pool.install(|| {
+    let result = gen.install(|| {
         let detok = tokenizer.as_ref().map(|t| t as &dyn Detokenize);
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
@@ -196,8 +200,8 @@ pub fn run(a: GenerateArgs) -> Result<u8> {
             }
         };
         generate(
-            model.as_ref(),
-            be.as_ref(),
+            gen.decoder(),
+            gen.backend(),
             &prompt,
             &params,
             detok,

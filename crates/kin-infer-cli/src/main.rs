@@ -8,6 +8,7 @@ mod download;
 mod embed_cmd;
 mod generate_cmd;
 mod input;
+mod model_args;
 mod output;
 
 use clap::{Parser, Subcommand};

@@ -2,15 +2,15 @@
 //! configured from the sentence-transformers layout of the model directory, with options
 //! overriding it.
 
+use crate::backend::{self as gpu, GpuCompute, Tensor};
 use crate::error::{InferError, Result};
-use crate::gpu::{self, GpuCompute};
 use crate::io::config::ModelArchitecture;
 use crate::io::safetensors::{StorageDtype, WeightStore};
 use crate::io::st_config::SentenceConfig;
 use crate::kernels::Tier;
-use crate::models::{load_encoder, Encoder, EncoderSpec};
+use crate::models::{load_encoder, pack_spans, Encoder, EncoderSpec};
 use crate::nn::dense::Dense;
-use crate::nn::pooling::{l2_normalize, Pooling};
+use crate::nn::pooling::Pooling;
 use crate::threads;
 use crate::tokenize::{Encoded, TextTokenizer};
 use std::collections::BTreeMap;
@@ -219,44 +219,41 @@ impl Embedder {
         self.embed_tokens(&ids, Some(&types))
     }
 
-    /// Embeds token-id sequences as one batch (no tokenizer needed).
+    /// Embeds token-id sequences as one batch (no tokenizer needed): encoder → pooling →
+    /// Dense → truncation → normalization, all on the backend; only the embeddings come back.
+    /// Rows never interact after the encoder, so the embeddings stay batch-invariant.
     pub fn embed_tokens(
         &self,
         ids: &[&[u32]],
         type_ids: Option<&[&[u32]]>,
     ) -> Result<Vec<Vec<f32>>> {
-        let hidden = self.hidden_states(ids, type_ids)?;
+        let Some(states) = self.encode(ids, type_ids)? else {
+            return Ok(Vec::new());
+        };
+        let be = self.backend.as_ref();
         let h = self.model.spec().hidden_size;
-        let k = self.backend.host_kernels();
-        let mut pooled: Vec<Vec<f32>> = hidden
-            .iter()
-            .map(|states| self.pooling.pool(states, h))
-            .collect();
-        // pooling → Dense → truncate → normalize. Dense rows never interact, so the
-        // embeddings stay batch-invariant.
-        if !self.dense.is_empty() && !pooled.is_empty() {
-            let rows = pooled.len();
-            let mut x: Vec<f32> = pooled.concat();
+        let rows = ids.len();
+        let (spans, _) = pack_spans(ids);
+        self.pool.install(|| {
+            let mut width = self.pooling.output_dim(h);
+            let mut x = be.zeros(rows * width);
+            be.pool(states.view(), &spans, h, &self.pooling, x.at_mut(..));
             for d in &self.dense {
-                x = self
-                    .pool
-                    .install(|| d.forward(self.backend.as_ref(), &x, rows));
+                x = d.forward(be, x.view(), rows);
+                width = d.out_features();
             }
-            let o = x.len() / rows;
-            pooled = x.chunks_exact(o).map(<[f32]>::to_vec).collect();
-        }
-        Ok(pooled
-            .into_iter()
-            .map(|mut v| {
-                if let Some(d) = self.dimensions {
-                    v.truncate(d);
-                }
-                if self.normalize {
-                    l2_normalize(k, &mut v);
-                }
-                v
-            })
-            .collect())
+            if let Some(keep) = self.dimensions.filter(|&d| d < width) {
+                let mut t = be.zeros(rows * keep);
+                be.narrow(x.view(), rows, width, keep, t.at_mut(..));
+                (x, width) = (t, keep);
+            }
+            if self.normalize {
+                be.normalize(x.at_mut(..), width);
+            }
+            let mut staging = Vec::new();
+            let host = be.read(x.view(), &mut staging);
+            Ok(host.chunks_exact(width).map(<[f32]>::to_vec).collect())
+        })
     }
 
     /// The encoder's last hidden state per sequence (`len` rows of `hidden_size`).
@@ -265,6 +262,23 @@ impl Embedder {
         ids: &[&[u32]],
         type_ids: Option<&[&[u32]]>,
     ) -> Result<Vec<Vec<f32>>> {
+        let Some(states) = self.encode(ids, type_ids)? else {
+            return Ok(Vec::new());
+        };
+        let h = self.model.spec().hidden_size;
+        let mut staging = Vec::new();
+        let flat = self.backend.read(states.view(), &mut staging);
+        let mut out = Vec::with_capacity(ids.len());
+        let mut start = 0;
+        for s in ids {
+            out.push(flat[start * h..(start + s.len()) * h].to_vec());
+            start += s.len();
+        }
+        Ok(out)
+    }
+
+    /// Validates a batch and runs the encoder on it (`None` for an empty batch).
+    fn encode(&self, ids: &[&[u32]], type_ids: Option<&[&[u32]]>) -> Result<Option<Tensor>> {
         if let Some(t) = type_ids {
             if t.len() != ids.len() {
                 return Err(InferError::Input(format!(
@@ -275,22 +289,14 @@ impl Embedder {
             }
         }
         if ids.is_empty() {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         let spec = self.model.spec();
         for (i, s) in ids.iter().enumerate() {
             spec.validate(s, type_ids.map(|t| t[i]))?;
         }
-        let flat = self
-            .pool
-            .install(|| self.model.forward(self.backend.as_ref(), ids, type_ids))?;
-        let h = self.model.spec().hidden_size;
-        let mut out = Vec::with_capacity(ids.len());
-        let mut start = 0;
-        for s in ids {
-            out.push(flat[start * h..(start + s.len()) * h].to_vec());
-            start += s.len();
-        }
-        Ok(out)
+        self.pool
+            .install(|| self.model.forward(self.backend.as_ref(), ids, type_ids))
+            .map(Some)
     }
 }

@@ -54,6 +54,17 @@ pub enum InferError {
     Tokenizer { reason: String },
     #[error("invalid input: {0}")]
     Input(String),
+    /// Tokens that would end past the model's context or a cache's capacity.
+    #[error("invalid input: {tokens} tokens after {cached} cached ones exceed the {what} of {limit} tokens")]
+    ContextExceeded {
+        tokens: usize,
+        cached: usize,
+        limit: usize,
+        /// "model's context" or "KV cache's capacity".
+        what: &'static str,
+    },
+    #[error("invalid input: token id {id} is outside the vocabulary (size {vocab})")]
+    TokenOutOfVocabulary { id: u32, vocab: usize },
     #[error("model directory `{0}` not found (and not a repo id in the local Hugging Face cache)")]
     ModelNotFound(String),
     #[error("unsupported: {0}")]
@@ -72,7 +83,52 @@ pub enum InferError {
     },
 }
 
+/// What kind of failure an error is, for callers that map errors to status codes (a server:
+/// 400 for invalid input and out-of-vocabulary tokens, 413/400 for context exceeded, 501 for
+/// unsupported, 404 for a missing model, 507/503 for resources, 500 otherwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request is malformed (empty, wrong shape, bad parameter).
+    InvalidInput,
+    /// The request does not fit the model's context or the session's cache.
+    ContextExceeded,
+    /// A token id outside the vocabulary.
+    TokenOutOfVocabulary,
+    /// The model or request uses something this build does not support.
+    Unsupported,
+    /// The model directory or a file in it does not exist.
+    NotFound,
+    /// Memory or threads could not be had.
+    Resource,
+    /// A model file is malformed (config, tensors, golden).
+    InvalidModel,
+}
+
 impl InferError {
+    /// The kind of this error (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        use InferError::*;
+        match self {
+            Input(_) | Tokenizer { .. } => ErrorKind::InvalidInput,
+            ContextExceeded { .. } => ErrorKind::ContextExceeded,
+            TokenOutOfVocabulary { .. } => ErrorKind::TokenOutOfVocabulary,
+            Unsupported(_)
+            | UnsupportedModel { .. }
+            | UnsupportedDtype { .. }
+            | UnsupportedSimd { .. } => ErrorKind::Unsupported,
+            ModelNotFound(_) => ErrorKind::NotFound,
+            Io { err, .. } if err.kind() == std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+            OutOfMemory { .. } | Threads(_) => ErrorKind::Resource,
+            Io { .. }
+            | Safetensors { .. }
+            | Json { .. }
+            | Config { .. }
+            | MissingTensor { .. }
+            | ShapeMismatch { .. }
+            | Golden { .. } => ErrorKind::InvalidModel,
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         InferError::Io {
             path: path.into(),

@@ -3,15 +3,18 @@
 //!
 //! Data flows one way: bytes ([`io`]) → typed config and weights, validated once at load →
 //! model structs ([`models`]) built from shared blocks ([`nn`]) running on a compute backend
-//! ([`gpu::GpuCompute`], CPU today, over the [`kernels`] dispatch table) → pipelines
-//! ([`embed::Embedder`]) → the CLI.
+//! ([`backend::GpuCompute`], the one seam every op goes through: the CPU today, over the
+//! [`kernels`] dispatch table) → pipelines ([`embed::Embedder`]) → the CLI.
 
+pub mod backend;
 pub mod corpus;
 pub mod embed;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod generate;
+pub mod generator;
+pub mod golden;
 pub mod gpu;
 pub mod io;
 pub mod kernels;
@@ -23,7 +26,8 @@ pub mod tokenize;
 pub mod watchdog;
 
 pub use embed::{Embedder, EmbedderOptions};
-pub use error::{InferError, Result};
+pub use error::{ErrorKind, InferError, Result};
+pub use generator::{Generator, GeneratorOptions, Session};
 pub use io::config::{BertConfig, ModelArchitecture};
 pub use nn::pooling::{Pooling, PoolingMode};
 

@@ -6,8 +6,9 @@
 //! The plan never changes output bits: batch size and thread count only partition work (see
 //! ARCHITECTURE.md), so every profile gives the same embeddings.
 
+use crate::backend::GpuCompute;
 use crate::error::{InferError, Result};
-use crate::kernels::{self, Tier};
+use crate::kernels::Tier;
 use serde::Serialize;
 use std::path::Path;
 
@@ -103,7 +104,7 @@ impl HostInfo {
         Ok(HostInfo {
             logical_cores: logical,
             physical_cores: physical_cores().unwrap_or(logical),
-            simd_tier: kernels::kernels()?.tier().name(),
+            simd_tier: crate::backend::CpuCompute::new()?.tier().name(),
             simd_tiers_available: Tier::available().into_iter().map(Tier::name).collect(),
             total_memory_bytes: mem("MemTotal:"),
             available_memory_bytes: mem("MemAvailable:"),

@@ -6,7 +6,7 @@
 
 mod support;
 
-use kin_infer::io::golden::{check, GoldenFile};
+use kin_infer::golden::{check, GoldenFile};
 use kin_infer::kernels::{for_tier, Kernels, Tier};
 use support::{fixture, load, opts};
 

@@ -17,82 +17,8 @@ pub use stream::{
 
 use crate::error::{InferError, Result};
 use crate::gpu::GpuCompute;
-use crate::models::decoders::{Decoder, LogitsRows, Scratch};
-
-/// Keys and values of every layer for positions `0..len()`, preallocated for `capacity()`.
-pub struct KvCache {
-    layers: usize,
-    kv_dim: usize,
-    capacity: usize,
-    len: usize,
-    /// `[layers, kv_dim, capacity]`: keys transposed (see `decoders::store_kv`).
-    k: Vec<f32>,
-    /// `[layers, capacity, kv_dim]`
-    v: Vec<f32>,
-    /// The decoder's per-forward buffers.
-    pub(crate) scratch: Scratch,
-}
-
-impl KvCache {
-    /// A cache for `layers` layers of `kv_dim` keys (and values) per position, `capacity`
-    /// positions. Usually made by [`Decoder::new_cache`].
-    pub fn new(layers: usize, kv_dim: usize, capacity: usize) -> Self {
-        KvCache {
-            layers,
-            kv_dim,
-            capacity,
-            len: 0,
-            k: vec![0.0; layers * capacity * kv_dim],
-            v: vec![0.0; layers * capacity * kv_dim],
-            scratch: Scratch::default(),
-        }
-    }
-
-    /// Positions held.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
-    /// Forgets every position (keeps the memory).
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
-
-    pub(crate) fn check_shape(&self, layers: usize, kv_dim: usize) -> Result<()> {
-        if self.layers != layers || self.kv_dim != kv_dim {
-            return Err(InferError::Input(format!(
-                "KV cache made for {} layers × {} kv features, model has {layers} × {kv_dim}",
-                self.layers, self.kv_dim
-            )));
-        }
-        Ok(())
-    }
-
-    /// Layer `layer`'s `(keys, values)`: keys `[kv_dim, capacity]`, values
-    /// `[capacity, kv_dim]`; and the scratch.
-    pub(crate) fn layer_mut(&mut self, layer: usize) -> (&mut [f32], &mut [f32], &mut Scratch) {
-        let n = self.capacity * self.kv_dim;
-        (
-            &mut self.k[layer * n..(layer + 1) * n],
-            &mut self.v[layer * n..(layer + 1) * n],
-            &mut self.scratch,
-        )
-    }
-
-    /// Marks `n` more positions as filled (after a forward pass wrote them).
-    pub(crate) fn advance(&mut self, n: usize) {
-        debug_assert!(self.len + n <= self.capacity);
-        self.len += n;
-    }
-}
+pub use crate::models::decoders::KvCache;
+use crate::models::decoders::{Decoder, LogitsRows};
 
 /// Index of the largest logit (the first on ties, as `torch.argmax`).
 pub fn argmax(logits: &[f32]) -> u32 {

@@ -7,8 +7,8 @@
 pub mod decoders;
 pub mod encoders;
 
+use crate::backend::{GpuCompute, SeqSpan, Tensor};
 use crate::error::{InferError, Result};
-use crate::gpu::{GpuCompute, SeqSpan};
 use crate::io::config::{BertConfig, ModelArchitecture};
 use crate::io::safetensors::WeightStore;
 use std::path::Path;
@@ -94,14 +94,14 @@ pub trait Encoder: Send + Sync {
     /// The weight-name prefix the checkpoint uses (`""`, `"bert."`, ...).
     fn weight_prefix(&self) -> &str;
     /// Runs a packed batch (each sequence only its real tokens, validated by the caller with
-    /// [`EncoderSpec::validate`]); returns one row of `hidden_size` per token, in order.
-    /// A sequence's rows must not depend on the other sequences of the batch.
+    /// [`EncoderSpec::validate`]); returns one row of `hidden_size` per token, in order, on
+    /// the backend. A sequence's rows must not depend on the other sequences of the batch.
     fn forward(
         &self,
         be: &dyn GpuCompute,
         seqs: &[&[u32]],
         type_ids: Option<&[&[u32]]>,
-    ) -> Result<Vec<f32>>;
+    ) -> Result<Tensor>;
 }
 
 /// Lays a batch out as one packed buffer: each sequence's rows follow the previous one's,

@@ -6,9 +6,8 @@
 //! weights are `linear.weight` / `linear.bias` (and `residual.weight` for a projected
 //! residual) in `N_Dense/model.safetensors`.
 
+use crate::backend::{Act, DeviceMatrix, GpuCompute, Tensor, View};
 use crate::error::{InferError, Result};
-use crate::gpu::{DeviceMatrix, GpuCompute};
-use crate::io::config::Activation;
 use crate::io::safetensors::{WeightStore, Weights};
 use std::path::PathBuf;
 
@@ -65,7 +64,7 @@ pub struct DenseConfig {
 pub struct Dense {
     cfg: DenseConfig,
     weight: DeviceMatrix,
-    bias: Option<Vec<f32>>,
+    bias: Option<Tensor>,
     /// `residual.weight` (`[out, in]`, no bias) when `use_residual` and the widths differ.
     residual: Option<DeviceMatrix>,
 }
@@ -93,7 +92,7 @@ impl Dense {
         let (i, o) = (cfg.in_features, cfg.out_features);
         let lw = w.get("linear.weight", &[o, i])?;
         let bias = if cfg.bias {
-            Some(w.get("linear.bias", &[o])?.to_vec())
+            Some(be.upload(w.get("linear.bias", &[o])?.to_vec()))
         } else {
             None
         };
@@ -141,25 +140,24 @@ impl Dense {
 
     /// `rows` embeddings of `in_features` in, `rows` of `out_features` out. Each row is
     /// computed alone (GEMM rows never interact), so batching changes no bits.
-    pub fn forward(&self, be: &dyn GpuCompute, x: &[f32], rows: usize) -> Vec<f32> {
+    pub fn forward(&self, be: &dyn GpuCompute, x: View, rows: usize) -> Tensor {
         let o = self.cfg.out_features;
-        let mut out = vec![0.0f32; rows * o];
-        be.linear(x, rows, &self.weight, self.bias.as_deref(), &mut out);
+        let mut out = be.zeros(rows * o);
+        be.linear(x, rows, &self.weight, self.bias.as_ref(), out.at_mut(..));
         match self.cfg.activation {
             DenseActivation::Identity => {}
-            // Our tanh (kernels::math), never the platform's.
-            DenseActivation::Tanh => be.host_kernels().tanh_inplace(&mut out),
-            DenseActivation::Relu => be.activation(&mut out, Activation::Relu),
-            DenseActivation::Gelu => be.activation(&mut out, Activation::GeluErf),
+            DenseActivation::Tanh => be.activation(out.at_mut(..), Act::Tanh),
+            DenseActivation::Relu => be.activation(out.at_mut(..), Act::Relu),
+            DenseActivation::Gelu => be.activation(out.at_mut(..), Act::GeluErf),
         }
         if self.cfg.use_residual {
             match &self.residual {
                 Some(r) => {
-                    let mut res = vec![0.0f32; rows * o];
-                    be.linear(x, rows, r, None, &mut res);
-                    be.add(&mut out, &res);
+                    let mut res = be.zeros(rows * o);
+                    be.linear(x, rows, r, None, res.at_mut(..));
+                    be.add(out.at_mut(..), res.view());
                 }
-                None => be.add(&mut out, x),
+                None => be.add(out.at_mut(..), x),
             }
         }
         out

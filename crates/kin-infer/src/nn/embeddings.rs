@@ -5,45 +5,38 @@
 //! changes output bits, so it is written once here rather than per family. DeBERTa adds its
 //! terms in another order and keeps its own loop.
 
+use crate::backend::{GpuCompute, Tensor};
+
 /// A learned position table and the function giving each token of a sequence its row in it.
-pub(crate) type Positions<'a> = (&'a [f32], &'a dyn Fn(&[u32]) -> Vec<usize>);
+pub(crate) type Positions<'a> = (&'a Tensor, &'a dyn Fn(&[u32]) -> Vec<usize>);
 
 /// `(word[id] + token_type[type]) + position[pos]` per token (`word[id] + token_type[type]`
-/// without positions), one `width`-wide row per token of the packed batch (`total` rows).
+/// without positions), one `width`-wide row per token of the packed batch:
+/// a gather and one or two gather-adds, which round exactly in that order.
 pub(crate) fn sum_embeddings(
+    be: &dyn GpuCompute,
     width: usize,
-    word: &[f32],
-    token_type: &[f32],
+    word: &Tensor,
+    token_type: &Tensor,
     positions: Option<Positions>,
     seqs: &[&[u32]],
     type_ids: Option<&[&[u32]]>,
-    total: usize,
-) -> Vec<f32> {
-    let h = width;
-    let mut x = vec![0.0f32; total * h];
-    let mut r = 0;
-    for (s, ids) in seqs.iter().enumerate() {
-        let pos = positions.map(|(table, of)| (table, of(ids)));
-        for (i, &t) in ids.iter().enumerate() {
-            let tt = type_ids.map_or(0, |t| t[s][i]) as usize;
-            let row = &mut x[r * h..][..h];
-            let wrow = &word[t as usize * h..][..h];
-            let trow = &token_type[tt * h..][..h];
-            match &pos {
-                Some((table, p)) => {
-                    let prow = &table[p[i] * h..][..h];
-                    for j in 0..h {
-                        row[j] = (wrow[j] + trow[j]) + prow[j];
-                    }
-                }
-                None => {
-                    for j in 0..h {
-                        row[j] = wrow[j] + trow[j];
-                    }
-                }
-            }
-            r += 1;
-        }
+) -> Tensor {
+    let ids: Vec<u32> = seqs.iter().flat_map(|s| s.iter().copied()).collect();
+    let total = ids.len();
+    let types: Vec<u32> = match type_ids {
+        Some(t) => t.iter().flat_map(|s| s.iter().copied()).collect(),
+        None => vec![0; total],
+    };
+    let mut x = be.zeros(total * width);
+    be.gather(word, width, &ids, x.at_mut(..));
+    be.gather_add(token_type, width, &types, x.at_mut(..));
+    if let Some((table, of)) = positions {
+        let pos: Vec<u32> = seqs
+            .iter()
+            .flat_map(|ids| of(ids).into_iter().map(|p| p as u32))
+            .collect();
+        be.gather_add(table, width, &pos, x.at_mut(..));
     }
     x
 }

@@ -5,12 +5,9 @@
 //! read once; each output element is still computed exactly as in a separate projection.
 
 use super::Linear;
+use crate::backend::{Act, GpuCompute, Tensor, View, ViewMut};
 use crate::error::Result;
-use crate::gpu::GpuCompute;
-use crate::io::config::Activation;
 use crate::io::safetensors::Weights;
-use crate::kernels::Kernels;
-use rayon::prelude::*;
 
 /// A feed-forward activation: the gate's in a GLU, or the whole hidden layer's in T5's plain
 /// `relu` / `gelu` feed-forward.
@@ -41,44 +38,35 @@ impl FfnAct {
         }
     }
 
-    /// On host memory, one slice at a time (the GLU applies it per row, next to the product).
-    fn apply_host(self, k: &Kernels, x: &mut [f32]) {
+    /// The backend activation.
+    pub(crate) fn act(self) -> Act {
         match self {
-            FfnAct::Silu => k.silu(x),
-            FfnAct::GeluErf => k.gelu_erf(x),
-            FfnAct::GeluTanh => k.gelu_tanh(x),
-            FfnAct::Relu => x.iter_mut().for_each(|v| *v = v.max(0.0)),
+            FfnAct::Silu => Act::Silu,
+            FfnAct::GeluErf => Act::GeluErf,
+            FfnAct::GeluTanh => Act::GeluTanh,
+            FfnAct::Relu => Act::Relu,
         }
     }
 
-    /// On a whole buffer through the backend's activation op where it has one (silu it lacks,
-    /// so that one runs on the host kernels).
-    pub(crate) fn apply(self, be: &dyn GpuCompute, x: &mut [f32]) {
-        match self {
-            FfnAct::Relu => be.activation(x, Activation::Relu),
-            FfnAct::GeluErf => be.activation(x, Activation::GeluErf),
-            FfnAct::GeluTanh => be.activation(x, Activation::GeluTanh),
-            FfnAct::Silu => {
-                let k = be.host_kernels();
-                x.par_chunks_mut(4096).for_each(|c| k.silu(c));
-            }
-        }
+    /// On a whole buffer, in place.
+    pub(crate) fn apply(self, be: &dyn GpuCompute, x: ViewMut) {
+        be.activation(x, self.act());
     }
 }
 
 /// Scratch of a [`GatedFfn`] forward, allocated once per batch.
 pub(crate) struct FfnBuffers {
     /// `[rows, 2 * intermediate]`: `[gate | up]` per row.
-    gate_up: Vec<f32>,
+    gate_up: Tensor,
     /// `[rows, intermediate]`
-    hidden: Vec<f32>,
+    hidden: Tensor,
 }
 
 impl FfnBuffers {
-    pub(crate) fn new(rows: usize, intermediate: usize) -> Self {
+    pub(crate) fn new(be: &dyn GpuCompute, rows: usize, intermediate: usize) -> Self {
         FfnBuffers {
-            gate_up: vec![0.0; rows * 2 * intermediate],
-            hidden: vec![0.0; rows * intermediate],
+            gate_up: be.zeros(rows * 2 * intermediate),
+            hidden: be.zeros(rows * intermediate),
         }
     }
 }
@@ -116,29 +104,29 @@ impl GatedFfn {
         })
     }
 
+    pub(crate) fn intermediate(&self) -> usize {
+        self.intermediate
+    }
+
     /// `out` gets `rows * hidden`.
     pub(crate) fn forward(
         &self,
         be: &dyn GpuCompute,
-        x: &[f32],
+        x: View,
         rows: usize,
         buf: &mut FfnBuffers,
-        out: &mut [f32],
+        out: ViewMut,
     ) {
         let i = self.intermediate;
-        self.gate_up.forward(be, x, rows, &mut buf.gate_up);
-        let k = be.host_kernels();
-        let act = self.act;
-        buf.hidden[..rows * i]
-            .par_chunks_mut(i)
-            .zip(buf.gate_up[..rows * 2 * i].par_chunks_mut(2 * i))
-            .for_each(|(hrow, gu)| {
-                let (gate, up) = gu.split_at_mut(i);
-                act.apply_host(k, gate);
-                for j in 0..i {
-                    hrow[j] = gate[j] * up[j];
-                }
-            });
-        self.down.forward(be, &buf.hidden[..rows * i], rows, out);
+        self.gate_up
+            .forward(be, x, rows, buf.gate_up.at_mut(..rows * 2 * i));
+        be.glu(
+            buf.gate_up.at_mut(..rows * 2 * i),
+            rows,
+            i,
+            self.act.act(),
+            buf.hidden.at_mut(..rows * i),
+        );
+        self.down.forward(be, buf.hidden.at(..rows * i), rows, out);
     }
 }

@@ -1,21 +1,25 @@
 //! Shared building blocks, written once for every family: linear layers, norms, gated
-//! feed-forwards, embedding sums, pooling.
+//! feed-forwards, embedding sums, pooling, the decoder block.
 //! They hold backend-prepared weights and call only [`GpuCompute`] operations.
 
 pub mod dense;
 pub(crate) mod embeddings;
+pub(crate) mod encoder;
 pub(crate) mod ffn;
+pub(crate) mod norm;
 pub mod pooling;
 pub mod rope;
 
+pub(crate) use norm::{LayerNorm, Norm, RmsNorm};
+
+use crate::backend::{DeviceMatrix, GpuCompute, Tensor, View, ViewMut};
 use crate::error::Result;
-use crate::gpu::{DeviceMatrix, GpuCompute};
 use crate::io::safetensors::Weights;
 
 /// `y = x · Wᵀ + b` with a torch-layout weight (`out` rows of `in`).
 pub struct Linear {
     weight: DeviceMatrix,
-    bias: Option<Vec<f32>>,
+    bias: Option<Tensor>,
 }
 
 impl Linear {
@@ -64,13 +68,16 @@ impl Linear {
         let parts: Vec<&_> = weights.iter().collect();
         Ok(Linear {
             weight: be.prepare_weights(&parts, in_dim),
-            bias: bias.then_some(b),
+            bias: bias.then(|| be.upload(b)),
         })
     }
 
     /// A weight the caller has already laid out (regrouped rows, unfolded convolutions).
-    pub fn from_parts(weight: DeviceMatrix, bias: Option<Vec<f32>>) -> Self {
-        Linear { weight, bias }
+    pub fn from_parts(be: &dyn GpuCompute, weight: DeviceMatrix, bias: Option<Vec<f32>>) -> Self {
+        Linear {
+            weight,
+            bias: bias.map(|b| be.upload(b)),
+        }
     }
 
     pub fn out_dim(&self) -> usize {
@@ -78,42 +85,7 @@ impl Linear {
     }
 
     /// Writes the first `rows * out_dim` floats of `out` (scratch may be longer).
-    pub fn forward(&self, be: &dyn GpuCompute, x: &[f32], rows: usize, out: &mut [f32]) {
-        be.linear(
-            x,
-            rows,
-            &self.weight,
-            self.bias.as_deref(),
-            &mut out[..rows * self.weight.n()],
-        );
-    }
-}
-
-/// LayerNorm over the last dimension.
-pub struct LayerNorm {
-    weight: Vec<f32>,
-    bias: Vec<f32>,
-    eps: f32,
-}
-
-impl LayerNorm {
-    /// Loads `{name}.weight` / `{name}.bias`, accepting the old `gamma` / `beta` names of
-    /// TF-converted checkpoints.
-    pub fn load(w: &Weights, name: &str, dim: usize, eps: f32) -> Result<Self> {
-        let (wn, bn) =
-            if !w.contains(&format!("{name}.weight")) && w.contains(&format!("{name}.gamma")) {
-                ("gamma", "beta")
-            } else {
-                ("weight", "bias")
-            };
-        Ok(LayerNorm {
-            weight: w.get(&format!("{name}.{wn}"), &[dim])?.to_vec(),
-            bias: w.get(&format!("{name}.{bn}"), &[dim])?.to_vec(),
-            eps,
-        })
-    }
-
-    pub fn forward(&self, be: &dyn GpuCompute, x: &mut [f32]) {
-        be.layer_norm(x, &self.weight, &self.bias, self.eps);
+    pub fn forward(&self, be: &dyn GpuCompute, x: View, rows: usize, out: ViewMut) {
+        be.linear(x, rows, &self.weight, self.bias.as_ref(), out);
     }
 }

@@ -323,6 +323,52 @@ impl Rotary {
     }
 }
 
+/// Rotary tables chosen by the capacity of the cache they serve (Phi-3's longrope: `short`
+/// for caches up to `switch` positions, `long` past it), rotating the first `dim` features of
+/// each head in GPT-NeoX halves.
+pub struct SwitchedRotary {
+    dim: usize,
+    /// Caches with more positions than this use `long`; `usize::MAX` without one.
+    switch: usize,
+    short: RopeTable,
+    long: Option<RopeTable>,
+}
+
+impl SwitchedRotary {
+    /// `long`: the switch capacity and its table.
+    pub fn new(dim: usize, short: RopeTable, long: Option<(usize, RopeTable)>) -> Self {
+        let (switch, long) = match long {
+            Some((s, t)) => (s, Some(t)),
+            None => (usize::MAX, None),
+        };
+        SwitchedRotary {
+            dim,
+            switch,
+            short,
+            long,
+        }
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The rotation of positions `start..start + rows` in a cache of `capacity` positions.
+    pub fn chunk(&self, capacity: usize, start: usize, rows: usize) -> RotaryChunk<'_> {
+        let table = match &self.long {
+            Some(long) if capacity > self.switch => long,
+            _ => &self.short,
+        };
+        table.ensure(start, start + rows);
+        RotaryChunk {
+            dim: self.dim,
+            interleaved: false,
+            start,
+            rows: Rows::Table(table),
+        }
+    }
+}
+
 /// The `cos`/`sin` rows of one chunk (see [`Rotary::chunk`]).
 #[derive(Clone, Debug)]
 pub struct RotaryChunk<'a> {

@@ -290,10 +290,10 @@ fn corrupted_json_files_never_panic() {
             }
             fs::write(&victim, &text).unwrap();
             let r = std::panic::catch_unwind(|| {
-                let g = kin_infer::io::golden::GoldenFile::load(&d.path().join("golden.json"));
+                let g = kin_infer::golden::GoldenFile::load(&d.path().join("golden.json"));
                 if let Ok(e) = Embedder::load(d.path(), &EmbedderOptions::default()) {
                     if let Ok(g) = g {
-                        let _ = kin_infer::io::golden::check(&e, &g);
+                        let _ = kin_infer::golden::check(&e, &g);
                     }
                 }
             });

@@ -3,7 +3,7 @@
 
 use crate::common::{all_fixtures, load};
 use crate::support::assert_matches_golden;
-use kin_infer::io::golden::{check, GoldenFile};
+use kin_infer::golden::{check, GoldenFile};
 use kin_infer::EmbedderOptions;
 
 #[test]

@@ -10,3 +10,4 @@ mod fixtures;
 mod hub;
 mod minilm;
 mod numerics;
+mod sessions;

@@ -3,7 +3,7 @@
 //! absent; `.ci/run` fetches it.
 
 use crate::common::{load, minilm_dir, repo_root};
-use kin_infer::io::golden::{check, CaseKind, EmbeddingInput, GoldenFile};
+use kin_infer::golden::{check, CaseKind, EmbeddingInput, GoldenFile};
 use kin_infer::EmbedderOptions;
 
 #[test]

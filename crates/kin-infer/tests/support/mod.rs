@@ -4,7 +4,7 @@
 //! Each binary compiles this module on its own and uses only part of it.
 #![allow(dead_code)]
 
-use kin_infer::io::golden::{check, CheckReport, GoldenFile};
+use kin_infer::golden::{check, CheckReport, GoldenFile};
 use kin_infer::kernels::Tier;
 use kin_infer::{Embedder, EmbedderOptions, InferError};
 use std::path::{Path, PathBuf};

@@ -26,18 +26,15 @@
 //! `pre_feedforward_layernorm`, `post_feedforward_layernorm`), `model.norm.weight`,
 //! `lm_head.weight` (only when untied).
 
-use super::{
-    attention_dims, begin_chunk, causal_attention_softcap, rms_norm, rotate_qk, store_kv,
-    token_ids, AttnShape, Decoder, DecoderSpec, LogitsRows, ScratchDims,
-};
+use super::block::{Block, Mlp, Residual, Rope, Stack};
+use super::{attention_dims, token_ids, Decoder, DecoderSpec, KvCache, LogitsRows};
+use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
-use crate::generate::KvCache;
-use crate::gpu::GpuCompute;
 use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::{WeightStore, Weights};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::Rotary;
-use crate::nn::Linear;
+use crate::nn::{Linear, Norm, RmsNorm};
 use rayon::prelude::*;
 use serde_json::Value;
 use std::path::Path;
@@ -279,31 +276,10 @@ fn one_plus(w: &[f32]) -> Vec<f32> {
     w.iter().map(|&g| 1.0 + g).collect()
 }
 
-struct Layer {
-    /// Norm factors `(1 + w)`.
-    input_norm: Vec<f32>,
-    /// Fused `[q | k | v]`.
-    qkv: Linear,
-    o: Linear,
-    /// Gemma: the pre-feed-forward norm. Gemma 2: the norm of the attention output.
-    post_attn_norm: Vec<f32>,
-    /// Gemma 2 only: `(pre_feedforward, post_feedforward)`.
-    ffn_norms: Option<(Vec<f32>, Vec<f32>)>,
-    mlp: GatedFfn,
-}
-
 /// A loaded Gemma / Gemma 2 model.
 pub struct Gemma {
-    cfg: GemmaConfig,
     spec: DecoderSpec,
-    /// `[vocab, hidden]`, unscaled (the tied head reads it as is).
-    embed: Vec<f32>,
-    /// `sqrt(hidden_size)` rounded to f32.
-    embed_scale: f32,
-    layers: Vec<Layer>,
-    norm: Vec<f32>,
-    lm_head: Linear,
-    rotary: Rotary,
+    stack: Stack,
 }
 
 /// Loads a Gemma model from `config` (its parsed `config.json` is `v`) and `store`.
@@ -326,11 +302,15 @@ impl Gemma {
             cfg.heads * cfg.head_dim,
             cfg.kv_heads * cfg.head_dim,
         );
-        let embed = w.get(PROBE, &[cfg.vocab, h])?.to_vec();
-        let norm_w = |name: &str| -> Result<Vec<f32>> { Ok(one_plus(&w.get(name, &[h])?)) };
-        let layers = (0..cfg.layers)
+        // Unscaled: the tied head reads it as is; the stack scales the gathered rows.
+        let embed = be.upload(w.get(PROBE, &[cfg.vocab, h])?.to_vec());
+        let norm = |name: &str| -> Result<Norm> {
+            let weight = one_plus(&w.get(name, &[h])?);
+            Ok(Norm::Rms(RmsNorm::from_weight(be, weight, cfg.eps)))
+        };
+        let blocks = (0..cfg.layers)
             .into_par_iter()
-            .map(|i| -> Result<Layer> {
+            .map(|i| -> Result<Block> {
                 let p = format!("model.layers.{i}");
                 let a = format!("{p}.self_attn");
                 let mut parts = Vec::with_capacity(3);
@@ -338,21 +318,26 @@ impl Gemma {
                     parts.push(w.get_matrix(&format!("{a}.{name}.weight"), &[rows, h])?);
                 }
                 let slices: Vec<&_> = parts.iter().collect();
-                let ffn_norms = if cfg.v2 {
-                    Some((
-                        norm_w(&format!("{p}.pre_feedforward_layernorm.weight"))?,
-                        norm_w(&format!("{p}.post_feedforward_layernorm.weight"))?,
-                    ))
+                // Gemma: the post-attention norm is the pre-feed-forward norm. Gemma 2: it
+                // normalizes the attention output, and the feed-forward has its own two.
+                let post_attn = norm(&format!("{p}.post_attention_layernorm.weight"))?;
+                let residual = if cfg.v2 {
+                    Residual::Sandwich {
+                        post_attn,
+                        pre_ffn: norm(&format!("{p}.pre_feedforward_layernorm.weight"))?,
+                        post_ffn: norm(&format!("{p}.post_feedforward_layernorm.weight"))?,
+                    }
                 } else {
-                    None
+                    Residual::Sequential {
+                        ffn_norm: post_attn,
+                    }
                 };
-                Ok(Layer {
-                    input_norm: norm_w(&format!("{p}.input_layernorm.weight"))?,
-                    qkv: Linear::from_parts(be.prepare_weights(&slices, h), None),
+                Ok(Block {
+                    attn_norm: norm(&format!("{p}.input_layernorm.weight"))?,
+                    qkv: Linear::from_parts(be, be.prepare_weights(&slices, h), None),
                     o: Linear::load_with(be, &w, &[&format!("{a}.o_proj")], q_dim, h, false)?,
-                    post_attn_norm: norm_w(&format!("{p}.post_attention_layernorm.weight"))?,
-                    ffn_norms,
-                    mlp: GatedFfn::load(
+                    residual,
+                    mlp: Mlp::Gated(GatedFfn::load(
                         be,
                         &w,
                         &[&format!("{p}.mlp.gate_proj"), &format!("{p}.mlp.up_proj")],
@@ -362,13 +347,22 @@ impl Gemma {
                         false,
                         false,
                         cfg.act,
-                    )?,
+                    )?),
+                    attn: AttnShape {
+                        heads: cfg.heads,
+                        kv_heads: cfg.kv_heads,
+                        head_dim: cfg.head_dim,
+                        scale: cfg.scale,
+                        window: cfg.windows[i],
+                        softcap: cfg.attn_softcap,
+                    },
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let norm = norm_w("model.norm.weight")?;
+        let final_norm = norm("model.norm.weight")?;
         let lm_head = if cfg.tied {
             Linear::from_parts(
+                be,
                 be.prepare_weights(&[&w.get_matrix(PROBE, &[cfg.vocab, h])?], h),
                 None,
             )
@@ -420,16 +414,21 @@ impl Gemma {
             ffn,
             dtype: cfg.dtype.clone(),
         };
-        Ok(Gemma {
-            embed_scale: (h as f64).sqrt() as f32,
-            cfg,
-            spec,
+        let stack = Stack {
+            hidden: h,
+            heads: cfg.heads,
+            kv_heads: cfg.kv_heads,
+            head_dim: cfg.head_dim,
+            vocab: cfg.vocab,
             embed,
-            layers,
-            norm,
+            embed_scale: Some((h as f64).sqrt() as f32),
+            rope: Rope::Rotary(rotary),
+            blocks,
+            final_norm,
             lm_head,
-            rotary,
-        })
+            final_softcap: cfg.final_softcap,
+        };
+        Ok(Gemma { spec, stack })
     }
 }
 
@@ -443,125 +442,8 @@ impl Decoder for Gemma {
         be: &dyn GpuCompute,
         ids: &[u32],
         cache: &'c mut KvCache,
-        out_rows: LogitsRows,
+        rows: LogitsRows,
     ) -> Result<&'c [f32]> {
-        let c = &self.cfg;
-        let k = be.host_kernels();
-        let rows = ids.len();
-        let (h, hd) = (c.hidden, c.head_dim);
-        let q_dim = c.heads * hd;
-        let kv_dim = c.kv_heads * hd;
-        let qkv_dim = q_dim + 2 * kv_dim;
-        let dims = ScratchDims::fused_qkv(h, c.heads, c.kv_heads, hd, c.intermediate, c.vocab);
-        let (start, capacity) = begin_chunk(&self.spec, cache, ids, c.layers, kv_dim, &dims)?;
-        {
-            let x = &mut cache.scratch.x[..rows * h];
-            for (row, &id) in x.chunks_exact_mut(h).zip(ids) {
-                for (o, &e) in row.iter_mut().zip(&self.embed[id as usize * h..][..h]) {
-                    *o = e * self.embed_scale;
-                }
-            }
-        }
-        // Norms every row of `src` into `dst` with the factors `w` (already `1 + w`).
-        let norm_rows = |src: &[f32], w: &[f32], dst: &mut [f32]| {
-            src.par_chunks(h)
-                .zip(dst.par_chunks_mut(h))
-                .for_each(|(x, n)| rms_norm(k, x, w, c.eps, n));
-        };
-        for (l, layer) in self.layers.iter().enumerate() {
-            let shape = AttnShape {
-                heads: c.heads,
-                kv_heads: c.kv_heads,
-                head_dim: hd,
-                scale: c.scale,
-                window: c.windows[l],
-            };
-            let (kc, vc, s) = cache.layer_mut(l);
-            // attention block
-            norm_rows(
-                &s.x[..rows * h],
-                &layer.input_norm,
-                &mut s.normed[..rows * h],
-            );
-            layer
-                .qkv
-                .forward(be, &s.normed[..rows * h], rows, &mut s.qkv);
-            let rotary = &self.rotary;
-            rotate_qk(
-                &mut s.qkv,
-                qkv_dim,
-                q_dim + kv_dim,
-                hd,
-                rows,
-                start,
-                |head, pos| rotary.apply(head, pos),
-            );
-            store_kv(&s.qkv, q_dim, kv_dim, rows, start, kc, vc);
-            causal_attention_softcap(
-                k,
-                &shape,
-                c.attn_softcap,
-                &s.qkv,
-                qkv_dim,
-                rows,
-                start,
-                kc,
-                vc,
-                capacity,
-                &mut s.scores,
-                &mut s.attn,
-            );
-            layer
-                .o
-                .forward(be, &s.attn[..rows * q_dim], rows, &mut s.out);
-            let ffn = s.ffn.as_mut().expect("scratch holds ffn buffers");
-            match &layer.ffn_norms {
-                None => {
-                    be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
-                    norm_rows(
-                        &s.x[..rows * h],
-                        &layer.post_attn_norm,
-                        &mut s.normed[..rows * h],
-                    );
-                    layer
-                        .mlp
-                        .forward(be, &s.normed[..rows * h], rows, ffn, &mut s.out);
-                    be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
-                }
-                Some((pre_ffn, post_ffn)) => {
-                    norm_rows(
-                        &s.out[..rows * h],
-                        &layer.post_attn_norm,
-                        &mut s.normed[..rows * h],
-                    );
-                    be.add(&mut s.x[..rows * h], &s.normed[..rows * h]);
-                    norm_rows(&s.x[..rows * h], pre_ffn, &mut s.normed[..rows * h]);
-                    layer
-                        .mlp
-                        .forward(be, &s.normed[..rows * h], rows, ffn, &mut s.out);
-                    norm_rows(&s.out[..rows * h], post_ffn, &mut s.normed[..rows * h]);
-                    be.add(&mut s.x[..rows * h], &s.normed[..rows * h]);
-                }
-            }
-        }
-        cache.advance(rows);
-        let s = &mut cache.scratch;
-        let (first, n) = out_rows.span(rows);
-        norm_rows(
-            &s.x[first * h..(first + n) * h],
-            &self.norm,
-            &mut s.normed[..n * h],
-        );
-        self.lm_head
-            .forward(be, &s.normed[..n * h], n, &mut s.logits);
-        let logits = &mut s.logits[..n * c.vocab];
-        if let Some(cap) = c.final_softcap {
-            logits.par_chunks_mut(c.vocab).for_each(|row| {
-                for v in row {
-                    *v = crate::kernels::math::tanh(*v / cap) * cap;
-                }
-            });
-        }
-        Ok(logits)
+        self.stack.forward(be, &self.spec, ids, cache, rows)
     }
 }

@@ -19,17 +19,14 @@
 //! `x += c_proj(attn(c_attn(ln_1(x))) ∪ cache)`, then `x += c_proj(gelu(c_fc(ln_2(x))))`;
 //! logits `= ln_f(x) · wteᵀ`.
 
-use super::{
-    begin_chunk, causal_attention, store_kv, token_ids, AttnShape, Decoder, DecoderSpec,
-    LogitsRows, ScratchDims,
-};
+use super::block::{Block, Mlp, Residual, Rope, Stack};
+use super::{token_ids, Decoder, DecoderSpec, KvCache, LogitsRows};
+use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
-use crate::generate::KvCache;
-use crate::gpu::GpuCompute;
 use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::{WeightStore, Weights};
 use crate::nn::ffn::FfnAct;
-use crate::nn::{LayerNorm, Linear};
+use crate::nn::{LayerNorm, Linear, Norm};
 use rayon::prelude::*;
 use serde_json::Value;
 use std::path::Path;
@@ -147,32 +144,16 @@ fn conv1d(
     }
     let bias = w.get(&format!("{name}.bias"), &[out_dim])?.to_vec();
     Ok(Linear::from_parts(
+        be,
         be.prepare_matrix(&[&t], in_dim),
         Some(bias),
     ))
 }
 
-struct Layer {
-    ln_1: LayerNorm,
-    /// Fused `[q | k | v]`, `3 * hidden` outputs.
-    c_attn: Linear,
-    attn_proj: Linear,
-    ln_2: LayerNorm,
-    c_fc: Linear,
-    mlp_proj: Linear,
-}
-
 /// A loaded GPT-2 model.
 pub struct Gpt2 {
-    cfg: Gpt2Config,
     spec: DecoderSpec,
-    /// `[vocab, hidden]`
-    wte: Vec<f32>,
-    /// `[positions, hidden]`
-    wpe: Vec<f32>,
-    layers: Vec<Layer>,
-    ln_f: LayerNorm,
-    lm_head: Linear,
+    stack: Stack,
 }
 
 /// Loads a GPT-2 model from `config` (its parsed `config.json` is `v`) and `store`.
@@ -196,25 +177,41 @@ impl Gpt2 {
         let cfg = Gpt2Config::parse(&f)?;
         let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
         let h = cfg.hidden;
-        let wte = w.get(PROBE, &[cfg.vocab, h])?.to_vec();
-        let wpe = w.get("wpe.weight", &[cfg.positions, h])?.to_vec();
-        let layers = (0..cfg.layers)
+        let embed = be.upload(w.get(PROBE, &[cfg.vocab, h])?.to_vec());
+        let wpe = be.upload(w.get("wpe.weight", &[cfg.positions, h])?.to_vec());
+        let ln = |name: &str| LayerNorm::load(be, &w, name, h, cfg.eps).map(Norm::Layer);
+        let blocks = (0..cfg.layers)
             .into_par_iter()
-            .map(|i| -> Result<Layer> {
+            .map(|i| -> Result<Block> {
                 let p = format!("h.{i}");
-                Ok(Layer {
-                    ln_1: LayerNorm::load(&w, &format!("{p}.ln_1"), h, cfg.eps)?,
-                    c_attn: conv1d(be, &w, &format!("{p}.attn.c_attn"), h, 3 * h)?,
-                    attn_proj: conv1d(be, &w, &format!("{p}.attn.c_proj"), h, h)?,
-                    ln_2: LayerNorm::load(&w, &format!("{p}.ln_2"), h, cfg.eps)?,
-                    c_fc: conv1d(be, &w, &format!("{p}.mlp.c_fc"), h, cfg.inner)?,
-                    mlp_proj: conv1d(be, &w, &format!("{p}.mlp.c_proj"), cfg.inner, h)?,
+                Ok(Block {
+                    attn_norm: ln(&format!("{p}.ln_1"))?,
+                    qkv: conv1d(be, &w, &format!("{p}.attn.c_attn"), h, 3 * h)?,
+                    o: conv1d(be, &w, &format!("{p}.attn.c_proj"), h, h)?,
+                    residual: Residual::Sequential {
+                        ffn_norm: ln(&format!("{p}.ln_2"))?,
+                    },
+                    mlp: Mlp::Plain {
+                        fc1: conv1d(be, &w, &format!("{p}.mlp.c_fc"), h, cfg.inner)?,
+                        act: cfg.act,
+                        fc2: conv1d(be, &w, &format!("{p}.mlp.c_proj"), cfg.inner, h)?,
+                        width: cfg.inner,
+                    },
+                    attn: AttnShape {
+                        heads: cfg.heads,
+                        kv_heads: cfg.heads,
+                        head_dim: cfg.head_dim,
+                        scale: cfg.attn_scale(i),
+                        window: None,
+                        softcap: None,
+                    },
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let ln_f = LayerNorm::load(&w, "ln_f", h, cfg.eps)?;
+        let final_norm = ln("ln_f")?;
         let lm_head = if cfg.tied {
             Linear::from_parts(
+                be,
                 be.prepare_weights(&[&w.get_matrix(PROBE, &[cfg.vocab, h])?], h),
                 None,
             )
@@ -241,15 +238,21 @@ impl Gpt2 {
             ffn: format!("{} MLP", cfg.act.name()),
             dtype: cfg.dtype.clone(),
         };
-        Ok(Gpt2 {
-            cfg,
-            spec,
-            wte,
-            wpe,
-            layers,
-            ln_f,
+        let stack = Stack {
+            hidden: h,
+            heads: cfg.heads,
+            kv_heads: cfg.heads,
+            head_dim: cfg.head_dim,
+            vocab: cfg.vocab,
+            embed,
+            embed_scale: None,
+            rope: Rope::Learned(wpe),
+            blocks,
+            final_norm,
             lm_head,
-        })
+            final_softcap: None,
+        };
+        Ok(Gpt2 { spec, stack })
     }
 }
 
@@ -263,81 +266,8 @@ impl Decoder for Gpt2 {
         be: &dyn GpuCompute,
         ids: &[u32],
         cache: &'c mut KvCache,
-        out_rows: LogitsRows,
+        rows: LogitsRows,
     ) -> Result<&'c [f32]> {
-        let c = &self.cfg;
-        let h = c.hidden;
-        let k = be.host_kernels();
-        let rows = ids.len();
-        let qkv_dim = 3 * h;
-        // The MLP's hidden activations reuse the qkv buffer (free once the keys and values are
-        // in the cache and the attention output is in `attn`), so it holds the wider of the
-        // two; the gated-FFN buffers are not used.
-        let dims = ScratchDims {
-            hidden: h,
-            q_dim: h,
-            qkv_dim: qkv_dim.max(c.inner),
-            heads: c.heads,
-            intermediate: 0,
-            vocab: c.vocab,
-        };
-        let (start, capacity) = begin_chunk(&self.spec, cache, ids, c.layers, h, &dims)?;
-        {
-            let x = &mut cache.scratch.x[..rows * h];
-            for (r, (row, &id)) in x.chunks_exact_mut(h).zip(ids).enumerate() {
-                row.copy_from_slice(&self.wte[id as usize * h..][..h]);
-                k.add(row, &self.wpe[(start + r) * h..][..h]);
-            }
-        }
-        for (l, layer) in self.layers.iter().enumerate() {
-            let (kc, vc, s) = cache.layer_mut(l);
-            // attention block
-            s.normed[..rows * h].copy_from_slice(&s.x[..rows * h]);
-            layer.ln_1.forward(be, &mut s.normed[..rows * h]);
-            layer
-                .c_attn
-                .forward(be, &s.normed[..rows * h], rows, &mut s.qkv);
-            store_kv(&s.qkv, h, h, rows, start, kc, vc);
-            let shape = AttnShape {
-                heads: c.heads,
-                kv_heads: c.heads,
-                head_dim: c.head_dim,
-                scale: c.attn_scale(l),
-                window: None,
-            };
-            causal_attention(
-                k,
-                &shape,
-                &s.qkv,
-                qkv_dim,
-                rows,
-                start,
-                kc,
-                vc,
-                capacity,
-                &mut s.scores,
-                &mut s.attn,
-            );
-            layer
-                .attn_proj
-                .forward(be, &s.attn[..rows * h], rows, &mut s.out);
-            be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
-            // feed-forward block
-            s.normed[..rows * h].copy_from_slice(&s.x[..rows * h]);
-            layer.ln_2.forward(be, &mut s.normed[..rows * h]);
-            let inner = &mut s.qkv[..rows * c.inner];
-            layer.c_fc.forward(be, &s.normed[..rows * h], rows, inner);
-            c.act.apply(be, inner);
-            layer.mlp_proj.forward(be, inner, rows, &mut s.out);
-            be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
-        }
-        cache.advance(rows);
-        let s = &mut cache.scratch;
-        let (first, n) = out_rows.span(rows);
-        s.normed[..n * h].copy_from_slice(&s.x[first * h..(first + n) * h]);
-        self.ln_f.forward(be, &mut s.normed[..n * h]);
-        self.lm_head
-            .forward(be, &s.normed[..n * h], n, &mut s.logits);
-        Ok(&s.logits[..n * c.vocab])
+        self.stack.forward(be, &self.spec, ids, cache, rows)
     }
 }

@@ -29,19 +29,18 @@
 //! `x += o(attn(rope(q), rope(k) ∪ cache, v ∪ cache))` on `rms(x)`, then
 //! `x += down(silu(gate) * up)` on `rms(x)`; logits `= lm_head(rms(x))`.
 
+use super::block::{Block, Mlp, Residual, Rope, Stack};
 use super::{
-    attention_dims, begin_chunk, causal_attention, common_sizes, rms_norm, rotate_qk,
-    scaled_context, store_kv, token_ids, AttnShape, CommonSizes, Decoder, DecoderSpec, LogitsRows,
-    ScratchDims, MAX_ROPE_FACTOR,
+    attention_dims, common_sizes, scaled_context, token_ids, CommonSizes, Decoder, DecoderSpec,
+    KvCache, LogitsRows, MAX_ROPE_FACTOR,
 };
+use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
-use crate::generate::KvCache;
-use crate::gpu::GpuCompute;
 use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::{WeightStore, Weights};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::{RopeScaling, Rotary};
-use crate::nn::Linear;
+use crate::nn::{Linear, Norm, RmsNorm};
 use rayon::prelude::*;
 use serde_json::Value;
 use std::path::Path;
@@ -368,25 +367,10 @@ fn rope(f: &ConfigFields, max_positions: usize, head_dim: usize) -> Result<(f64,
     Ok((theta, scaling))
 }
 
-struct Layer {
-    input_norm: Vec<f32>,
-    /// Fused `[q | k | v]`.
-    qkv: Linear,
-    o: Linear,
-    post_norm: Vec<f32>,
-    mlp: GatedFfn,
-}
-
 /// A loaded LLaMA model.
 pub struct Llama {
-    cfg: LlamaConfig,
     spec: DecoderSpec,
-    /// `[vocab, hidden]`
-    embed: Vec<f32>,
-    layers: Vec<Layer>,
-    norm: Vec<f32>,
-    lm_head: Linear,
-    rotary: Rotary,
+    stack: Stack,
 }
 
 impl Llama {
@@ -405,10 +389,10 @@ impl Llama {
             cfg.kv_heads * cfg.head_dim,
         );
         let qkv_dim = q_dim + 2 * kv_dim;
-        let embed = w.get(PROBE, &[cfg.vocab, h])?.to_vec();
-        let layers = (0..cfg.layers)
+        let embed = be.upload(w.get(PROBE, &[cfg.vocab, h])?.to_vec());
+        let blocks = (0..cfg.layers)
             .into_par_iter()
-            .map(|i| -> Result<Layer> {
+            .map(|i| -> Result<Block> {
                 let p = format!("model.layers.{i}");
                 let a = format!("{p}.self_attn");
                 let mut parts = Vec::with_capacity(3);
@@ -420,19 +404,21 @@ impl Llama {
                     }
                 }
                 let slices: Vec<&_> = parts.iter().collect();
-                Ok(Layer {
-                    input_norm: w
-                        .get(&format!("{p}.input_layernorm.weight"), &[h])?
-                        .to_vec(),
+                let rms = |name: &str| {
+                    RmsNorm::load(be, &w, &format!("{p}.{name}.weight"), h, cfg.eps).map(Norm::Rms)
+                };
+                Ok(Block {
+                    attn_norm: rms("input_layernorm")?,
                     qkv: Linear::from_parts(
+                        be,
                         be.prepare_weights(&slices, h),
                         cfg.qkv_bias.then_some(bias),
                     ),
                     o: Linear::load_with(be, &w, &[&format!("{a}.o_proj")], q_dim, h, false)?,
-                    post_norm: w
-                        .get(&format!("{p}.post_attention_layernorm.weight"), &[h])?
-                        .to_vec(),
-                    mlp: GatedFfn::load(
+                    residual: Residual::Sequential {
+                        ffn_norm: rms("post_attention_layernorm")?,
+                    },
+                    mlp: Mlp::Gated(GatedFfn::load(
                         be,
                         &w,
                         &[&format!("{p}.mlp.gate_proj"), &format!("{p}.mlp.up_proj")],
@@ -442,13 +428,22 @@ impl Llama {
                         false,
                         false,
                         FfnAct::Silu,
-                    )?,
+                    )?),
+                    attn: AttnShape {
+                        heads: cfg.heads,
+                        kv_heads: cfg.kv_heads,
+                        head_dim: cfg.head_dim,
+                        scale: 1.0 / (cfg.head_dim as f32).sqrt(),
+                        window: cfg.windows[i],
+                        softcap: None,
+                    },
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let norm = w.get("model.norm.weight", &[h])?.to_vec();
+        let final_norm = Norm::Rms(RmsNorm::load(be, &w, "model.norm.weight", h, cfg.eps)?);
         let lm_head = if cfg.tied {
             Linear::from_parts(
+                be,
                 be.prepare_weights(&[&w.get_matrix(PROBE, &[cfg.vocab, h])?], h),
                 None,
             )
@@ -525,15 +520,21 @@ impl Llama {
             ffn: "SwiGLU".into(),
             dtype: cfg.dtype.clone(),
         };
-        Ok(Llama {
-            cfg,
-            spec,
+        let stack = Stack {
+            hidden: h,
+            heads: cfg.heads,
+            kv_heads: cfg.kv_heads,
+            head_dim: cfg.head_dim,
+            vocab: cfg.vocab,
             embed,
-            layers,
-            norm,
+            embed_scale: None,
+            rope: Rope::Rotary(rotary),
+            blocks,
+            final_norm,
             lm_head,
-            rotary,
-        })
+            final_softcap: None,
+        };
+        Ok(Llama { spec, stack })
     }
 }
 
@@ -547,89 +548,8 @@ impl Decoder for Llama {
         be: &dyn GpuCompute,
         ids: &[u32],
         cache: &'c mut KvCache,
-        out_rows: LogitsRows,
+        rows: LogitsRows,
     ) -> Result<&'c [f32]> {
-        let c = &self.cfg;
-        let k = be.host_kernels();
-        let rows = ids.len();
-        let (h, hd) = (c.hidden, c.head_dim);
-        let q_dim = c.heads * hd;
-        let kv_dim = c.kv_heads * hd;
-        let qkv_dim = q_dim + 2 * kv_dim;
-        let dims = ScratchDims::fused_qkv(h, c.heads, c.kv_heads, hd, c.intermediate, c.vocab);
-        let (start, capacity) = begin_chunk(&self.spec, cache, ids, c.layers, kv_dim, &dims)?;
-        {
-            let x = &mut cache.scratch.x[..rows * h];
-            for (row, &id) in x.chunks_exact_mut(h).zip(ids) {
-                row.copy_from_slice(&self.embed[id as usize * h..][..h]);
-            }
-        }
-        let rotary = self.rotary.chunk(start, rows);
-        for (l, layer) in self.layers.iter().enumerate() {
-            let shape = AttnShape {
-                heads: c.heads,
-                kv_heads: c.kv_heads,
-                head_dim: hd,
-                scale: 1.0 / (hd as f32).sqrt(),
-                window: c.windows[l],
-            };
-            let (kc, vc, s) = cache.layer_mut(l);
-            // attention block
-            s.x[..rows * h]
-                .par_chunks(h)
-                .zip(s.normed[..rows * h].par_chunks_mut(h))
-                .for_each(|(x, n)| rms_norm(k, x, &layer.input_norm, c.eps, n));
-            layer
-                .qkv
-                .forward(be, &s.normed[..rows * h], rows, &mut s.qkv);
-            let rotary = &rotary;
-            rotate_qk(
-                &mut s.qkv,
-                qkv_dim,
-                q_dim + kv_dim,
-                hd,
-                rows,
-                start,
-                |head, pos| rotary.apply(head, pos),
-            );
-            store_kv(&s.qkv, q_dim, kv_dim, rows, start, kc, vc);
-            causal_attention(
-                k,
-                &shape,
-                &s.qkv,
-                qkv_dim,
-                rows,
-                start,
-                kc,
-                vc,
-                capacity,
-                &mut s.scores,
-                &mut s.attn,
-            );
-            layer
-                .o
-                .forward(be, &s.attn[..rows * q_dim], rows, &mut s.out);
-            be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
-            // feed-forward block
-            s.x[..rows * h]
-                .par_chunks(h)
-                .zip(s.normed[..rows * h].par_chunks_mut(h))
-                .for_each(|(x, n)| rms_norm(k, x, &layer.post_norm, c.eps, n));
-            let ffn = s.ffn.as_mut().expect("scratch holds ffn buffers");
-            layer
-                .mlp
-                .forward(be, &s.normed[..rows * h], rows, ffn, &mut s.out);
-            be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
-        }
-        cache.advance(rows);
-        let s = &mut cache.scratch;
-        let (first, n) = out_rows.span(rows);
-        s.x[first * h..(first + n) * h]
-            .par_chunks(h)
-            .zip(s.normed[..n * h].par_chunks_mut(h))
-            .for_each(|(x, o)| rms_norm(k, x, &self.norm, c.eps, o));
-        self.lm_head
-            .forward(be, &s.normed[..n * h], n, &mut s.logits);
-        Ok(&s.logits[..n * c.vocab])
+        self.stack.forward(be, &self.spec, ids, cache, rows)
     }
 }

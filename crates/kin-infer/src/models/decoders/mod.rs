@@ -4,28 +4,25 @@
 //! holds, appends their keys and values to the cache, and returns logits. The prompt is one
 //! chunk (prefill, a batched pass), every generated token another chunk of one row (decode).
 //!
-//! Determinism: a chunk of one row computes exactly what the same row computes inside a longer
-//! chunk, so incremental decoding gives the full forward pass's logits bit for bit:
-//! - every GEMM accumulates each output element k-sequentially whatever m is (`kernels`);
-//! - RMSNorm, RoPE and the gated feed-forward are per row;
-//! - attention ([`causal_attention`]) runs the same per-(query, head) code for prefill and
-//!   decode: scores over keys `0..=pos` as one [`Kernels::gemv`] over the transposed keys
-//!   (each score accumulates the head dimension in order, as a GEMM would), scale, softmax
-//!   (canonical max/sum), then `Σ_j p_j · v_j` as another gemv (j = 0, 1, … with FMA).
+//! Every family is configuration plus block choice: it parses its config and loads its tensors
+//! into a [`block::Stack`], whose forward pass is written once. Determinism: a chunk of one
+//! row computes exactly what the same row computes inside a longer chunk, so incremental
+//! decoding gives the full forward pass's logits bit for bit (see [`block`] and the backend's
+//! causal attention).
 
+pub(crate) mod block;
+pub mod cache;
 pub mod gemma;
 pub mod gpt2;
 pub mod llama;
 pub mod phi;
 
+pub use cache::KvCache;
+
+use crate::backend::GpuCompute;
 use crate::error::{InferError, Result};
-use crate::generate::KvCache;
-use crate::gpu::GpuCompute;
 use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::WeightStore;
-use crate::kernels::Kernels;
-use crate::nn::ffn::FfnBuffers;
-use rayon::prelude::*;
 use serde_json::Value;
 use std::path::Path;
 
@@ -70,26 +67,25 @@ impl DecoderSpec {
         if ids.is_empty() {
             return Err(InferError::Input("empty token sequence".into()));
         }
-        if let Some(bad) = ids.iter().find(|&&t| t as usize >= self.vocab_size) {
-            return Err(InferError::Input(format!(
-                "token id {bad} is outside the vocabulary (size {})",
-                self.vocab_size
-            )));
+        if let Some(&bad) = ids.iter().find(|&&t| t as usize >= self.vocab_size) {
+            return Err(InferError::TokenOutOfVocabulary {
+                id: bad,
+                vocab: self.vocab_size,
+            });
         }
         let end = start + ids.len();
-        if end > self.max_sequence_length {
-            return Err(InferError::Input(format!(
-                "{} tokens after {start} cached ones exceed the model's context of {} tokens",
-                ids.len(),
-                self.max_sequence_length
-            )));
-        }
-        if end > cache_capacity {
-            return Err(InferError::Input(format!(
-                "{} tokens after {start} cached ones exceed the KV cache's capacity of {} tokens",
-                ids.len(),
-                cache_capacity
-            )));
+        for (limit, what) in [
+            (self.max_sequence_length, "model's context"),
+            (cache_capacity, "KV cache's capacity"),
+        ] {
+            if end > limit {
+                return Err(InferError::ContextExceeded {
+                    tokens: ids.len(),
+                    cached: start,
+                    limit,
+                    what,
+                });
+            }
         }
         Ok(())
     }
@@ -337,261 +333,5 @@ pub(crate) fn token_ids(f: &ConfigFields, field: &str, null_is_absent: bool) -> 
             .as_u64()
             .map(|n| vec![n as u32])
             .ok_or_else(|| f.err(field, format!("expected a token id, found {x}"))),
-    }
-}
-
-/// Rotates the q and k heads (the first `qk_dim` features, heads of `head_dim`) of each of the
-/// `rows` rows of a fused `[q | k | v]` buffer of stride `qkv_dim`, row `r` at position
-/// `start + r`, with `rotate(head, pos)`.
-pub(crate) fn rotate_qk(
-    qkv: &mut [f32],
-    qkv_dim: usize,
-    qk_dim: usize,
-    head_dim: usize,
-    rows: usize,
-    start: usize,
-    rotate: impl Fn(&mut [f32], usize) + Sync,
-) {
-    qkv[..rows * qkv_dim]
-        .par_chunks_mut(qkv_dim)
-        .enumerate()
-        .for_each(|(r, row)| {
-            for head in row[..qk_dim].chunks_exact_mut(head_dim) {
-                rotate(head, start + r);
-            }
-        });
-}
-
-/// Copies the k and v of each of the `rows` rows of a fused `[q | k | v]` buffer (q of
-/// `q_dim`, k and v of `kv_dim`) into the layer's caches at positions `start..`. Keys are
-/// stored transposed (`[kv_dim, capacity]`: one row per key component), so a query's scores
-/// over consecutive positions are a [`Kernels::gemv`] in the GEMM's k order; values stay
-/// `[capacity, kv_dim]`.
-pub(crate) fn store_kv(
-    qkv: &[f32],
-    q_dim: usize,
-    kv_dim: usize,
-    rows: usize,
-    start: usize,
-    kc: &mut [f32],
-    vc: &mut [f32],
-) {
-    let qkv_dim = q_dim + 2 * kv_dim;
-    let capacity = kc.len() / kv_dim;
-    for (r, row) in qkv[..rows * qkv_dim].chunks_exact(qkv_dim).enumerate() {
-        let t = start + r;
-        for (c, &v) in row[q_dim..q_dim + kv_dim].iter().enumerate() {
-            kc[c * capacity + t] = v;
-        }
-        vc[t * kv_dim..(t + 1) * kv_dim].copy_from_slice(&row[q_dim + kv_dim..]);
-    }
-}
-
-/// Per-forward scratch, kept in the [`KvCache`] and grown only when a chunk has more rows than
-/// any before it: decode steps after the prefill allocate nothing.
-#[derive(Default)]
-pub(crate) struct Scratch {
-    /// Rows the buffers hold.
-    rows: usize,
-    /// `[rows, hidden]` residual stream.
-    pub(crate) x: Vec<f32>,
-    /// `[rows, hidden]` normalized input of a sub-block.
-    pub(crate) normed: Vec<f32>,
-    /// `[rows, q_dim + 2 * kv_dim]` fused projections.
-    pub(crate) qkv: Vec<f32>,
-    /// `[rows, q_dim]` attention output.
-    pub(crate) attn: Vec<f32>,
-    /// `[rows, hidden]` sub-block output before the residual add.
-    pub(crate) out: Vec<f32>,
-    /// `[ATTN_CHUNK * heads, capacity]` attention scores.
-    pub(crate) scores: Vec<f32>,
-    /// `[rows, vocab]` logits.
-    pub(crate) logits: Vec<f32>,
-    pub(crate) ffn: Option<FfnBuffers>,
-}
-
-/// Dimensions a family's scratch needs.
-pub(crate) struct ScratchDims {
-    pub hidden: usize,
-    pub q_dim: usize,
-    pub qkv_dim: usize,
-    pub heads: usize,
-    pub intermediate: usize,
-    pub vocab: usize,
-}
-
-impl ScratchDims {
-    /// The common layout: q/k/v fused (`heads` query and `kv_heads` key/value heads of
-    /// `head_dim`), a gated feed-forward of `intermediate`.
-    pub(crate) fn fused_qkv(
-        hidden: usize,
-        heads: usize,
-        kv_heads: usize,
-        head_dim: usize,
-        intermediate: usize,
-        vocab: usize,
-    ) -> Self {
-        ScratchDims {
-            hidden,
-            q_dim: heads * head_dim,
-            qkv_dim: (heads + 2 * kv_heads) * head_dim,
-            heads,
-            intermediate,
-            vocab,
-        }
-    }
-}
-
-/// The start every family's forward shares: the cache holds `layers` layers of `kv_dim`, the
-/// chunk `ids` fits the context after what the cache holds, and the scratch is sized for it.
-/// Returns the chunk's first position and the cache's capacity.
-pub(crate) fn begin_chunk(
-    spec: &DecoderSpec,
-    cache: &mut KvCache,
-    ids: &[u32],
-    layers: usize,
-    kv_dim: usize,
-    dims: &ScratchDims,
-) -> Result<(usize, usize)> {
-    cache.check_shape(layers, kv_dim)?;
-    let (start, capacity) = (cache.len(), cache.capacity());
-    spec.validate_chunk(ids, start, capacity)?;
-    cache.scratch.ensure(ids.len(), capacity, dims);
-    Ok((start, capacity))
-}
-
-impl Scratch {
-    pub(crate) fn ensure(&mut self, rows: usize, capacity: usize, d: &ScratchDims) {
-        if rows <= self.rows && self.scores.len() >= ATTN_CHUNK * d.heads * capacity {
-            return;
-        }
-        let rows = rows.max(self.rows);
-        *self = Scratch {
-            rows,
-            x: vec![0.0; rows * d.hidden],
-            normed: vec![0.0; rows * d.hidden],
-            qkv: vec![0.0; rows * d.qkv_dim],
-            attn: vec![0.0; rows * d.q_dim],
-            out: vec![0.0; rows * d.hidden],
-            scores: vec![0.0; ATTN_CHUNK * d.heads * capacity],
-            logits: vec![0.0; rows * d.vocab],
-            ffn: Some(FfnBuffers::new(rows, d.intermediate)),
-        };
-    }
-}
-
-/// Query rows per attention pass (bounds the score scratch; the results do not depend on it).
-const ATTN_CHUNK: usize = 16;
-
-/// RMSNorm of one row: `out = w * (x * 1/sqrt(mean(x²) + eps))` (the order transformers'
-/// `LlamaRMSNorm` rounds in), the mean through the canonical dot.
-pub(crate) fn rms_norm(k: &Kernels, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
-    let n = x.len() as f32;
-    let inv = 1.0 / (k.dot(x, x) / n + eps).sqrt();
-    for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
-        *o = g * (v * inv);
-    }
-}
-
-/// Geometry of [`causal_attention`].
-pub(crate) struct AttnShape {
-    pub heads: usize,
-    pub kv_heads: usize,
-    pub head_dim: usize,
-    pub scale: f32,
-    /// Sliding window: a query at position `p` attends to keys `p + 1 - w ..= p` (the `w` most
-    /// recent positions, itself included, as transformers masks `kv > q - w`); `None` = all.
-    pub window: Option<usize>,
-}
-
-/// Causal attention of `rows` query rows at positions `start..start + rows` over one layer's
-/// cached keys (`[kv_heads * head_dim, capacity]`) and values (`[capacity, kv_heads *
-/// head_dim]`), already holding positions `0..start + rows`. `q` has row stride `q_stride`, heads contiguous; query head `h` reads
-/// kv head `h / (heads / kv_heads)` (GQA/MQA). `out` gets `[rows, heads * head_dim]`.
-/// With a `window`, keys before the window are skipped (the softmax is anchored at the first
-/// key inside it, so a masked key changes nothing).
-/// Every (query, head) runs the same code whatever `rows` is, so decode equals prefill.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn causal_attention(
-    k: &Kernels,
-    shape: &AttnShape,
-    q: &[f32],
-    q_stride: usize,
-    rows: usize,
-    start: usize,
-    keys: &[f32],
-    values: &[f32],
-    capacity: usize,
-    scores: &mut [f32],
-    out: &mut [f32],
-) {
-    causal_attention_softcap(
-        k, shape, None, q, q_stride, rows, start, keys, values, capacity, scores, out,
-    )
-}
-
-/// [`causal_attention`] with an optional attention-logit softcap (Gemma 2's
-/// `attn_logit_softcapping`): each scaled score `s` becomes `tanh(s / cap) * cap` (our
-/// [`math::tanh`](crate::kernels::math::tanh), the order transformers' eager attention rounds
-/// in) before the softmax. `None` runs exactly [`causal_attention`]'s code.
-// The softcap is a parameter rather than an `AttnShape` field so the other families' shape
-// literals stay unchanged; it can move into `AttnShape` (next to `window`) in one edit.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn causal_attention_softcap(
-    k: &Kernels,
-    shape: &AttnShape,
-    softcap: Option<f32>,
-    q: &[f32],
-    q_stride: usize,
-    rows: usize,
-    start: usize,
-    keys: &[f32],
-    values: &[f32],
-    capacity: usize,
-    scores: &mut [f32],
-    out: &mut [f32],
-) {
-    let AttnShape {
-        heads,
-        kv_heads,
-        head_dim: hd,
-        scale,
-        window,
-    } = *shape;
-    let q_dim = heads * hd;
-    let kv_dim = kv_heads * hd;
-    let group = heads / kv_heads;
-    let mut c0 = 0;
-    while c0 < rows {
-        let cr = ATTN_CHUNK.min(rows - c0);
-        out[c0 * q_dim..(c0 + cr) * q_dim]
-            .par_chunks_mut(hd)
-            .zip(scores[..cr * heads * capacity].par_chunks_mut(capacity))
-            .enumerate()
-            .for_each(|(t, (o, s))| {
-                let r = c0 + t / heads;
-                let h = t % heads;
-                let g = h / group;
-                let n = start + r + 1;
-                // first key inside the window
-                let j0 = window.map_or(0, |w| n.saturating_sub(w));
-                let qv = &q[r * q_stride + h * hd..][..hd];
-                let s = &mut s[..n - j0];
-                // Scores of keys j0..n: q · K (keys transposed), in the GEMM's k order.
-                k.gemv(qv, &keys[g * hd * capacity + j0..], capacity, s);
-                match softcap {
-                    Some(cap) => {
-                        k.scale(s, scale);
-                        for v in s.iter_mut() {
-                            *v = crate::kernels::math::tanh(*v / cap) * cap;
-                        }
-                        k.softmax(s);
-                    }
-                    None => k.softmax_scaled(s, scale),
-                }
-                // o = Σ_j p_j · v_j, j in order.
-                k.gemv(s, &values[j0 * kv_dim + g * hd..], kv_dim, o);
-            });
-        c0 += cr;
     }
 }

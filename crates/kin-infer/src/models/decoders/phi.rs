@@ -36,18 +36,17 @@
 //! frequency sets or cos/sin factor), with `nn::rope`'s deterministic f64 routines and the same
 //! f32 rounding steps as PyTorch.
 
+use super::block::{Block, Mlp, Residual, Rope, Stack};
 use super::{
-    attention_dims, begin_chunk, causal_attention, common_sizes, rms_norm, rotate_qk, store_kv,
-    token_ids, AttnShape, CommonSizes, Decoder, DecoderSpec, LogitsRows, ScratchDims,
+    attention_dims, common_sizes, token_ids, CommonSizes, Decoder, DecoderSpec, KvCache, LogitsRows,
 };
+use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
-use crate::generate::KvCache;
-use crate::gpu::GpuCompute;
 use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::{WeightStore, Weights};
 use crate::nn::ffn::{FfnAct, GatedFfn};
-use crate::nn::rope::{ln_f64, pow_f64, RopeTable};
-use crate::nn::{LayerNorm, Linear};
+use crate::nn::rope::{ln_f64, pow_f64, RopeTable, SwitchedRotary};
+use crate::nn::{LayerNorm, Linear, Norm, RmsNorm};
 use rayon::prelude::*;
 use serde_json::{Map, Value};
 use std::path::Path;
@@ -328,15 +327,6 @@ impl PhiConfig {
 
 /// Rotary tables: one set of frequencies, or longrope's short and long sets, with the cos/sin
 /// factor applied.
-struct PhiRotary {
-    dim: usize,
-    /// Caches with more positions than this use `long` (longrope); `usize::MAX` otherwise.
-    switch: usize,
-    short: RopeTable,
-    /// Longrope only.
-    long: Option<RopeTable>,
-}
-
 /// `1 / (ext[i] · base^(2i / dim))` in f32, as transformers computes it (no `ext` for plain
 /// RoPE).
 fn scaled_inv_freq(dim: usize, base: f64, ext: Option<&[f32]>) -> Vec<f32> {
@@ -353,90 +343,34 @@ fn scaled_inv_freq(dim: usize, base: f64, ext: Option<&[f32]>) -> Vec<f32> {
         .collect()
 }
 
-impl PhiRotary {
-    fn new(c: &PhiConfig) -> Self {
-        let dim = c.rotary_dim;
-        let n = c.max_positions;
-        match &c.longrope {
-            None => PhiRotary {
+/// The rotary tables: plain, or longrope's short and long (chosen by the cache's capacity).
+fn rotary(c: &PhiConfig) -> SwitchedRotary {
+    let dim = c.rotary_dim;
+    let n = c.max_positions;
+    match &c.longrope {
+        None => SwitchedRotary::new(
+            dim,
+            RopeTable::new(scaled_inv_freq(dim, c.rope_theta, None), n, None),
+            None,
+        ),
+        Some(lr) => {
+            let af = Some(lr.attention_factor as f32);
+            SwitchedRotary::new(
                 dim,
-                switch: usize::MAX,
-                short: RopeTable::new(scaled_inv_freq(dim, c.rope_theta, None), n, None),
-                long: None,
-            },
-            Some(lr) => {
-                let af = Some(lr.attention_factor as f32);
-                PhiRotary {
-                    dim,
-                    switch: lr.original_max,
-                    short: RopeTable::new(
-                        scaled_inv_freq(dim, c.rope_theta, Some(&lr.short)),
-                        n,
-                        af,
-                    ),
-                    long: Some(RopeTable::new(
-                        scaled_inv_freq(dim, c.rope_theta, Some(&lr.long)),
-                        n,
-                        af,
-                    )),
-                }
-            }
+                RopeTable::new(scaled_inv_freq(dim, c.rope_theta, Some(&lr.short)), n, af),
+                Some((
+                    lr.original_max,
+                    RopeTable::new(scaled_inv_freq(dim, c.rope_theta, Some(&lr.long)), n, af),
+                )),
+            )
         }
     }
-
-    /// The table a cache of `capacity` positions uses.
-    fn table(&self, capacity: usize) -> &RopeTable {
-        match &self.long {
-            Some(long) if capacity > self.switch => long,
-            _ => &self.short,
-        }
-    }
-
-    /// Rotates the first `dim` features of head `x` at `pos` (GPT-NeoX halves).
-    #[inline]
-    fn apply(&self, t: &RopeTable, x: &mut [f32], pos: usize) {
-        let half = self.dim / 2;
-        let (c, s) = t.row(pos);
-        let (a, b) = x[..self.dim].split_at_mut(half);
-        for i in 0..half {
-            let (x1, x2) = (a[i], b[i]);
-            a[i] = x1 * c[i] - x2 * s[i];
-            b[i] = x2 * c[i] + x1 * s[i];
-        }
-    }
-}
-
-enum Norm {
-    Layer(LayerNorm),
-    Rms(Vec<f32>),
-}
-
-enum Mlp {
-    /// Phi: `fc2(act(fc1(x)))`.
-    Plain { fc1: Linear, fc2: Linear },
-    /// Phi-3: `down(silu(gate) · up)`.
-    Gated(GatedFfn),
-}
-
-struct Layer {
-    input_norm: Norm,
-    /// Phi-3 only.
-    post_norm: Option<Vec<f32>>,
-    /// Fused `[q | k | v]`.
-    qkv: Linear,
-    o: Linear,
-    mlp: Mlp,
 }
 
 /// A loaded Phi or Phi-3 model.
 pub struct Phi {
-    cfg: PhiConfig,
     spec: DecoderSpec,
-    embed: Vec<f32>,
-    layers: Vec<Layer>,
-    norm: Norm,
-    lm_head: Linear,
-    rotary: PhiRotary,
+    stack: Stack,
 }
 
 /// Loads a Phi / Phi-3 model from `config` (parsed as `v`) and `store`.
@@ -463,67 +397,56 @@ impl Phi {
         let q_dim = cfg.heads * cfg.head_dim;
         let kv_dim = cfg.kv_heads * cfg.head_dim;
         let qkv_dim = q_dim + 2 * kv_dim;
-        let embed = w.get(PROBE, &[cfg.vocab, h])?.to_vec();
+        let embed = be.upload(w.get(PROBE, &[cfg.vocab, h])?.to_vec());
         let phi = cfg.family == Family::Phi;
-        let layers = (0..cfg.layers)
+        let shape = AttnShape {
+            heads: cfg.heads,
+            kv_heads: cfg.kv_heads,
+            head_dim: cfg.head_dim,
+            scale: (cfg.head_dim as f64).powf(-0.5) as f32,
+            window: cfg.window,
+            softcap: None,
+        };
+        let rms = |name: &str| RmsNorm::load(be, &w, name, h, cfg.eps).map(Norm::Rms);
+        let blocks = (0..cfg.layers)
             .into_par_iter()
-            .map(|i| -> Result<Layer> {
+            .map(|i| -> Result<Block> {
                 let p = format!("model.layers.{i}");
                 let a = format!("{p}.self_attn");
                 Ok(if phi {
-                    Layer {
-                        input_norm: Norm::Layer(LayerNorm::load(
+                    let mut parts = Vec::with_capacity(3);
+                    let mut bias = Vec::with_capacity(qkv_dim);
+                    for (name, rows) in [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)]
+                    {
+                        parts.push(w.get_matrix(&format!("{a}.{name}.weight"), &[rows, h])?);
+                        bias.extend_from_slice(&w.get(&format!("{a}.{name}.bias"), &[rows])?);
+                    }
+                    let slices: Vec<&_> = parts.iter().collect();
+                    let linear = |name: &str, i, o| {
+                        Linear::load_with(be, &w, &[&format!("{p}.{name}")], i, o, true)
+                    };
+                    Block {
+                        attn_norm: Norm::Layer(LayerNorm::load(
+                            be,
                             &w,
                             &format!("{p}.input_layernorm"),
                             h,
                             cfg.eps,
                         )?),
-                        post_norm: None,
-                        qkv: {
-                            let mut parts = Vec::with_capacity(3);
-                            let mut bias = Vec::with_capacity(qkv_dim);
-                            for (name, rows) in
-                                [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)]
-                            {
-                                parts
-                                    .push(w.get_matrix(&format!("{a}.{name}.weight"), &[rows, h])?);
-                                bias.extend_from_slice(
-                                    &w.get(&format!("{a}.{name}.bias"), &[rows])?,
-                                );
-                            }
-                            let slices: Vec<&_> = parts.iter().collect();
-                            Linear::from_parts(be.prepare_weights(&slices, h), Some(bias))
-                        },
-                        o: Linear::load_with(be, &w, &[&format!("{a}.dense")], q_dim, h, true)?,
+                        qkv: Linear::from_parts(be, be.prepare_weights(&slices, h), Some(bias)),
+                        o: linear("self_attn.dense", q_dim, h)?,
+                        residual: Residual::Parallel,
                         mlp: Mlp::Plain {
-                            fc1: Linear::load_with(
-                                be,
-                                &w,
-                                &[&format!("{p}.mlp.fc1")],
-                                h,
-                                cfg.intermediate,
-                                true,
-                            )?,
-                            fc2: Linear::load_with(
-                                be,
-                                &w,
-                                &[&format!("{p}.mlp.fc2")],
-                                cfg.intermediate,
-                                h,
-                                true,
-                            )?,
+                            fc1: linear("mlp.fc1", h, cfg.intermediate)?,
+                            act: cfg.act,
+                            fc2: linear("mlp.fc2", cfg.intermediate, h)?,
+                            width: cfg.intermediate,
                         },
+                        attn: shape,
                     }
                 } else {
-                    Layer {
-                        input_norm: Norm::Rms(
-                            w.get(&format!("{p}.input_layernorm.weight"), &[h])?
-                                .to_vec(),
-                        ),
-                        post_norm: Some(
-                            w.get(&format!("{p}.post_attention_layernorm.weight"), &[h])?
-                                .to_vec(),
-                        ),
+                    Block {
+                        attn_norm: rms(&format!("{p}.input_layernorm.weight"))?,
                         qkv: Linear::load_with(
                             be,
                             &w,
@@ -533,6 +456,9 @@ impl Phi {
                             false,
                         )?,
                         o: Linear::load_with(be, &w, &[&format!("{a}.o_proj")], q_dim, h, false)?,
+                        residual: Residual::Sequential {
+                            ffn_norm: rms(&format!("{p}.post_attention_layernorm.weight"))?,
+                        },
                         mlp: Mlp::Gated(GatedFfn::load(
                             be,
                             &w,
@@ -544,14 +470,21 @@ impl Phi {
                             false,
                             FfnAct::Silu,
                         )?),
+                        attn: shape,
                     }
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let norm = if phi {
-            Norm::Layer(LayerNorm::load(&w, "model.final_layernorm", h, cfg.eps)?)
+        let final_norm = if phi {
+            Norm::Layer(LayerNorm::load(
+                be,
+                &w,
+                "model.final_layernorm",
+                h,
+                cfg.eps,
+            )?)
         } else {
-            Norm::Rms(w.get("model.norm.weight", &[h])?.to_vec())
+            rms("model.norm.weight")?
         };
         // Phi's head has a bias (also when its weight is tied), Phi-3's none.
         let lm_head = if cfg.tied {
@@ -561,13 +494,13 @@ impl Phi {
                 None
             };
             Linear::from_parts(
+                be,
                 be.prepare_weights(&[&w.get_matrix(PROBE, &[cfg.vocab, h])?], h),
                 bias,
             )
         } else {
             Linear::load_with(be, &w, &["lm_head"], h, cfg.vocab, phi)?
         };
-        let rotary = PhiRotary::new(&cfg);
         let mut attention = match cfg.kv_heads {
             1 => format!("causal, MQA ({} query heads, 1 kv head)", cfg.heads),
             k if k == cfg.heads => format!("causal, multi-head ({k} heads)"),
@@ -615,31 +548,21 @@ impl Phi {
             },
             dtype: cfg.dtype.clone(),
         };
-        Ok(Phi {
-            cfg,
-            spec,
+        let stack = Stack {
+            hidden: h,
+            heads: cfg.heads,
+            kv_heads: cfg.kv_heads,
+            head_dim: cfg.head_dim,
+            vocab: cfg.vocab,
             embed,
-            layers,
-            norm,
+            embed_scale: None,
+            rope: Rope::Switched(rotary(&cfg)),
+            blocks,
+            final_norm,
             lm_head,
-            rotary,
-        })
-    }
-}
-
-/// Normalizes `rows` rows of `x` into `out`.
-fn apply_norm(be: &dyn GpuCompute, norm: &Norm, eps: f32, x: &[f32], out: &mut [f32], h: usize) {
-    match norm {
-        Norm::Layer(ln) => {
-            out.copy_from_slice(x);
-            ln.forward(be, out);
-        }
-        Norm::Rms(wt) => {
-            let k = be.host_kernels();
-            x.par_chunks(h)
-                .zip(out.par_chunks_mut(h))
-                .for_each(|(x, o)| rms_norm(k, x, wt, eps, o));
-        }
+            final_softcap: None,
+        };
+        Ok(Phi { spec, stack })
     }
 }
 
@@ -653,125 +576,8 @@ impl Decoder for Phi {
         be: &dyn GpuCompute,
         ids: &[u32],
         cache: &'c mut KvCache,
-        out_rows: LogitsRows,
+        rows: LogitsRows,
     ) -> Result<&'c [f32]> {
-        let c = &self.cfg;
-        let (h, hd) = (c.hidden, c.head_dim);
-        let q_dim = c.heads * hd;
-        let kv_dim = c.kv_heads * hd;
-        let qkv_dim = q_dim + 2 * kv_dim;
-        let k = be.host_kernels();
-        let rows = ids.len();
-        let phi = c.family == Family::Phi;
-        // Phi's fc1 output reuses the qkv buffer (free once attention has run), so it holds the
-        // wider of the two; the gated-FFN buffers serve Phi-3 only.
-        let dims = ScratchDims {
-            hidden: h,
-            q_dim,
-            qkv_dim: if phi {
-                qkv_dim.max(c.intermediate)
-            } else {
-                qkv_dim
-            },
-            heads: c.heads,
-            intermediate: if phi { 0 } else { c.intermediate },
-            vocab: c.vocab,
-        };
-        let (start, capacity) = begin_chunk(&self.spec, cache, ids, c.layers, kv_dim, &dims)?;
-        {
-            let x = &mut cache.scratch.x[..rows * h];
-            for (row, &id) in x.chunks_exact_mut(h).zip(ids) {
-                row.copy_from_slice(&self.embed[id as usize * h..][..h]);
-            }
-        }
-        let shape = AttnShape {
-            heads: c.heads,
-            kv_heads: c.kv_heads,
-            head_dim: hd,
-            scale: (hd as f64).powf(-0.5) as f32,
-            window: c.window,
-        };
-        for (l, layer) in self.layers.iter().enumerate() {
-            let (kc, vc, s) = cache.layer_mut(l);
-            apply_norm(
-                be,
-                &layer.input_norm,
-                c.eps,
-                &s.x[..rows * h],
-                &mut s.normed[..rows * h],
-                h,
-            );
-            layer
-                .qkv
-                .forward(be, &s.normed[..rows * h], rows, &mut s.qkv);
-            let rotary = &self.rotary;
-            let table = rotary.table(capacity);
-            table.ensure(start, start + rows);
-            rotate_qk(
-                &mut s.qkv,
-                qkv_dim,
-                q_dim + kv_dim,
-                hd,
-                rows,
-                start,
-                |head, pos| rotary.apply(table, head, pos),
-            );
-            store_kv(&s.qkv, q_dim, kv_dim, rows, start, kc, vc);
-            causal_attention(
-                k,
-                &shape,
-                &s.qkv,
-                qkv_dim,
-                rows,
-                start,
-                kc,
-                vc,
-                capacity,
-                &mut s.scores,
-                &mut s.attn,
-            );
-            layer
-                .o
-                .forward(be, &s.attn[..rows * q_dim], rows, &mut s.out);
-            match &layer.mlp {
-                Mlp::Plain { fc1, fc2 } => {
-                    // x + (attn + mlp), as transformers' `attn + ff + residual` rounds.
-                    let inner = &mut s.qkv[..rows * c.intermediate];
-                    fc1.forward(be, &s.normed[..rows * h], rows, inner);
-                    c.act.apply(be, inner);
-                    fc2.forward(be, inner, rows, &mut s.normed);
-                    be.add(&mut s.out[..rows * h], &s.normed[..rows * h]);
-                    be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
-                }
-                Mlp::Gated(mlp) => {
-                    be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
-                    let post = layer
-                        .post_norm
-                        .as_ref()
-                        .expect("phi3 layers have a post norm");
-                    s.x[..rows * h]
-                        .par_chunks(h)
-                        .zip(s.normed[..rows * h].par_chunks_mut(h))
-                        .for_each(|(x, n)| rms_norm(k, x, post, c.eps, n));
-                    let ffn = s.ffn.as_mut().expect("scratch holds ffn buffers");
-                    mlp.forward(be, &s.normed[..rows * h], rows, ffn, &mut s.out);
-                    be.add(&mut s.x[..rows * h], &s.out[..rows * h]);
-                }
-            }
-        }
-        cache.advance(rows);
-        let s = &mut cache.scratch;
-        let (first, n) = out_rows.span(rows);
-        apply_norm(
-            be,
-            &self.norm,
-            c.eps,
-            &s.x[first * h..(first + n) * h],
-            &mut s.normed[..n * h],
-            h,
-        );
-        self.lm_head
-            .forward(be, &s.normed[..n * h], n, &mut s.logits);
-        Ok(&s.logits[..n * c.vocab])
+        self.stack.forward(be, &self.spec, ids, cache, rows)
     }
 }

@@ -6,13 +6,14 @@
 //!
 //! The batch is packed exactly as for BERT: attention runs per sequence over its own keys.
 
+use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
-use crate::gpu::GpuCompute;
 use crate::io::config::{Activation, ModelArchitecture};
 use crate::io::config_fields::ConfigFields;
-use crate::io::safetensors::{TensorData, WeightStore, Weights};
+use crate::io::safetensors::{WeightStore, Weights};
 use crate::models::{pack_spans, Encoder, EncoderSpec};
 use crate::nn::embeddings::sum_embeddings;
+use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
 use crate::nn::{LayerNorm, Linear};
 use rayon::prelude::*;
 use std::path::Path;
@@ -115,24 +116,14 @@ impl AlbertConfig {
 
 struct Embeddings {
     /// `[vocab_size, embedding_size]`
-    word: TensorData,
+    word: Tensor,
     /// `[max_position_embeddings, embedding_size]`
-    position: TensorData,
+    position: Tensor,
     /// `[type_vocab_size, embedding_size]`
-    token_type: TensorData,
+    token_type: Tensor,
     norm: LayerNorm,
     /// `embedding_size` → `hidden_size`.
     mapping_in: Linear,
-}
-
-struct Layer {
-    /// q, k, v fused: `[3 * hidden, hidden]`.
-    qkv: Linear,
-    dense: Linear,
-    attn_norm: LayerNorm,
-    ffn: Linear,
-    ffn_output: Linear,
-    out_norm: LayerNorm,
 }
 
 /// An ALBERT encoder.
@@ -141,7 +132,7 @@ pub struct AlbertModel {
     spec: EncoderSpec,
     emb: Embeddings,
     /// `[group][inner layer]`
-    groups: Vec<Vec<Layer>>,
+    groups: Vec<Vec<PostLnLayer>>,
     prefix: String,
 }
 
@@ -156,16 +147,17 @@ impl AlbertModel {
         let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
         let (e, h, eps) = (cfg.embedding_size, cfg.hidden_size, cfg.layer_norm_eps);
         let emb = Embeddings {
-            word: w.get("embeddings.word_embeddings.weight", &[cfg.vocab_size, e])?,
-            position: w.get(
+            word: be
+                .upload_weights(w.get("embeddings.word_embeddings.weight", &[cfg.vocab_size, e])?),
+            position: be.upload_weights(w.get(
                 "embeddings.position_embeddings.weight",
                 &[cfg.max_position_embeddings, e],
-            )?,
-            token_type: w.get(
+            )?),
+            token_type: be.upload_weights(w.get(
                 "embeddings.token_type_embeddings.weight",
                 &[cfg.type_vocab_size, e],
-            )?,
-            norm: LayerNorm::load(&w, "embeddings.LayerNorm", e, eps)?,
+            )?),
+            norm: LayerNorm::load(be, &w, "embeddings.LayerNorm", e, eps)?,
             mapping_in: Linear::load(be, &w, "encoder.embedding_hidden_mapping_in", e, h)?,
         };
         let pairs: Vec<(usize, usize)> = (0..cfg.num_hidden_groups)
@@ -175,7 +167,11 @@ impl AlbertModel {
             .into_par_iter()
             .map(|(g, l)| {
                 let p = format!("encoder.albert_layer_groups.{g}.albert_layers.{l}");
-                Ok(Layer {
+                let ln = |name: &str| LayerNorm::load(be, &w, &format!("{p}.{name}"), h, eps);
+                let linear = |name: &str, i, o| Linear::load(be, &w, &format!("{p}.{name}"), i, o);
+                // transformers: LayerNorm(hidden + attn_output), then
+                // full_layer_layer_norm(ffn_output + attention_output).
+                Ok(PostLnLayer {
                     qkv: Linear::load_fused(
                         be,
                         &w,
@@ -187,17 +183,15 @@ impl AlbertModel {
                         h,
                         h,
                     )?,
-                    dense: Linear::load(be, &w, &format!("{p}.attention.dense"), h, h)?,
-                    attn_norm: LayerNorm::load(&w, &format!("{p}.attention.LayerNorm"), h, eps)?,
-                    ffn: Linear::load(be, &w, &format!("{p}.ffn"), h, cfg.intermediate_size)?,
-                    ffn_output: Linear::load(
-                        be,
-                        &w,
-                        &format!("{p}.ffn_output"),
-                        cfg.intermediate_size,
-                        h,
-                    )?,
-                    out_norm: LayerNorm::load(&w, &format!("{p}.full_layer_layer_norm"), h, eps)?,
+                    attn_out: linear("attention.dense", h, h)?,
+                    attn_norm: ln("attention.LayerNorm")?,
+                    ffn: EncoderFfn::Plain {
+                        intermediate: linear("ffn", h, cfg.intermediate_size)?,
+                        act: cfg.hidden_act.into(),
+                        output: linear("ffn_output", cfg.intermediate_size, h)?,
+                        width: cfg.intermediate_size,
+                    },
+                    out_norm: ln("full_layer_layer_norm")?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -247,7 +241,7 @@ impl Encoder for AlbertModel {
         be: &dyn GpuCompute,
         seqs: &[&[u32]],
         type_ids: Option<&[&[u32]]>,
-    ) -> Result<Vec<f32>> {
+    ) -> Result<Tensor> {
         let c = &self.cfg;
         let (e, h) = (c.embedding_size, c.hidden_size);
         let (spans, total) = pack_spans(seqs);
@@ -255,42 +249,33 @@ impl Encoder for AlbertModel {
         // Embeddings: (word + token_type) + position, LayerNorm, all `embedding_size` wide.
         let positions = |ids: &[u32]| (0..ids.len()).collect();
         let mut emb = sum_embeddings(
+            be,
             e,
             &self.emb.word,
             &self.emb.token_type,
             Some((&self.emb.position, &positions)),
             seqs,
             type_ids,
-            total,
         );
-        self.emb.norm.forward(be, &mut emb);
-        let mut x = vec![0.0f32; total * h];
-        self.emb.mapping_in.forward(be, &emb, total, &mut x);
+        self.emb.norm.forward(be, emb.at_mut(..));
+        let mut x = be.zeros(total * h);
+        self.emb
+            .mapping_in
+            .forward(be, emb.view(), total, x.at_mut(..));
 
-        let heads = c.num_attention_heads;
-        let hd = h / heads;
-        let scale = 1.0 / (hd as f32).sqrt();
-        let mut qkv = vec![0.0f32; total * 3 * h];
-        let mut ctx = vec![0.0f32; total * h];
-        let mut tmp = vec![0.0f32; total * h];
-        let mut inter = vec![0.0f32; total * c.intermediate_size];
+        let hd = h / c.num_attention_heads;
+        let att = SelfAttention {
+            spans: &spans,
+            heads: c.num_attention_heads,
+            head_dim: hd,
+            scale: 1.0 / (hd as f32).sqrt(),
+            bias: None,
+            rope: None,
+        };
+        let mut buf = EncoderBuffers::new(be, total, h, h, &self.groups[0][0]);
         for i in 0..c.num_hidden_layers {
             for layer in &self.groups[c.group_of_layer(i)] {
-                layer.qkv.forward(be, &x, total, &mut qkv);
-                be.attention(&qkv, &spans, heads, hd, scale, None, &mut ctx);
-                layer.dense.forward(be, &ctx, total, &mut tmp);
-                // transformers: LayerNorm(hidden_states + attn_output).
-                be.add(&mut tmp, &x);
-                layer.attn_norm.forward(be, &mut tmp);
-                std::mem::swap(&mut x, &mut tmp);
-
-                layer.ffn.forward(be, &x, total, &mut inter);
-                be.activation(&mut inter, c.hidden_act);
-                layer.ffn_output.forward(be, &inter, total, &mut tmp);
-                // full_layer_layer_norm(ffn_output + attention_output).
-                be.add(&mut tmp, &x);
-                layer.out_norm.forward(be, &mut tmp);
-                std::mem::swap(&mut x, &mut tmp);
+                layer.forward(be, &mut x, total, &att, &mut buf);
             }
         }
         Ok(x)

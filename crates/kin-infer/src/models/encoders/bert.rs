@@ -6,12 +6,13 @@
 //! sequence's output cannot depend on its neighbours (the determinism contract) and no work
 //! is spent on padding.
 
+use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
-use crate::gpu::GpuCompute;
 use crate::io::config::BertConfig;
-use crate::io::safetensors::{TensorData, WeightStore, Weights};
+use crate::io::safetensors::{WeightStore, Weights};
 use crate::models::{pack_spans, Encoder, EncoderSpec};
 use crate::nn::embeddings::sum_embeddings;
+use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
 use crate::nn::{LayerNorm, Linear};
 use rayon::prelude::*;
 
@@ -20,22 +21,12 @@ const PROBE: &str = "embeddings.word_embeddings.weight";
 
 struct Embeddings {
     /// `[vocab_size, hidden]`, usually borrowed from the map: only looked-up rows are read.
-    word: TensorData,
+    word: Tensor,
     /// `[max_position_embeddings, hidden]`
-    position: TensorData,
+    position: Tensor,
     /// `[type_vocab_size, hidden]`
-    token_type: TensorData,
+    token_type: Tensor,
     norm: LayerNorm,
-}
-
-struct Layer {
-    /// q, k, v fused: `[3 * hidden, hidden]`.
-    qkv: Linear,
-    attn_out: Linear,
-    attn_norm: LayerNorm,
-    intermediate: Linear,
-    output: Linear,
-    out_norm: LayerNorm,
 }
 
 /// A BERT-family encoder.
@@ -43,7 +34,7 @@ pub struct BertModel {
     cfg: BertConfig,
     spec: EncoderSpec,
     emb: Embeddings,
-    layers: Vec<Layer>,
+    layers: Vec<PostLnLayer>,
     prefix: String,
 }
 
@@ -53,23 +44,25 @@ impl BertModel {
         let h = cfg.hidden_size;
         let eps = cfg.layer_norm_eps;
         let emb = Embeddings {
-            word: w.get(PROBE, &[cfg.vocab_size, h])?,
-            position: w.get(
+            word: be.upload_weights(w.get(PROBE, &[cfg.vocab_size, h])?),
+            position: be.upload_weights(w.get(
                 "embeddings.position_embeddings.weight",
                 &[cfg.max_position_embeddings, h],
-            )?,
-            token_type: w.get(
+            )?),
+            token_type: be.upload_weights(w.get(
                 "embeddings.token_type_embeddings.weight",
                 &[cfg.type_vocab_size, h],
-            )?,
-            norm: LayerNorm::load(&w, "embeddings.LayerNorm", h, eps)?,
+            )?),
+            norm: LayerNorm::load(be, &w, "embeddings.LayerNorm", h, eps)?,
         };
         // Layers pack in parallel: load time is dominated by touching and packing weights.
         let layers = (0..cfg.num_hidden_layers)
             .into_par_iter()
             .map(|i| {
                 let p = format!("encoder.layer.{i}");
-                Ok(Layer {
+                let ln = |name: &str| LayerNorm::load(be, &w, &format!("{p}.{name}"), h, eps);
+                let linear = |name: &str, i, o| Linear::load(be, &w, &format!("{p}.{name}"), i, o);
+                Ok(PostLnLayer {
                     qkv: Linear::load_fused(
                         be,
                         &w,
@@ -81,28 +74,15 @@ impl BertModel {
                         h,
                         h,
                     )?,
-                    attn_out: Linear::load(be, &w, &format!("{p}.attention.output.dense"), h, h)?,
-                    attn_norm: LayerNorm::load(
-                        &w,
-                        &format!("{p}.attention.output.LayerNorm"),
-                        h,
-                        eps,
-                    )?,
-                    intermediate: Linear::load(
-                        be,
-                        &w,
-                        &format!("{p}.intermediate.dense"),
-                        h,
-                        cfg.intermediate_size,
-                    )?,
-                    output: Linear::load(
-                        be,
-                        &w,
-                        &format!("{p}.output.dense"),
-                        cfg.intermediate_size,
-                        h,
-                    )?,
-                    out_norm: LayerNorm::load(&w, &format!("{p}.output.LayerNorm"), h, eps)?,
+                    attn_out: linear("attention.output.dense", h, h)?,
+                    attn_norm: ln("attention.output.LayerNorm")?,
+                    ffn: EncoderFfn::Plain {
+                        intermediate: linear("intermediate.dense", h, cfg.intermediate_size)?,
+                        act: cfg.hidden_act.into(),
+                        output: linear("output.dense", cfg.intermediate_size, h)?,
+                        width: cfg.intermediate_size,
+                    },
+                    out_norm: ln("output.LayerNorm")?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -174,7 +154,7 @@ impl Encoder for BertModel {
         be: &dyn GpuCompute,
         seqs: &[&[u32]],
         type_ids: Option<&[&[u32]]>,
-    ) -> Result<Vec<f32>> {
+    ) -> Result<Tensor> {
         let c = &self.cfg;
         let h = c.hidden_size;
         let (spans, total) = pack_spans(seqs);
@@ -182,37 +162,28 @@ impl Encoder for BertModel {
         // Embeddings: (word + token_type) + position, then LayerNorm (transformers' order).
         let positions = |ids: &[u32]| self.positions(ids);
         let mut x = sum_embeddings(
+            be,
             h,
             &self.emb.word,
             &self.emb.token_type,
             Some((&self.emb.position, &positions)),
             seqs,
             type_ids,
-            total,
         );
-        self.emb.norm.forward(be, &mut x);
+        self.emb.norm.forward(be, x.at_mut(..));
 
-        let heads = c.num_attention_heads;
         let hd = c.head_dim();
-        let scale = 1.0 / (hd as f32).sqrt();
-        let mut qkv = vec![0.0f32; total * 3 * h];
-        let mut ctx = vec![0.0f32; total * h];
-        let mut tmp = vec![0.0f32; total * h];
-        let mut inter = vec![0.0f32; total * c.intermediate_size];
+        let att = SelfAttention {
+            spans: &spans,
+            heads: c.num_attention_heads,
+            head_dim: hd,
+            scale: 1.0 / (hd as f32).sqrt(),
+            bias: None,
+            rope: None,
+        };
+        let mut buf = EncoderBuffers::new(be, total, h, h, &self.layers[0]);
         for layer in &self.layers {
-            layer.qkv.forward(be, &x, total, &mut qkv);
-            be.attention(&qkv, &spans, heads, hd, scale, None, &mut ctx);
-            layer.attn_out.forward(be, &ctx, total, &mut tmp);
-            be.add(&mut tmp, &x);
-            layer.attn_norm.forward(be, &mut tmp);
-            std::mem::swap(&mut x, &mut tmp);
-
-            layer.intermediate.forward(be, &x, total, &mut inter);
-            be.activation(&mut inter, c.hidden_act);
-            layer.output.forward(be, &inter, total, &mut tmp);
-            be.add(&mut tmp, &x);
-            layer.out_norm.forward(be, &mut tmp);
-            std::mem::swap(&mut x, &mut tmp);
+            layer.forward(be, &mut x, total, &att, &mut buf);
         }
         Ok(x)
     }

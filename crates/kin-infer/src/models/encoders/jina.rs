@@ -2,7 +2,7 @@
 //! `position_embedding_type: "alibi"`. A BERT with three changes:
 //!
 //! - no position embeddings: a symmetric ALiBi bias `-slope_h · |i - j|` is added to the scaled
-//!   scores (through the backend's [`AttentionBias`] hook), with the ALiBi paper's head slopes:
+//!   scores (the backend's [`AttnBias::Alibi`]), with the ALiBi paper's head slopes:
 //!   `2^(-8(h+1)/n)` for a power-of-two head count `n`, else those of the closest lower power of
 //!   two followed by every other slope of the next one;
 //! - a gated feed-forward `mlp.gated_layers` (`[2 * intermediate, hidden]`, no bias):
@@ -14,14 +14,15 @@
 //! The bias of query `i` depends only on `i`, the key index and the head, so a sequence's rows
 //! never depend on its neighbours in the packed batch.
 
+use crate::backend::{AttnBias, GpuCompute, Tensor};
 use crate::error::{InferError, Result};
-use crate::gpu::{AttentionBias, GpuCompute};
 use crate::io::config::ModelArchitecture;
 use crate::io::config_fields::ConfigFields;
-use crate::io::safetensors::{TensorData, WeightStore, Weights};
+use crate::io::safetensors::{WeightStore, Weights};
 use crate::models::{pack_spans, Encoder, EncoderSpec};
 use crate::nn::embeddings::sum_embeddings;
-use crate::nn::ffn::{FfnAct, FfnBuffers, GatedFfn};
+use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
+use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::exp2_f64;
 use crate::nn::{LayerNorm, Linear};
 use rayon::prelude::*;
@@ -131,41 +132,17 @@ pub fn alibi_slopes(n: usize) -> Vec<f32> {
     slopes(n).into_iter().map(|s| s as f32).collect()
 }
 
-/// The symmetric ALiBi bias: `scores[j] += -(slope_h · |i - j|)`.
-struct Alibi<'a> {
-    slopes: &'a [f32],
-}
-
-impl AttentionBias for Alibi<'_> {
-    fn add_row(&self, _seq: usize, head: usize, i: usize, scores: &mut [f32]) {
-        let m = self.slopes[head];
-        for (j, s) in scores.iter_mut().enumerate() {
-            let d = i.abs_diff(j) as f32;
-            *s += -(m * d);
-        }
-    }
-}
-
-struct Layer {
-    /// q, k, v fused: `[3 * hidden, hidden]`.
-    qkv: Linear,
-    attn_out: Linear,
-    attn_norm: LayerNorm,
-    ffn: GatedFfn,
-    ffn_norm: LayerNorm,
-}
-
 /// A JinaBERT (ALiBi) encoder.
 pub struct JinaModel {
     cfg: JinaConfig,
     spec: EncoderSpec,
     /// `[vocab_size, hidden]`
-    word: TensorData,
+    word: Tensor,
     /// `[type_vocab_size, hidden]`
-    token_type: TensorData,
+    token_type: Tensor,
     emb_norm: LayerNorm,
     slopes: Vec<f32>,
-    layers: Vec<Layer>,
+    layers: Vec<PostLnLayer>,
     prefix: String,
 }
 
@@ -202,7 +179,7 @@ impl JinaModel {
             .into_par_iter()
             .map(|i| {
                 let p = format!("encoder.layer.{i}");
-                Ok(Layer {
+                Ok(PostLnLayer {
                     qkv: Linear::load_with(
                         be,
                         &w,
@@ -224,12 +201,13 @@ impl JinaModel {
                         true,
                     )?,
                     attn_norm: LayerNorm::load(
+                        be,
                         &w,
                         &format!("{p}.attention.output.LayerNorm"),
                         h,
                         eps,
                     )?,
-                    ffn: GatedFfn::load(
+                    ffn: EncoderFfn::Gated(GatedFfn::load(
                         be,
                         &w,
                         &[&format!("{p}.mlp.gated_layers")],
@@ -239,8 +217,8 @@ impl JinaModel {
                         false,
                         true,
                         cfg.act,
-                    )?,
-                    ffn_norm: LayerNorm::load(&w, &format!("{p}.mlp.layernorm"), h, eps)?,
+                    )?),
+                    out_norm: LayerNorm::load(be, &w, &format!("{p}.mlp.layernorm"), h, eps)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -270,12 +248,12 @@ impl JinaModel {
             dtype: cfg.dtype.clone(),
         };
         Ok(JinaModel {
-            word: w.get(PROBE, &[cfg.vocab_size, h])?,
-            token_type: w.get(
+            word: be.upload_weights(w.get(PROBE, &[cfg.vocab_size, h])?),
+            token_type: be.upload_weights(w.get(
                 "embeddings.token_type_embeddings.weight",
                 &[cfg.type_vocab_size, h],
-            )?,
-            emb_norm: LayerNorm::load(&w, "embeddings.LayerNorm", h, eps)?,
+            )?),
+            emb_norm: LayerNorm::load(be, &w, "embeddings.LayerNorm", h, eps)?,
             prefix: w.prefix().to_string(),
             cfg,
             spec,
@@ -299,35 +277,27 @@ impl Encoder for JinaModel {
         be: &dyn GpuCompute,
         seqs: &[&[u32]],
         type_ids: Option<&[&[u32]]>,
-    ) -> Result<Vec<f32>> {
+    ) -> Result<Tensor> {
         let c = &self.cfg;
         let h = c.hidden_size;
         let (spans, total) = pack_spans(seqs);
-        let mut x = sum_embeddings(h, &self.word, &self.token_type, None, seqs, type_ids, total);
-        self.emb_norm.forward(be, &mut x);
+        let mut x = sum_embeddings(be, h, &self.word, &self.token_type, None, seqs, type_ids);
+        self.emb_norm.forward(be, x.at_mut(..));
 
-        let heads = c.num_attention_heads;
-        let hd = h / heads;
-        let scale = 1.0 / (hd as f32).sqrt();
-        let alibi = Alibi {
-            slopes: &self.slopes,
+        let hd = h / c.num_attention_heads;
+        let att = SelfAttention {
+            spans: &spans,
+            heads: c.num_attention_heads,
+            head_dim: hd,
+            scale: 1.0 / (hd as f32).sqrt(),
+            bias: Some(AttnBias::Alibi {
+                slopes: &self.slopes,
+            }),
+            rope: None,
         };
-        let mut qkv = vec![0.0f32; total * 3 * h];
-        let mut ctx = vec![0.0f32; total * h];
-        let mut tmp = vec![0.0f32; total * h];
-        let mut ffn = FfnBuffers::new(total, c.intermediate_size);
+        let mut buf = EncoderBuffers::new(be, total, h, h, &self.layers[0]);
         for layer in &self.layers {
-            layer.qkv.forward(be, &x, total, &mut qkv);
-            be.attention(&qkv, &spans, heads, hd, scale, Some(&alibi), &mut ctx);
-            layer.attn_out.forward(be, &ctx, total, &mut tmp);
-            be.add(&mut tmp, &x);
-            layer.attn_norm.forward(be, &mut tmp);
-            std::mem::swap(&mut x, &mut tmp);
-
-            layer.ffn.forward(be, &x, total, &mut ffn, &mut tmp);
-            be.add(&mut tmp, &x);
-            layer.ffn_norm.forward(be, &mut tmp);
-            std::mem::swap(&mut x, &mut tmp);
+            layer.forward(be, &mut x, total, &att, &mut buf);
         }
         Ok(x)
     }

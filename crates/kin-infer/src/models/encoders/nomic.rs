@@ -17,14 +17,15 @@
 //! `x = LN2(x + down(act(gate(x)) * up(x)))`. Positions restart at 0 in every sequence of the
 //! packed batch, so a sequence's rows never depend on its neighbours.
 
+use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
-use crate::gpu::GpuCompute;
 use crate::io::config::ModelArchitecture;
 use crate::io::config_fields::ConfigFields;
-use crate::io::safetensors::{TensorData, WeightStore, Weights};
+use crate::io::safetensors::{WeightStore, Weights};
 use crate::models::{pack_spans, Encoder, EncoderSpec};
 use crate::nn::embeddings::sum_embeddings;
-use crate::nn::ffn::{FfnAct, FfnBuffers, GatedFfn};
+use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
+use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::Rotary;
 use crate::nn::{LayerNorm, Linear};
 use rayon::prelude::*;
@@ -284,26 +285,17 @@ impl NomicConfig {
     }
 }
 
-struct Layer {
-    /// q, k, v fused: `[3 * heads * head_dim, hidden]`.
-    qkv: Linear,
-    out: Linear,
-    norm1: LayerNorm,
-    ffn: GatedFfn,
-    norm2: LayerNorm,
-}
-
 /// A nomic-bert encoder.
 pub struct NomicModel {
     cfg: NomicConfig,
     spec: EncoderSpec,
     /// `[vocab_size, hidden]`
-    word: TensorData,
+    word: Tensor,
     /// `[type_vocab_size, hidden]`
-    token_type: TensorData,
+    token_type: Tensor,
     emb_norm: LayerNorm,
     rotary: Rotary,
-    layers: Vec<Layer>,
+    layers: Vec<PostLnLayer>,
     prefix: String,
 }
 
@@ -326,12 +318,13 @@ impl NomicModel {
         // independently of which config form the checkpoint carries.
         let orig_names =
             w.contains("emb_ln.weight") || w.contains("encoder.layers.0.attn.Wqkv.weight");
-        let word = w.get(PROBE, &[cfg.vocab_size, h])?;
-        let token_type = w.get(
+        let word = be.upload_weights(w.get(PROBE, &[cfg.vocab_size, h])?);
+        let token_type = be.upload_weights(w.get(
             "embeddings.token_type_embeddings.weight",
             &[cfg.type_vocab_size, h],
-        )?;
+        )?);
         let emb_norm = LayerNorm::load(
+            be,
             &w,
             if orig_names {
                 "emb_ln"
@@ -346,7 +339,7 @@ impl NomicModel {
             .map(|i| {
                 Ok(if orig_names {
                     let p = format!("encoder.layers.{i}");
-                    Layer {
+                    PostLnLayer {
                         qkv: Linear::load_with(
                             be,
                             &w,
@@ -355,7 +348,7 @@ impl NomicModel {
                             3 * inner,
                             cfg.qkv_bias,
                         )?,
-                        out: Linear::load_with(
+                        attn_out: Linear::load_with(
                             be,
                             &w,
                             &[&format!("{p}.attn.out_proj")],
@@ -363,9 +356,9 @@ impl NomicModel {
                             h,
                             cfg.qkv_bias,
                         )?,
-                        norm1: LayerNorm::load(&w, &format!("{p}.norm1"), h, eps)?,
+                        attn_norm: LayerNorm::load(be, &w, &format!("{p}.norm1"), h, eps)?,
                         // gate (fc12) first, then up (fc11): one GEMM, `act(gate) * up`.
-                        ffn: GatedFfn::load(
+                        ffn: EncoderFfn::Gated(GatedFfn::load(
                             be,
                             &w,
                             &[&format!("{p}.mlp.fc12"), &format!("{p}.mlp.fc11")],
@@ -375,12 +368,12 @@ impl NomicModel {
                             cfg.fc1_bias,
                             cfg.fc2_bias,
                             cfg.act,
-                        )?,
-                        norm2: LayerNorm::load(&w, &format!("{p}.norm2"), h, eps)?,
+                        )?),
+                        out_norm: LayerNorm::load(be, &w, &format!("{p}.norm2"), h, eps)?,
                     }
                 } else {
                     let p = format!("layers.{i}");
-                    Layer {
+                    PostLnLayer {
                         qkv: Linear::load_with(
                             be,
                             &w,
@@ -393,7 +386,7 @@ impl NomicModel {
                             inner,
                             cfg.qkv_bias,
                         )?,
-                        out: Linear::load_with(
+                        attn_out: Linear::load_with(
                             be,
                             &w,
                             &[&format!("{p}.self_attn.o_proj")],
@@ -401,13 +394,14 @@ impl NomicModel {
                             h,
                             cfg.qkv_bias,
                         )?,
-                        norm1: LayerNorm::load(
+                        attn_norm: LayerNorm::load(
+                            be,
                             &w,
                             &format!("{p}.post_attention_layernorm"),
                             h,
                             eps,
                         )?,
-                        ffn: GatedFfn::load(
+                        ffn: EncoderFfn::Gated(GatedFfn::load(
                             be,
                             &w,
                             &[&format!("{p}.mlp.gate_proj"), &format!("{p}.mlp.up_proj")],
@@ -417,8 +411,14 @@ impl NomicModel {
                             cfg.fc1_bias,
                             cfg.fc2_bias,
                             cfg.act,
+                        )?),
+                        out_norm: LayerNorm::load(
+                            be,
+                            &w,
+                            &format!("{p}.post_mlp_layernorm"),
+                            h,
+                            eps,
                         )?,
-                        norm2: LayerNorm::load(&w, &format!("{p}.post_mlp_layernorm"), h, eps)?,
                     }
                 })
             })
@@ -503,35 +503,26 @@ impl Encoder for NomicModel {
         be: &dyn GpuCompute,
         seqs: &[&[u32]],
         type_ids: Option<&[&[u32]]>,
-    ) -> Result<Vec<f32>> {
+    ) -> Result<Tensor> {
         let c = &self.cfg;
         let h = c.hidden_size;
         let (spans, total) = pack_spans(seqs);
-        let mut x = sum_embeddings(h, &self.word, &self.token_type, None, seqs, type_ids, total);
-        self.emb_norm.forward(be, &mut x);
+        let mut x = sum_embeddings(be, h, &self.word, &self.token_type, None, seqs, type_ids);
+        self.emb_norm.forward(be, x.at_mut(..));
         let positions: Vec<u32> = seqs.iter().flat_map(|s| 0..s.len() as u32).collect();
+        let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
 
-        let heads = c.num_attention_heads;
-        let hd = c.head_dim;
-        let inner = c.inner();
-        let scale = 1.0 / (hd as f32).sqrt();
-        let mut qkv = vec![0.0f32; total * 3 * inner];
-        let mut ctx = vec![0.0f32; total * inner];
-        let mut tmp = vec![0.0f32; total * h];
-        let mut ffn = FfnBuffers::new(total, c.intermediate_size);
+        let att = SelfAttention {
+            spans: &spans,
+            heads: c.num_attention_heads,
+            head_dim: c.head_dim,
+            scale: 1.0 / (c.head_dim as f32).sqrt(),
+            bias: None,
+            rope: Some((self.rotary.chunk(0, longest), &positions)),
+        };
+        let mut buf = EncoderBuffers::new(be, total, h, c.inner(), &self.layers[0]);
         for layer in &self.layers {
-            layer.qkv.forward(be, &x, total, &mut qkv);
-            self.rotary.apply_qkv(&mut qkv, &positions, heads, hd);
-            be.attention(&qkv, &spans, heads, hd, scale, None, &mut ctx);
-            layer.out.forward(be, &ctx, total, &mut tmp);
-            be.add(&mut tmp, &x);
-            layer.norm1.forward(be, &mut tmp);
-            std::mem::swap(&mut x, &mut tmp);
-
-            layer.ffn.forward(be, &x, total, &mut ffn, &mut tmp);
-            be.add(&mut tmp, &x);
-            layer.norm2.forward(be, &mut tmp);
-            std::mem::swap(&mut x, &mut tmp);
+            layer.forward(be, &mut x, total, &att, &mut buf);
         }
         Ok(x)
     }

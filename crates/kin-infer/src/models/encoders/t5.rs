@@ -5,19 +5,18 @@
 //! (`gated-gelu` = GeGLU with the tanh GELU, `gated-relu`, `gated-silu`) feed-forward without
 //! biases, and a final RMSNorm.
 //!
-//! The batch is packed (no padding rows); the position bias is an [`AttentionBias`] reading a
+//! The batch is packed (no padding rows); the position bias is an [`AttnBias::Relative`]: a
 //! per-head table over relative distance built once per forward, so a query row gets exactly
 //! the values its own sequence would give it alone.
 
+use crate::backend::{AttnBias, GpuCompute, Tensor};
 use crate::error::{InferError, Result};
-use crate::gpu::{AttentionBias, GpuCompute};
 use crate::io::config::ModelArchitecture;
 use crate::io::config_fields::ConfigFields;
-use crate::io::safetensors::{TensorData, WeightStore, Weights};
-use crate::kernels::Kernels;
+use crate::io::safetensors::{WeightStore, Weights};
 use crate::models::{pack_spans, Encoder, EncoderSpec};
 use crate::nn::ffn::FfnAct;
-use crate::nn::Linear;
+use crate::nn::{Linear, RmsNorm};
 use rayon::prelude::*;
 use std::path::Path;
 
@@ -29,8 +28,6 @@ const PROBE: &str = "encoder.block.0.layer.0.SelfAttention.q.weight";
 /// Sequence limit when the config names none (T5 has no position table; 512 is the limit the
 /// T5 tokenizers and sentence-t5 use).
 const DEFAULT_MAX_LEN: usize = 512;
-/// Rows per parallel task for row-wise host work.
-const ROW_CHUNK: usize = 16;
 
 /// A validated T5 / mT5 encoder config.
 #[derive(Clone, Debug)]
@@ -141,43 +138,6 @@ impl T5Config {
     }
 }
 
-/// T5's RMSNorm: `w * (x * 1/sqrt(mean(x²) + eps))`, no mean subtraction, no bias.
-struct RmsNorm {
-    weight: Vec<f32>,
-    eps: f32,
-}
-
-impl RmsNorm {
-    fn load(w: &Weights, name: &str, dim: usize, eps: f32) -> Result<Self> {
-        Ok(RmsNorm {
-            weight: w.get(&format!("{name}.weight"), &[dim])?.to_vec(),
-            eps,
-        })
-    }
-
-    /// Normalizes each row of `src` into `dst` (same shape).
-    fn forward(&self, k: &Kernels, src: &[f32], dst: &mut [f32]) {
-        let width = self.weight.len();
-        dst.par_chunks_mut(width * ROW_CHUNK)
-            .zip(src.par_chunks(width * ROW_CHUNK))
-            .for_each(|(d, s)| {
-                for (drow, srow) in d.chunks_exact_mut(width).zip(s.chunks_exact(width)) {
-                    rms_row(k, srow, &self.weight, self.eps, drow);
-                }
-            });
-    }
-}
-
-/// One row: the mean of squares is the canonical dot product over the width; then two
-/// roundings per element as torch (`x * inv`, then `w * that`).
-fn rms_row(k: &Kernels, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
-    let var = k.dot(x, x) / x.len() as f32;
-    let inv = 1.0 / (var + eps).sqrt();
-    for ((o, &xv), &wv) in out.iter_mut().zip(x).zip(w) {
-        *o = wv * (xv * inv);
-    }
-}
-
 struct Block {
     attn_norm: RmsNorm,
     /// q, k, v fused: `[3 * inner, d_model]`.
@@ -196,7 +156,7 @@ pub struct T5Encoder {
     cfg: T5Config,
     spec: EncoderSpec,
     /// `[vocab_size, d_model]`, usually borrowed from the map.
-    embed: TensorData,
+    embed: Tensor,
     /// `[num_buckets, num_heads]` from the first block.
     rel_bias: Vec<f32>,
     /// Bucket of each absolute relative distance `0..max_distance` for a key before the query
@@ -224,7 +184,7 @@ impl T5Encoder {
             } else {
                 "encoder.embed_tokens.weight"
             };
-        let embed = w.get(embed_name, &[cfg.vocab_size, h])?;
+        let embed = be.upload_weights(w.get(embed_name, &[cfg.vocab_size, h])?);
         let rel_bias = w
             .get(
                 "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
@@ -256,7 +216,7 @@ impl T5Encoder {
                     )
                 };
                 Ok(Block {
-                    attn_norm: RmsNorm::load(&w, &format!("{p}.0.layer_norm"), h, eps)?,
+                    attn_norm: RmsNorm::load(be, &w, &format!("{p}.0.layer_norm.weight"), h, eps)?,
                     qkv: Linear::load_with(
                         be,
                         &w,
@@ -266,14 +226,14 @@ impl T5Encoder {
                         false,
                     )?,
                     o: Linear::load_with(be, &w, &[&format!("{a}.o")], inner, h, false)?,
-                    ff_norm: RmsNorm::load(&w, &format!("{p}.1.layer_norm"), h, eps)?,
+                    ff_norm: RmsNorm::load(be, &w, &format!("{p}.1.layer_norm.weight"), h, eps)?,
                     wi,
                     wi_1,
                     wo: Linear::load_with(be, &w, &[&format!("{d}.wo")], ff, h, false)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let final_norm = RmsNorm::load(&w, "encoder.final_layer_norm", h, eps)?;
+        let final_norm = RmsNorm::load(be, &w, "encoder.final_layer_norm.weight", h, eps)?;
         let buckets = (0..cfg.max_distance)
             .map(|n| bucket_of_distance(n, cfg.num_buckets, cfg.max_distance))
             .collect();
@@ -382,24 +342,6 @@ fn ln_f64(x: f64) -> f64 {
     2.0 * sum + e as f64 * LN2
 }
 
-/// The position bias of one forward: per head, a row over relative distance
-/// `-(max_len-1) ..= max_len-1`, so a query's bias row is one contiguous slice.
-struct RelBias<'a> {
-    k: &'a Kernels,
-    /// `[heads][2 * max_len - 1]`
-    table: Vec<f32>,
-    max_len: usize,
-}
-
-impl AttentionBias for RelBias<'_> {
-    fn add_row(&self, _seq: usize, head: usize, i: usize, scores: &mut [f32]) {
-        let width = 2 * self.max_len - 1;
-        // key j has relative distance j - i, at column (j - i) + max_len - 1.
-        let start = head * width + self.max_len - 1 - i;
-        self.k.add(scores, &self.table[start..start + scores.len()]);
-    }
-}
-
 impl Encoder for T5Encoder {
     fn spec(&self) -> &EncoderSpec {
         &self.spec
@@ -414,19 +356,19 @@ impl Encoder for T5Encoder {
         be: &dyn GpuCompute,
         seqs: &[&[u32]],
         _type_ids: Option<&[&[u32]]>,
-    ) -> Result<Vec<f32>> {
+    ) -> Result<Tensor> {
         let c = &self.cfg;
         let h = c.d_model;
         let inner = c.inner();
-        let k = be.host_kernels();
         let (spans, total) = pack_spans(seqs);
         let max_len = spans.iter().map(|s| s.len).max().unwrap_or(0);
         if total == 0 {
-            return Ok(Vec::new());
+            return Ok(be.zeros(0));
         }
 
-        // The bias table depends only on relative distance: the same values for every
-        // sequence, whatever the longest one in the batch.
+        // The position bias depends only on relative distance: per head, a row over distances
+        // `-(max_len-1) ..= max_len-1`, the same values for every sequence whatever the
+        // longest one in the batch, so a query's bias row is one contiguous slice.
         let width = 2 * max_len - 1;
         let mut table = vec![0.0f32; c.num_heads * width];
         for col in 0..width {
@@ -435,54 +377,48 @@ impl Encoder for T5Encoder {
                 table[head * width + col] = self.rel_bias[b * c.num_heads + head];
             }
         }
-        let bias = RelBias { k, table, max_len };
-
-        let mut x = vec![0.0f32; total * h];
-        for (row, &t) in x
-            .chunks_exact_mut(h)
-            .zip(seqs.iter().flat_map(|s| s.iter()))
-        {
-            row.copy_from_slice(&self.embed[t as usize * h..][..h]);
-        }
-
-        let mut normed = vec![0.0f32; total * h];
-        let mut qkv = vec![0.0f32; total * 3 * inner];
-        let mut ctx = vec![0.0f32; total * inner];
-        let mut tmp = vec![0.0f32; total * h];
-        let mut gate = vec![0.0f32; total * c.d_ff];
-        let mut lin = if c.gated {
-            vec![0.0f32; total * c.d_ff]
-        } else {
-            Vec::new()
+        let table = be.upload(table);
+        let bias = AttnBias::Relative {
+            table: &table,
+            max_len,
         };
+
+        let mut x = be.zeros(total * h);
+        let ids: Vec<u32> = seqs.iter().flat_map(|s| s.iter().copied()).collect();
+        be.gather(&self.embed, h, &ids, x.at_mut(..));
+
+        let mut normed = be.zeros(total * h);
+        let mut qkv = be.zeros(total * 3 * inner);
+        let mut ctx = be.zeros(total * inner);
+        let mut tmp = be.zeros(total * h);
+        let mut gate = be.zeros(total * c.d_ff);
+        let mut lin = be.zeros(if c.gated { total * c.d_ff } else { 0 });
         for b in &self.blocks {
-            b.attn_norm.forward(k, &x, &mut normed);
-            b.qkv.forward(be, &normed, total, &mut qkv);
+            b.attn_norm.forward(be, x.view(), normed.at_mut(..));
+            b.qkv.forward(be, normed.view(), total, qkv.at_mut(..));
             be.attention(
-                &qkv,
+                qkv.view(),
                 &spans,
                 c.num_heads,
                 c.d_kv,
                 1.0,
                 Some(&bias),
-                &mut ctx,
+                ctx.at_mut(..),
             );
-            b.o.forward(be, &ctx, total, &mut tmp);
-            be.add(&mut x, &tmp);
+            b.o.forward(be, ctx.view(), total, tmp.at_mut(..));
+            be.add(x.at_mut(..), tmp.view());
 
-            b.ff_norm.forward(k, &x, &mut normed);
-            b.wi.forward(be, &normed, total, &mut gate);
-            c.act.apply(be, &mut gate);
+            b.ff_norm.forward(be, x.view(), normed.at_mut(..));
+            b.wi.forward(be, normed.view(), total, gate.at_mut(..));
+            c.act.apply(be, gate.at_mut(..));
             if let Some(wi_1) = &b.wi_1 {
-                wi_1.forward(be, &normed, total, &mut lin);
-                gate.par_chunks_mut(4096)
-                    .zip(lin.par_chunks(4096))
-                    .for_each(|(g, l)| g.iter_mut().zip(l).for_each(|(a, b)| *a *= b));
+                wi_1.forward(be, normed.view(), total, lin.at_mut(..));
+                be.mul(gate.at_mut(..), lin.view());
             }
-            b.wo.forward(be, &gate, total, &mut tmp);
-            be.add(&mut x, &tmp);
+            b.wo.forward(be, gate.view(), total, tmp.at_mut(..));
+            be.add(x.at_mut(..), tmp.view());
         }
-        self.final_norm.forward(k, &x, &mut normed);
+        self.final_norm.forward(be, x.view(), normed.at_mut(..));
         Ok(normed)
     }
 }

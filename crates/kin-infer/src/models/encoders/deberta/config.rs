@@ -2,12 +2,11 @@
 //! field; both spellings of `pos_att_type` (a list, or the Hub's older `"c2p|p2c"`) and of
 //! the dtype (`dtype` / `torch_dtype`). Also what `describe` prints ([`spec_of`]).
 
+use crate::backend::{self, GpuCompute, ViewMut};
 use crate::error::{InferError, Result};
-use crate::gpu::GpuCompute;
 use crate::io::config::{Activation, ModelArchitecture};
 use crate::io::config_fields::ConfigFields;
 use crate::models::EncoderSpec;
-use rayon::prelude::*;
 use std::path::Path;
 
 /// Activations `ACT2FN` names that this build runs.
@@ -35,14 +34,16 @@ impl Act {
         }
     }
 
-    pub(super) fn apply(self, be: &dyn GpuCompute, x: &mut [f32]) {
+    /// The backend's activation: ours (never the platform's tanh).
+    pub(super) fn backend(self) -> backend::Act {
         match self {
-            Act::Gelu(a) => be.activation(x, a),
-            Act::Tanh => {
-                let k = be.host_kernels();
-                x.par_chunks_mut(4096).for_each(|c| k.tanh_inplace(c));
-            }
+            Act::Gelu(a) => a.into(),
+            Act::Tanh => backend::Act::Tanh,
         }
+    }
+
+    pub(super) fn apply(self, be: &dyn GpuCompute, x: ViewMut) {
+        be.activation(x, self.backend());
     }
 }
 

@@ -1,0 +1,504 @@
+//! The CPU backend: the seam's operations over the [`kernels`](crate::kernels) dispatch table
+//! and the current rayon pool. Tensors are plain `Vec<f32>`s and views are slices of them, so
+//! the abstraction costs nothing here.
+
+use super::attention;
+use super::deberta;
+use super::{
+    Act, AttnBias, AttnShape, DeviceMatrix, GpuCompute, Inner, KvView, Positions, SeqSpan, Storage,
+    Tensor, View, ViewMut,
+};
+use crate::error::Result;
+use crate::io::safetensors::TensorData;
+use crate::kernels::{self, math, HalfFormat, Kernels, Tier};
+use crate::nn::pooling::{Pooling, PoolingMode};
+use crate::nn::rope::RotaryChunk;
+use rayon::prelude::*;
+use std::sync::OnceLock;
+
+/// The CPU backend.
+pub struct CpuCompute {
+    k: &'static Kernels,
+}
+
+impl CpuCompute {
+    /// The process-wide tier (best present, or `KIN_INFER_SIMD`).
+    pub fn new() -> Result<Self> {
+        Ok(CpuCompute {
+            k: kernels::kernels()?,
+        })
+    }
+
+    /// A specific tier (error if this CPU lacks it).
+    pub fn with_tier(tier: Tier) -> Result<Self> {
+        Ok(CpuCompute {
+            k: kernels_for(tier)?,
+        })
+    }
+}
+
+/// One dispatch table per tier for the life of the process, so backends can hold `&'static`.
+fn kernels_for(tier: Tier) -> Result<&'static Kernels> {
+    static TABLES: [OnceLock<Kernels>; Tier::ALL.len()] =
+        [const { OnceLock::new() }; Tier::ALL.len()];
+    let slot = &TABLES[Tier::ALL.iter().position(|t| *t == tier).unwrap_or(0)];
+    if let Some(k) = slot.get() {
+        return Ok(k);
+    }
+    let k = kernels::for_tier(tier)?;
+    Ok(slot.get_or_init(|| k))
+}
+
+/// The host slice of a view. A tensor of another backend here is a programming error (a model
+/// mixing backends), not bad input.
+pub(super) fn host<'a>(v: &View<'a>) -> &'a [f32] {
+    match &v.t.storage {
+        Storage::Host(d) => &d[v.start..v.start + v.len],
+        Storage::Mapped(d) => &d.as_slice()[v.start..v.start + v.len],
+    }
+}
+
+pub(super) fn host_mut<'a>(v: ViewMut<'a>) -> &'a mut [f32] {
+    let (start, len) = (v.start, v.len);
+    match &mut v.t.storage {
+        Storage::Host(d) => &mut d[start..start + len],
+        Storage::Mapped(_) => panic!("mapped weights are read-only"),
+    }
+}
+
+fn whole(t: &Tensor) -> &[f32] {
+    host(&t.view())
+}
+
+/// Rows per parallel task for row-wise work: enough to amortise scheduling.
+const ROW_CHUNK: usize = 16;
+/// Floats per parallel task for elementwise work (a multiple of every tier's lane count, so
+/// the SIMD/tail split is the same as over the whole buffer).
+const ELEM_CHUNK: usize = 4096;
+
+fn act_slice(k: &Kernels, act: Act, x: &mut [f32]) {
+    match act {
+        Act::Silu => k.silu(x),
+        Act::GeluErf => k.gelu_erf(x),
+        Act::GeluTanh => k.gelu_tanh(x),
+        Act::Relu => x.iter_mut().for_each(|v| *v = v.max(0.0)),
+        Act::Tanh => k.tanh_inplace(x),
+    }
+}
+
+impl GpuCompute for CpuCompute {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn tier(&self) -> Tier {
+        self.k.tier()
+    }
+
+    fn zeros(&self, len: usize) -> Tensor {
+        Tensor {
+            storage: Storage::Host(vec![0.0; len]),
+        }
+    }
+
+    fn upload(&self, data: Vec<f32>) -> Tensor {
+        Tensor {
+            storage: Storage::Host(data),
+        }
+    }
+
+    fn upload_weights(&self, data: TensorData) -> Tensor {
+        Tensor {
+            storage: Storage::Mapped(data),
+        }
+    }
+
+    fn read<'a>(&self, v: View<'a>, _staging: &'a mut Vec<f32>) -> &'a [f32] {
+        host(&v)
+    }
+
+    fn copy(&self, src: View, dst: ViewMut) {
+        host_mut(dst).copy_from_slice(host(&src));
+    }
+
+    fn prepare_matrix(&self, parts: &[&[f32]], k: usize) -> DeviceMatrix {
+        let packed = self.k.pack_rows_concat(parts, k);
+        DeviceMatrix {
+            n: packed.n(),
+            k,
+            inner: Inner::Cpu(packed),
+        }
+    }
+
+    fn prepare_matrix_half(&self, parts: &[&[u16]], k: usize, format: HalfFormat) -> DeviceMatrix {
+        let packed = match format {
+            HalfFormat::Bf16 => self.k.pack_rows_concat_bf16(parts, k),
+            HalfFormat::F16 => self.k.pack_rows_concat_f16(parts, k),
+        };
+        DeviceMatrix {
+            n: packed.n(),
+            k,
+            inner: Inner::Cpu(packed),
+        }
+    }
+
+    fn linear(&self, x: View, rows: usize, w: &DeviceMatrix, bias: Option<&Tensor>, out: ViewMut) {
+        let Inner::Cpu(p) = &w.inner;
+        let out = &mut host_mut(out)[..rows * w.n];
+        self.k
+            .matmul(host(&x), w.k, rows, p, bias.map(whole), out, w.n);
+    }
+
+    fn matmul_nt(
+        &self,
+        a: View,
+        lda: usize,
+        b: View,
+        ldb: usize,
+        m: usize,
+        n: usize,
+        k: usize,
+        out: ViewMut,
+    ) {
+        let packed = self.k.pack_rows(host(&b), n, k, ldb);
+        self.k
+            .matmul(host(&a), lda, m, &packed, None, host_mut(out), n);
+    }
+
+    fn layer_norm(&self, x: ViewMut, w: &Tensor, b: &Tensor, eps: f32) {
+        let (w, b) = (whole(w), whole(b));
+        let width = w.len();
+        host_mut(x)
+            .par_chunks_mut(width * ROW_CHUNK)
+            .for_each(|chunk| {
+                for row in chunk.chunks_exact_mut(width) {
+                    self.k.layer_norm(row, w, b, eps);
+                }
+            });
+    }
+
+    fn rms_norm(&self, x: View, w: &Tensor, eps: f32, out: ViewMut) {
+        let w = whole(w);
+        let h = w.len();
+        let k = self.k;
+        host(&x)
+            .par_chunks(h)
+            .zip(host_mut(out).par_chunks_mut(h))
+            .for_each(|(x, o)| {
+                let n = x.len() as f32;
+                let inv = 1.0 / (k.dot(x, x) / n + eps).sqrt();
+                for ((o, &v), &g) in o.iter_mut().zip(x).zip(w) {
+                    *o = g * (v * inv);
+                }
+            });
+    }
+
+    fn activation(&self, x: ViewMut, act: Act) {
+        host_mut(x)
+            .par_chunks_mut(ELEM_CHUNK)
+            .for_each(|c| act_slice(self.k, act, c));
+    }
+
+    fn glu(&self, gate_up: ViewMut, rows: usize, width: usize, act: Act, out: ViewMut) {
+        let i = width;
+        let k = self.k;
+        host_mut(out)[..rows * i]
+            .par_chunks_mut(i)
+            .zip(host_mut(gate_up)[..rows * 2 * i].par_chunks_mut(2 * i))
+            .for_each(|(hrow, gu)| {
+                let (gate, up) = gu.split_at_mut(i);
+                act_slice(k, act, gate);
+                for j in 0..i {
+                    hrow[j] = gate[j] * up[j];
+                }
+            });
+    }
+
+    fn mul(&self, x: ViewMut, y: View) {
+        host_mut(x)
+            .par_chunks_mut(ELEM_CHUNK)
+            .zip(host(&y).par_chunks(ELEM_CHUNK))
+            .for_each(|(g, l)| g.iter_mut().zip(l).for_each(|(a, b)| *a *= b));
+    }
+
+    fn add(&self, x: ViewMut, y: View) {
+        host_mut(x)
+            .par_chunks_mut(ELEM_CHUNK)
+            .zip(host(&y).par_chunks(ELEM_CHUNK))
+            .for_each(|(a, b)| self.k.add(a, b));
+    }
+
+    fn scale(&self, x: ViewMut, s: f32) {
+        host_mut(x)
+            .par_chunks_mut(ELEM_CHUNK)
+            .for_each(|c| c.iter_mut().for_each(|v| *v *= s));
+    }
+
+    fn softcap(&self, x: ViewMut, cap: f32) {
+        host_mut(x).par_chunks_mut(ELEM_CHUNK).for_each(|c| {
+            for v in c {
+                *v = math::tanh(*v / cap) * cap;
+            }
+        });
+    }
+
+    fn gather(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut) {
+        let t = whole(table);
+        for (row, &id) in host_mut(out).chunks_exact_mut(width).zip(ids) {
+            row.copy_from_slice(&t[id as usize * width..][..width]);
+        }
+    }
+
+    fn gather_add(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut) {
+        let t = whole(table);
+        for (row, &id) in host_mut(out).chunks_exact_mut(width).zip(ids) {
+            for (o, &e) in row.iter_mut().zip(&t[id as usize * width..][..width]) {
+                *o += e;
+            }
+        }
+    }
+
+    fn rope(
+        &self,
+        x: ViewMut,
+        rows: usize,
+        stride: usize,
+        width: usize,
+        head_dim: usize,
+        pos: Positions,
+        rotary: &RotaryChunk,
+    ) {
+        host_mut(x)[..rows * stride]
+            .par_chunks_mut(stride)
+            .enumerate()
+            .for_each(|(r, row)| {
+                let p = match pos {
+                    Positions::From(start) => start + r,
+                    Positions::List(p) => p[r] as usize,
+                };
+                for head in row[..width].chunks_exact_mut(head_dim) {
+                    rotary.apply(head, p);
+                }
+            });
+    }
+
+    fn attention(
+        &self,
+        qkv: View,
+        seqs: &[SeqSpan],
+        heads: usize,
+        head_dim: usize,
+        scale: f32,
+        bias: Option<&AttnBias>,
+        out: ViewMut,
+    ) {
+        let bias = bias.map(|b| match b {
+            AttnBias::Relative { table, max_len } => attention::Bias::Relative {
+                table: whole(table),
+                max_len: *max_len,
+            },
+            AttnBias::Alibi { slopes } => attention::Bias::Alibi { slopes },
+            AttnBias::Dense { bias } => attention::Bias::Dense {
+                bias: whole(bias),
+                offsets: deberta::dense_offsets(seqs, heads),
+            },
+        });
+        attention::bidirectional(
+            self.k,
+            host(&qkv),
+            seqs,
+            heads,
+            head_dim,
+            scale,
+            bias.as_ref(),
+            host_mut(out),
+        );
+    }
+
+    fn kv_append(
+        &self,
+        qkv: View,
+        q_dim: usize,
+        kv_dim: usize,
+        rows: usize,
+        start: usize,
+        keys: ViewMut,
+        values: ViewMut,
+    ) {
+        let (kc, vc) = (host_mut(keys), host_mut(values));
+        let qkv_dim = q_dim + 2 * kv_dim;
+        let capacity = kc.len() / kv_dim;
+        for (r, row) in host(&qkv)[..rows * qkv_dim]
+            .chunks_exact(qkv_dim)
+            .enumerate()
+        {
+            let t = start + r;
+            for (c, &v) in row[q_dim..q_dim + kv_dim].iter().enumerate() {
+                kc[c * capacity + t] = v;
+            }
+            vc[t * kv_dim..(t + 1) * kv_dim].copy_from_slice(&row[q_dim + kv_dim..]);
+        }
+    }
+
+    fn causal_attention(
+        &self,
+        shape: &AttnShape,
+        q: View,
+        q_stride: usize,
+        rows: usize,
+        start: usize,
+        kv: KvView,
+        scores: ViewMut,
+        out: ViewMut,
+    ) {
+        attention::causal(
+            self.k,
+            shape,
+            host(&q),
+            q_stride,
+            rows,
+            start,
+            host(&kv.keys),
+            host(&kv.values),
+            kv.capacity,
+            host_mut(scores),
+            host_mut(out),
+        );
+    }
+
+    fn pool(&self, x: View, seqs: &[SeqSpan], hidden: usize, pooling: &Pooling, out: ViewMut) {
+        let x = host(&x);
+        let o = pooling.output_dim(hidden);
+        for (s, dst) in seqs.iter().zip(host_mut(out).chunks_exact_mut(o)) {
+            pool_rows(
+                pooling.modes(),
+                &x[s.start * hidden..(s.start + s.len) * hidden],
+                hidden,
+                dst,
+            );
+        }
+    }
+
+    fn normalize(&self, x: ViewMut, width: usize) {
+        for v in host_mut(x).chunks_exact_mut(width) {
+            let norm = self.k.dot(v, v).sqrt().max(1e-12);
+            for x in v.iter_mut() {
+                *x /= norm;
+            }
+        }
+    }
+
+    fn narrow(&self, x: View, rows: usize, width: usize, keep: usize, out: ViewMut) {
+        let x = host(&x);
+        for (r, dst) in host_mut(out)[..rows * keep]
+            .chunks_exact_mut(keep)
+            .enumerate()
+        {
+            dst.copy_from_slice(&x[r * width..r * width + keep]);
+        }
+    }
+
+    // ---- DeBERTa ops (backend/deberta.rs) ----
+    fn divide_columns(&self, x: ViewMut, stride: usize, from: usize, width: usize, s: f32) {
+        deberta::divide_columns(host_mut(x), stride, from, width, s);
+    }
+
+    fn grouped_conv1d(
+        &self,
+        x: View,
+        seqs: &[SeqSpan],
+        channels: usize,
+        kernel: usize,
+        groups: &[DeviceMatrix],
+        bias: &Tensor,
+        out: ViewMut,
+    ) {
+        deberta::grouped_conv1d(
+            self.k,
+            host(&x),
+            seqs,
+            channels,
+            kernel,
+            groups,
+            whole(bias),
+            host_mut(out),
+        );
+    }
+
+    fn disentangled_bias(
+        &self,
+        qkv: View,
+        seqs: &[SeqSpan],
+        heads: usize,
+        head_dim: usize,
+        terms: &deberta::DisentangledTerms,
+        out: ViewMut,
+    ) {
+        deberta::disentangled_bias(
+            self.k,
+            host(&qkv),
+            seqs,
+            heads,
+            head_dim,
+            terms,
+            host_mut(out),
+        );
+    }
+}
+
+/// Pools one sequence's `states` (`len` rows of `hidden`, only its real tokens) into `out`
+/// (`hidden` per mode, modes in order). Column sums run top to bottom, so a token's
+/// contribution never depends on padding.
+fn pool_rows(modes: &[PoolingMode], states: &[f32], hidden: usize, out: &mut [f32]) {
+    let len = states.len() / hidden;
+    let rows = || states.chunks_exact(hidden);
+    let column_sum = || {
+        let mut s = vec![0.0f32; hidden];
+        for r in rows() {
+            for (a, b) in s.iter_mut().zip(r) {
+                *a += b;
+            }
+        }
+        s
+    };
+    for (m, dst) in modes.iter().zip(out.chunks_exact_mut(hidden)) {
+        match m {
+            PoolingMode::Cls => dst.copy_from_slice(&states[..hidden]),
+            PoolingMode::LastToken => dst.copy_from_slice(&states[(len - 1) * hidden..]),
+            PoolingMode::Max => {
+                dst.fill(f32::NEG_INFINITY);
+                for r in rows() {
+                    for (a, b) in dst.iter_mut().zip(r) {
+                        *a = a.max(*b);
+                    }
+                }
+            }
+            PoolingMode::Mean => {
+                let n = len as f32;
+                for (d, v) in dst.iter_mut().zip(column_sum()) {
+                    *d = v / n;
+                }
+            }
+            PoolingMode::MeanSqrtLen => {
+                let n = (len as f32).sqrt();
+                for (d, v) in dst.iter_mut().zip(column_sum()) {
+                    *d = v / n;
+                }
+            }
+            PoolingMode::WeightedMean => {
+                // Weights 1..=len, as sentence-transformers' position-weighted mean.
+                let mut s = vec![0.0f32; hidden];
+                for (i, r) in rows().enumerate() {
+                    let w = (i + 1) as f32;
+                    for (a, b) in s.iter_mut().zip(r) {
+                        *a = b.mul_add(w, *a);
+                    }
+                }
+                let total = (len * (len + 1) / 2) as f32;
+                for (d, v) in dst.iter_mut().zip(s) {
+                    *d = v / total;
+                }
+            }
+        }
+    }
+}

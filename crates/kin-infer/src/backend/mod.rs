@@ -1,0 +1,487 @@
+//! The compute seam. Every operation a model family runs goes through [`GpuCompute`] (the
+//! seed's name for the backend trait, also exported as [`Backend`]), on activations the
+//! backend owns ([`Tensor`]): host memory for the CPU backend, device memory for a GPU one.
+//! Host data crosses only at the edges: token ids (and weights) in, logits, hidden states or
+//! pooled embeddings out ([`GpuCompute::read`]).
+//!
+//! What a new backend implements: this trait over its own [`Storage`] variant. What a model
+//! family writes: a config parser and a forward built from the shared blocks in [`crate::nn`],
+//! which call only these operations; no code outside `backend/` touches the CPU kernels (a
+//! test, `tests/seam.rs`, enforces it).
+//!
+//! Views ([`View`], [`ViewMut`]) name a range of a tensor, so model code keeps the slice-like
+//! `x.at(..rows * h)` shape of the CPU code it replaced, and a GPU backend binds an offset.
+
+mod attention;
+mod cpu;
+mod deberta;
+
+pub use cpu::CpuCompute;
+pub use deberta::DisentangledTerms;
+
+use crate::error::Result;
+use crate::io::config::Activation;
+use crate::io::safetensors::{MatrixData, TensorData};
+use crate::kernels::{HalfFormat, PackedMatrix, Tier};
+use crate::nn::pooling::Pooling;
+use crate::nn::rope::RotaryChunk;
+use std::ops::{Bound, RangeBounds};
+
+/// Where a tensor's floats live. One variant per backend compiled in; the CPU's is a plain
+/// `Vec<f32>`, so the CPU path costs nothing for the abstraction.
+#[non_exhaustive]
+pub enum Storage {
+    Host(Vec<f32>),
+    /// Weights read in place from the mapped checkpoint (read-only).
+    Mapped(TensorData),
+}
+
+/// A flat `f32` buffer owned by a backend (activations, and the vectors of weights: norms,
+/// biases, embedding tables). Shapes are the caller's: ops take rows and widths.
+pub struct Tensor {
+    storage: Storage,
+}
+
+fn bounds(r: impl RangeBounds<usize>, len: usize) -> (usize, usize) {
+    let start = match r.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s + 1,
+        Bound::Unbounded => 0,
+    };
+    let end = match r.end_bound() {
+        Bound::Included(&e) => e + 1,
+        Bound::Excluded(&e) => e,
+        Bound::Unbounded => len,
+    };
+    assert!(
+        start <= end && end <= len,
+        "tensor range {start}..{end} out of 0..{len}"
+    );
+    (start, end - start)
+}
+
+impl Tensor {
+    /// Floats held.
+    pub fn len(&self) -> usize {
+        match &self.storage {
+            Storage::Host(v) => v.len(),
+            Storage::Mapped(t) => t.as_slice().len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The floats `r` (like `&t[r]`).
+    pub fn at(&self, r: impl RangeBounds<usize>) -> View<'_> {
+        let (start, len) = bounds(r, self.len());
+        View {
+            t: self,
+            start,
+            len,
+        }
+    }
+
+    /// The floats `r`, writable (like `&mut t[r]`).
+    pub fn at_mut(&mut self, r: impl RangeBounds<usize>) -> ViewMut<'_> {
+        let (start, len) = bounds(r, self.len());
+        ViewMut {
+            t: self,
+            start,
+            len,
+        }
+    }
+
+    /// The whole tensor.
+    pub fn view(&self) -> View<'_> {
+        self.at(..)
+    }
+}
+
+/// A range of a [`Tensor`], read-only.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    t: &'a Tensor,
+    start: usize,
+    len: usize,
+}
+
+impl<'a> View<'a> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A sub-range, relative to this view.
+    pub fn at(&self, r: impl RangeBounds<usize>) -> View<'a> {
+        let (start, len) = bounds(r, self.len);
+        View {
+            t: self.t,
+            start: self.start + start,
+            len,
+        }
+    }
+}
+
+/// A range of a [`Tensor`], writable.
+pub struct ViewMut<'a> {
+    t: &'a mut Tensor,
+    start: usize,
+    len: usize,
+}
+
+impl ViewMut<'_> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A sub-range, relative to this view (reborrows it).
+    pub fn at_mut(&mut self, r: impl RangeBounds<usize>) -> ViewMut<'_> {
+        let (start, len) = bounds(r, self.len);
+        ViewMut {
+            start: self.start + start,
+            len,
+            t: self.t,
+        }
+    }
+
+    /// This range, read-only.
+    pub fn as_view(&self) -> View<'_> {
+        View {
+            t: self.t,
+            start: self.start,
+            len: self.len,
+        }
+    }
+}
+
+/// A weight matrix prepared by a backend for `x · wᵀ` (packed panels on the CPU).
+pub struct DeviceMatrix {
+    n: usize,
+    k: usize,
+    inner: Inner,
+}
+
+enum Inner {
+    Cpu(PackedMatrix),
+}
+
+impl DeviceMatrix {
+    /// Output features.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Input features.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+}
+
+/// One sequence of a packed (unpadded) batch: rows `start..start + len`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeqSpan {
+    pub start: usize,
+    pub len: usize,
+}
+
+/// An elementwise activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Act {
+    Silu,
+    GeluErf,
+    GeluTanh,
+    Relu,
+    /// Our tanh (`kernels::math`), never the platform's.
+    Tanh,
+}
+
+impl From<Activation> for Act {
+    fn from(a: Activation) -> Self {
+        match a {
+            Activation::GeluErf => Act::GeluErf,
+            Activation::GeluTanh => Act::GeluTanh,
+            Activation::Relu => Act::Relu,
+        }
+    }
+}
+
+/// An additive bias of bidirectional attention, as data: `score = (q·k)·scale + bias`.
+/// Each kind depends only on the query, key and head inside one sequence (batch invariance).
+pub enum AttnBias<'a> {
+    /// T5's bucketed relative positions: a `[heads, 2·max_len − 1]` table over relative
+    /// distance, key `j` of query `i` at column `(j − i) + max_len − 1`.
+    Relative { table: &'a Tensor, max_len: usize },
+    /// Symmetric ALiBi: `−(slope[head] · |i − j|)`.
+    Alibi { slopes: &'a [f32] },
+    /// A bias computed beforehand for every score (DeBERTa's disentangled terms, from
+    /// [`GpuCompute::disentangled_bias`]): for each sequence of the attention's `seqs` in
+    /// order, `heads × len × len` floats (head, query, key), from the tensor's start.
+    Dense { bias: &'a Tensor },
+}
+
+/// Geometry of causal attention over a KV cache.
+#[derive(Clone, Copy, Debug)]
+pub struct AttnShape {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub scale: f32,
+    /// Sliding window: a query at position `p` attends to keys `p + 1 - w ..= p` (the `w` most
+    /// recent positions, itself included, as transformers masks `kv > q - w`); `None` = all.
+    pub window: Option<usize>,
+    /// Attention-logit softcap (Gemma 2): each scaled score `s` becomes `tanh(s / cap) · cap`.
+    pub softcap: Option<f32>,
+}
+
+/// The positions a rotary op rotates rows at.
+#[derive(Clone, Copy, Debug)]
+pub enum Positions<'a> {
+    /// Row `r` at position `start + r` (a decoder chunk).
+    From(usize),
+    /// Row `r` at `pos[r]` (a packed batch of sequences).
+    List(&'a [u32]),
+}
+
+/// One layer's cache: keys transposed `[kv_dim, capacity]` (a query's scores over consecutive
+/// positions are one gemv in the GEMM's k order), values `[capacity, kv_dim]`.
+pub struct KvView<'a> {
+    pub keys: View<'a>,
+    pub values: View<'a>,
+    pub capacity: usize,
+}
+
+/// Operations a transformer forward pass needs, on backend-owned [`Tensor`]s laid out
+/// row-major, one row per token of a packed batch (no padding rows). Every op computes each
+/// row alone (batch invariance) and in one fixed order (bit-reproducibility).
+pub trait GpuCompute: Send + Sync {
+    /// "cpu", or the GPU backend's name.
+    fn name(&self) -> &'static str;
+    /// The CPU kernel tier in use.
+    fn tier(&self) -> Tier;
+
+    // ---- memory: the edges --------------------------------------------------------------
+    /// `len` zeros.
+    fn zeros(&self, len: usize) -> Tensor;
+    /// Host data in (weights' vectors, tables).
+    fn upload(&self, data: Vec<f32>) -> Tensor;
+    /// A weight vector or table as loaded (the CPU reads a mapped one in place).
+    fn upload_weights(&self, data: TensorData) -> Tensor {
+        match data {
+            TensorData::Owned(v) => self.upload(v),
+            mapped => self.upload(mapped.as_slice().to_vec()),
+        }
+    }
+    /// Host data out: the floats of `v`, borrowed where they already are in host memory, else
+    /// copied into `staging`.
+    fn read<'a>(&self, v: View<'a>, staging: &'a mut Vec<f32>) -> &'a [f32];
+    /// `dst = src` (same length).
+    fn copy(&self, src: View, dst: ViewMut);
+
+    // ---- weights ------------------------------------------------------------------------
+    /// Prepares torch `Linear` weights sharing the input width `k` (each `rows × k`) as one
+    /// matrix whose outputs are the parts' rows in order, for [`GpuCompute::linear`].
+    fn prepare_matrix(&self, parts: &[&[f32]], k: usize) -> DeviceMatrix;
+    /// [`GpuCompute::prepare_matrix`] over weights stored as raw bf16/f16 bits, kept in that
+    /// type where the backend can (the CPU widens them inside its micro-kernels).
+    fn prepare_matrix_half(&self, parts: &[&[u16]], k: usize, format: HalfFormat) -> DeviceMatrix;
+    /// Prepares weights as loaded ([`MatrixData`]): half panels when every part is stored in
+    /// the same half type, else f32.
+    fn prepare_weights(&self, parts: &[&MatrixData], k: usize) -> DeviceMatrix {
+        let fmt = match parts.first() {
+            Some(MatrixData::Half(f, _)) => Some(*f),
+            _ => None,
+        };
+        let half: Option<Vec<&[u16]>> = fmt.and_then(|f| {
+            parts
+                .iter()
+                .map(|p| match p {
+                    MatrixData::Half(g, bits) if *g == f => Some(bits.as_slice()),
+                    _ => None,
+                })
+                .collect()
+        });
+        match (fmt, half) {
+            (Some(f), Some(bits)) => self.prepare_matrix_half(&bits, k, f),
+            _ => {
+                let wide: Vec<_> = parts.iter().map(|p| p.to_f32()).collect();
+                let refs: Vec<&[f32]> = wide.iter().map(|v| &**v).collect();
+                self.prepare_matrix(&refs, k)
+            }
+        }
+    }
+
+    // ---- ops ----------------------------------------------------------------------------
+    /// `out[r] = x[r] · wᵀ + bias` for `rows` rows (`x` holds `rows · w.k()`, `out`
+    /// `rows · w.n()`).
+    fn linear(&self, x: View, rows: usize, w: &DeviceMatrix, bias: Option<&Tensor>, out: ViewMut);
+    /// `out = a · bᵀ` for activations: `a` is `m` rows of `k` (row stride `lda`), `b` is `n`
+    /// rows of `k` (stride `ldb`), `out` is `m × n`. Each element accumulates k in order, as
+    /// [`GpuCompute::linear`] does.
+    #[allow(clippy::too_many_arguments)]
+    fn matmul_nt(
+        &self,
+        a: View,
+        lda: usize,
+        b: View,
+        ldb: usize,
+        m: usize,
+        n: usize,
+        k: usize,
+        out: ViewMut,
+    );
+    /// LayerNorm of every row (width `w.len()`), in place.
+    fn layer_norm(&self, x: ViewMut, w: &Tensor, b: &Tensor, eps: f32);
+    /// RMSNorm of every row of `x` into `out`: `w · (x · 1/sqrt(mean(x²) + eps))`, as
+    /// transformers' `LlamaRMSNorm` and T5's round (Gemma's `1 + w` is folded into `w` at
+    /// load).
+    fn rms_norm(&self, x: View, w: &Tensor, eps: f32, out: ViewMut);
+    /// Elementwise activation in place.
+    fn activation(&self, x: ViewMut, act: Act);
+    /// Gated linear unit: each row of `gate_up` is `[gate | up]` (`width` each); row `r` of
+    /// `out` is `act(gate) · up`. `gate_up` is scratch (the gate is activated in place).
+    fn glu(&self, gate_up: ViewMut, rows: usize, width: usize, act: Act, out: ViewMut);
+    /// `x ·= y`, elementwise.
+    fn mul(&self, x: ViewMut, y: View);
+    /// `x += y`.
+    fn add(&self, x: ViewMut, y: View);
+    /// `x ·= s`.
+    fn scale(&self, x: ViewMut, s: f32);
+    /// `x = tanh(x / cap) · cap` (Gemma 2's final logit softcap).
+    fn softcap(&self, x: ViewMut, cap: f32);
+    /// Embedding lookup: row `r` of `out` is row `ids[r]` of `table` (`width` wide).
+    fn gather(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut);
+    /// Row `r` of `out` += row `ids[r]` of `table`.
+    fn gather_add(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut);
+    /// Rotates, in each of `rows` rows of `x` (row stride `stride`), the heads of `head_dim`
+    /// within the first `width` features (q and k of a fused `[q | k | v]`), row `r` at
+    /// `pos`'s position, with `rotary`'s tables (interleaved or neox, partial or full).
+    #[allow(clippy::too_many_arguments)]
+    fn rope(
+        &self,
+        x: ViewMut,
+        rows: usize,
+        stride: usize,
+        width: usize,
+        head_dim: usize,
+        pos: Positions,
+        rotary: &RotaryChunk,
+    );
+    /// Multi-head self-attention without masking inside each sequence: `qkv` holds per token
+    /// `[q | k | v]`, each `heads · head_dim` wide; `out` gets `heads · head_dim` per token.
+    /// Scores are `(q · k) · scale` plus `bias`, softmax over the sequence's own keys only.
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        qkv: View,
+        seqs: &[SeqSpan],
+        heads: usize,
+        head_dim: usize,
+        scale: f32,
+        bias: Option<&AttnBias>,
+        out: ViewMut,
+    );
+    /// Appends the k and v of each of `rows` rows of a fused `[q | k | v]` buffer (q of
+    /// `q_dim`, k and v of `kv_dim`) to one layer's cache at positions `start..`.
+    #[allow(clippy::too_many_arguments)]
+    fn kv_append(
+        &self,
+        qkv: View,
+        q_dim: usize,
+        kv_dim: usize,
+        rows: usize,
+        start: usize,
+        keys: ViewMut,
+        values: ViewMut,
+    );
+    /// Causal attention of `rows` query rows (row stride `q_stride`, heads contiguous) at
+    /// positions `start..start + rows` over one layer's cache, already holding positions
+    /// `0..start + rows`; query head `h` reads kv head `h / (heads / kv_heads)` (GQA/MQA).
+    /// `out` gets `[rows, heads · head_dim]`; `scores` is scratch of at least
+    /// [`causal_scores_len`]. Every (query, head) runs the same code whatever `rows` is, so
+    /// decode equals prefill.
+    #[allow(clippy::too_many_arguments)]
+    fn causal_attention(
+        &self,
+        shape: &AttnShape,
+        q: View,
+        q_stride: usize,
+        rows: usize,
+        start: usize,
+        kv: KvView,
+        scores: ViewMut,
+        out: ViewMut,
+    );
+    /// Pools each sequence's rows of `x` (`hidden` wide) into a row of
+    /// `pooling.output_dim(hidden)` of `out`.
+    fn pool(&self, x: View, seqs: &[SeqSpan], hidden: usize, pooling: &Pooling, out: ViewMut);
+    /// L2 normalization of each row (`width` wide), as `torch.nn.functional.normalize`.
+    fn normalize(&self, x: ViewMut, width: usize);
+    /// The first `keep` features of each of `rows` rows of `width` (Matryoshka truncation).
+    fn narrow(&self, x: View, rows: usize, width: usize, keep: usize, out: ViewMut);
+
+    // ---- DeBERTa ops ----
+    /// Divides columns `from..from + width` of every `stride`-wide row of `x` by `s`. DeBERTa
+    /// scales q (v1) or k (v2) inside the fused `[q | k | v]` rows before its products, as
+    /// transformers does: a division, not a multiply by `1 / s`, so the bits are torch's.
+    fn divide_columns(&self, x: ViewMut, stride: usize, from: usize, width: usize, s: f32);
+    /// Grouped 1-D convolution over positions with same padding, inside each sequence of a
+    /// packed batch (DeBERTa-v2's `ConvLayer`): each sequence is zero-padded by
+    /// `(kernel − 1) / 2` rows at its own ends, so no row reads a neighbour's. `x` and `out`
+    /// hold the batch's rows of `channels`; `groups[g]` is group `g`'s weight as
+    /// [`GpuCompute::prepare_matrix`] rows `[channels / G, kernel · channels / G]`, columns
+    /// `(tap, input channel)`: `w_g[o][tap · c + i] = conv.weight[g · c + o][i][tap]`. Output
+    /// `g · c + o` of row `t` is `Σ_(tap, i) w_g[o][tap · c + i] · x[t + tap − pad][g · c + i]`,
+    /// accumulated in that order as [`GpuCompute::linear`] does, plus `bias[g · c + o]`.
+    #[allow(clippy::too_many_arguments)]
+    fn grouped_conv1d(
+        &self,
+        x: View,
+        seqs: &[SeqSpan],
+        channels: usize,
+        kernel: usize,
+        groups: &[DeviceMatrix],
+        bias: &Tensor,
+        out: ViewMut,
+    );
+    /// DeBERTa's disentangled relative-position bias ([`DisentangledTerms`]: content→position
+    /// and position→content scores) of every (sequence, head) of `seqs`, from the fused
+    /// `[q | k | v]` rows of `qkv` (`heads · head_dim` each), into `out` laid out as
+    /// [`AttnBias::Dense`] reads it: per sequence in order, `heads × len × len`. Both terms
+    /// are GEMMs over activations and tables; computing them once into a buffer keeps the
+    /// attention kernel generic.
+    fn disentangled_bias(
+        &self,
+        qkv: View,
+        seqs: &[SeqSpan],
+        heads: usize,
+        head_dim: usize,
+        terms: &DisentangledTerms,
+        out: ViewMut,
+    );
+}
+
+/// The seam's name in new code.
+pub use GpuCompute as Backend;
+
+/// Score scratch [`GpuCompute::causal_attention`] needs for a cache of `capacity` positions.
+pub fn causal_scores_len(heads: usize, capacity: usize) -> usize {
+    attention::ATTN_CHUNK * heads * capacity
+}
+
+/// The backend to run on: the CPU today, on `tier` or else the process-wide tier.
+/// `KIN_INFER_FORCE_CPU=1` pins the CPU once GPU backends exist behind features.
+pub fn create_compute(tier: Option<Tier>) -> Result<Box<dyn GpuCompute>> {
+    let _force_cpu = std::env::var("KIN_INFER_FORCE_CPU").is_ok_and(|v| v == "1");
+    Ok(Box::new(match tier {
+        Some(t) => CpuCompute::with_tier(t)?,
+        None => CpuCompute::new()?,
+    }))
+}

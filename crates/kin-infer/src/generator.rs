@@ -1,0 +1,152 @@
+//! The generation side of the session API, beside [`crate::Embedder`]: a [`Generator`] is a
+//! loaded decoder, its backend and its thread pool, immutable once loaded and shared by
+//! reference (it is `Send + Sync`); each generation owns its state in a [`Session`] (the KV
+//! cache and the forward scratch) or inside [`Generator::generate`] (cache and sampler), so
+//! several sessions run on one model from several threads.
+
+use crate::backend::{create_compute, GpuCompute};
+use crate::error::{InferError, Result};
+use crate::generate::stream::{generate, Detokenize, Generation, TokenEvent};
+use crate::generate::SamplingParams;
+use crate::kernels::Tier;
+use crate::models::decoders::{load_decoder, Decoder, DecoderSpec, KvCache, LogitsRows};
+use crate::threads;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// How to load a [`Generator`]; `None` keeps the default.
+#[derive(Clone, Debug, Default)]
+pub struct GeneratorOptions {
+    /// Worker threads (else `KIN_INFER_THREADS`, else all logical CPUs).
+    pub threads: Option<usize>,
+    /// SIMD tier (else the process-wide one).
+    pub tier: Option<Tier>,
+}
+
+/// A loaded decoder, ready to serve sessions.
+pub struct Generator {
+    model: Box<dyn Decoder>,
+    backend: Box<dyn GpuCompute>,
+    pool: rayon::ThreadPool,
+    threads: usize,
+    dir: PathBuf,
+    load_ms: f64,
+}
+
+impl Generator {
+    /// Loads the decoder in `dir` (`config.json` + safetensors).
+    pub fn load(dir: &Path, opts: &GeneratorOptions) -> Result<Self> {
+        let t0 = Instant::now();
+        if !dir.is_dir() {
+            return Err(InferError::ModelNotFound(dir.display().to_string()));
+        }
+        let threads = threads::resolve_threads(opts.threads)?;
+        let pool = threads::build_pool(threads)?;
+        let backend = create_compute(opts.tier)?;
+        let model = pool.install(|| load_decoder(dir, backend.as_ref()))?;
+        Ok(Generator {
+            model,
+            backend,
+            pool,
+            threads,
+            dir: dir.to_path_buf(),
+            load_ms: t0.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+
+    pub fn spec(&self) -> &DecoderSpec {
+        self.model.spec()
+    }
+
+    pub fn decoder(&self) -> &dyn Decoder {
+        self.model.as_ref()
+    }
+
+    pub fn backend(&self) -> &dyn GpuCompute {
+        self.backend.as_ref()
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Wall time of [`Generator::load`].
+    pub fn load_ms(&self) -> f64 {
+        self.load_ms
+    }
+
+    /// Runs `f` on the generator's thread pool (where its kernels fork).
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        self.pool.install(f)
+    }
+
+    /// A new session whose cache holds `capacity` positions (at most the context).
+    pub fn session(&self, capacity: usize) -> Result<Session<'_>> {
+        Ok(Session {
+            g: self,
+            cache: self.model.new_cache(capacity)?,
+        })
+    }
+
+    /// Generates from `prompt` with its own cache and sampler (see
+    /// [`crate::generate::generate`]), calling `on_token` per token.
+    pub fn generate(
+        &self,
+        prompt: &[u32],
+        params: &SamplingParams,
+        detok: Option<&(dyn Detokenize + Sync)>,
+        on_token: impl FnMut(&TokenEvent) -> ControlFlow<()> + Send,
+    ) -> Result<Generation> {
+        let (model, be) = (self.model.as_ref(), self.backend.as_ref());
+        self.pool.install(|| {
+            generate(
+                model,
+                be,
+                prompt,
+                params,
+                detok.map(|d| d as &dyn Detokenize),
+                on_token,
+            )
+        })
+    }
+}
+
+/// One generation's state on a shared [`Generator`]: its KV cache and scratch.
+pub struct Session<'g> {
+    g: &'g Generator,
+    cache: KvCache,
+}
+
+impl Session<'_> {
+    /// Runs `ids` at the positions after what the session holds and returns the logits of
+    /// `rows`; on error the session is unchanged.
+    pub fn forward(&mut self, ids: &[u32], rows: LogitsRows) -> Result<&[f32]> {
+        let g = self.g;
+        let cache = &mut self.cache;
+        g.pool
+            .install(|| g.model.forward(g.backend.as_ref(), ids, cache, rows))
+    }
+
+    /// Positions held.
+    pub fn len(&self) -> usize {
+        self.cache.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cache.is_empty()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.cache.capacity()
+    }
+
+    /// Forgets every position (keeps the memory).
+    pub fn clear(&mut self) {
+        self.cache.clear();
+    }
+}

@@ -1,0 +1,294 @@
+//! The decoder block and stack every decoder family is configured into: a family file parses
+//! its config and loads its tensors into a [`Stack`]; the forward pass is written once, here.
+//!
+//! Per layer (pre-norm): `n = norm(x)`, `a = o(attn(rope(q), rope(k) ∪ cache, v ∪ cache))` on
+//! `n`, then the block's [`Residual`] style combines `a` with the feed-forward:
+//! - sequential (LLaMA, Mistral, Qwen2, GPT-2, Phi-3, Gemma): `x += a; x += ffn(norm2(x))`;
+//! - parallel (Phi): `x += a + ffn(n)`, as transformers' `attn + ff + residual` rounds;
+//! - sandwich (Gemma 2): `x += post_attn(a); x += post_ffn(ffn(pre_ffn(x)))`.
+//!
+//! Then `logits = lm_head(norm(x))` for the rows asked, optionally soft-capped.
+//! Determinism: every op is per row or per (query, head), so a chunk of one row computes what
+//! the same row computes inside a longer chunk, and incremental decoding equals the full pass.
+
+use super::cache::{KvCache, ScratchDims};
+use super::{DecoderSpec, LogitsRows};
+use crate::backend::{AttnShape, GpuCompute, KvView, Positions, Tensor, View, ViewMut};
+use crate::error::Result;
+use crate::nn::ffn::{FfnAct, FfnBuffers, GatedFfn};
+use crate::nn::rope::{Rotary, RotaryChunk, SwitchedRotary};
+use crate::nn::{Linear, Norm};
+
+/// How a block combines its attention and feed-forward with the residual stream.
+pub(crate) enum Residual {
+    /// `x += a; x += ffn(ffn_norm(x))`.
+    Sequential { ffn_norm: Norm },
+    /// `x += a + ffn(n)` on the attention's own normalized input `n`.
+    Parallel,
+    /// `x += post_attn(a); x += post_ffn(ffn(pre_ffn(x)))`.
+    Sandwich {
+        post_attn: Norm,
+        pre_ffn: Norm,
+        post_ffn: Norm,
+    },
+}
+
+/// A block's feed-forward.
+pub(crate) enum Mlp {
+    /// `down(act(gate(x)) · up(x))`.
+    Gated(GatedFfn),
+    /// `fc2(act(fc1(x)))`; `fc1`'s output is `width` wide.
+    Plain {
+        fc1: Linear,
+        act: FfnAct,
+        fc2: Linear,
+        width: usize,
+    },
+}
+
+/// One decoder layer.
+pub(crate) struct Block {
+    pub(crate) attn_norm: Norm,
+    /// Fused `[q | k | v]`.
+    pub(crate) qkv: Linear,
+    pub(crate) o: Linear,
+    pub(crate) mlp: Mlp,
+    pub(crate) residual: Residual,
+    /// This layer's attention (scale, window, softcap).
+    pub(crate) attn: AttnShape,
+}
+
+/// Positions of a decoder.
+pub(crate) enum Rope {
+    /// Learned absolute positions added to the token embeddings (GPT-2's `wpe`).
+    Learned(Tensor),
+    /// Rotary q/k (its scaling tables; dynamic scaling per chunk).
+    Rotary(Rotary),
+    /// Rotary tables chosen by the cache's capacity (Phi-3 longrope), partial or full.
+    Switched(SwitchedRotary),
+}
+
+/// A loaded decoder: configuration plus blocks.
+pub(crate) struct Stack {
+    pub(crate) hidden: usize,
+    pub(crate) heads: usize,
+    pub(crate) kv_heads: usize,
+    pub(crate) head_dim: usize,
+    pub(crate) vocab: usize,
+    /// `[vocab, hidden]` token embeddings.
+    pub(crate) embed: Tensor,
+    /// Gemma multiplies the embeddings by `sqrt(hidden)` (rounded as its dtype).
+    pub(crate) embed_scale: Option<f32>,
+    pub(crate) rope: Rope,
+    pub(crate) blocks: Vec<Block>,
+    pub(crate) final_norm: Norm,
+    pub(crate) lm_head: Linear,
+    /// Gemma 2's `final_logit_softcapping`.
+    pub(crate) final_softcap: Option<f32>,
+}
+
+impl Stack {
+    fn q_dim(&self) -> usize {
+        self.heads * self.head_dim
+    }
+
+    fn kv_dim(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
+
+    fn dims(&self) -> ScratchDims {
+        let (q_dim, kv_dim) = (self.q_dim(), self.kv_dim());
+        let mut qkv_dim = q_dim + 2 * kv_dim;
+        let mut gated = 0;
+        for b in &self.blocks {
+            match &b.mlp {
+                Mlp::Plain { width, .. } => qkv_dim = qkv_dim.max(*width),
+                Mlp::Gated(g) => gated = gated.max(g.intermediate()),
+            }
+        }
+        ScratchDims {
+            hidden: self.hidden,
+            q_dim,
+            qkv_dim,
+            heads: self.heads,
+            gated,
+            vocab: self.vocab,
+        }
+    }
+
+    /// Runs `ids` at positions `cache.len()..`, appends their keys and values to `cache`, and
+    /// returns the logits of `out_rows` (host memory). On error the cache is unchanged.
+    pub(crate) fn forward<'c>(
+        &self,
+        be: &dyn GpuCompute,
+        spec: &DecoderSpec,
+        ids: &[u32],
+        cache: &'c mut KvCache,
+        out_rows: LogitsRows,
+    ) -> Result<&'c [f32]> {
+        let rows = ids.len();
+        let (h, hd) = (self.hidden, self.head_dim);
+        let (q_dim, kv_dim) = (self.q_dim(), self.kv_dim());
+        let qkv_dim = q_dim + 2 * kv_dim;
+        cache.check_shape(self.blocks.len(), kv_dim)?;
+        let (start, capacity) = (cache.len(), cache.capacity());
+        spec.validate_chunk(ids, start, capacity)?;
+        cache.ensure(be);
+        cache.scratch.ensure(be, rows, capacity, &self.dims());
+
+        let rotary: Option<RotaryChunk> = match &self.rope {
+            Rope::Learned(_) => None,
+            Rope::Rotary(r) => Some(r.chunk(start, rows)),
+            Rope::Switched(r) => Some(r.chunk(capacity, start, rows)),
+        };
+        {
+            let s = cache.scratch.bufs.as_mut().expect("scratch ensured");
+            let x = s.x.at_mut(..rows * h);
+            be.gather(&self.embed, h, ids, x);
+            if let Some(f) = self.embed_scale {
+                be.scale(s.x.at_mut(..rows * h), f);
+            }
+            if let Rope::Learned(wpe) = &self.rope {
+                be.add(
+                    s.x.at_mut(..rows * h),
+                    wpe.at(start * h..(start + rows) * h),
+                );
+            }
+        }
+        for (l, b) in self.blocks.iter().enumerate() {
+            let (mut kc, mut vc, scratch) = cache.layer_mut(l);
+            let s = scratch.bufs.as_mut().expect("scratch ensured");
+            let n = rows * h;
+            // attention
+            b.attn_norm.forward(be, s.x.at(..n), s.normed.at_mut(..n));
+            b.qkv.forward(be, s.normed.at(..n), rows, s.qkv.at_mut(..));
+            if let Some(chunk) = &rotary {
+                be.rope(
+                    s.qkv.at_mut(..),
+                    rows,
+                    qkv_dim,
+                    q_dim + kv_dim,
+                    hd,
+                    Positions::From(start),
+                    chunk,
+                );
+            }
+            be.kv_append(
+                s.qkv.at(..),
+                q_dim,
+                kv_dim,
+                rows,
+                start,
+                kc.at_mut(..),
+                vc.at_mut(..),
+            );
+            let kv = KvView {
+                keys: kc.as_view(),
+                values: vc.as_view(),
+                capacity,
+            };
+            be.causal_attention(
+                &b.attn,
+                s.qkv.at(..),
+                qkv_dim,
+                rows,
+                start,
+                kv,
+                s.scores.at_mut(..),
+                s.attn.at_mut(..),
+            );
+            b.o.forward(be, s.attn.at(..rows * q_dim), rows, s.out.at_mut(..));
+            // feed-forward and residuals
+            match &b.residual {
+                Residual::Sequential { ffn_norm } => {
+                    be.add(s.x.at_mut(..n), s.out.at(..n));
+                    ffn_norm.forward(be, s.x.at(..n), s.normed.at_mut(..n));
+                    b.mlp.forward(
+                        be,
+                        s.normed.at(..n),
+                        rows,
+                        &mut s.qkv,
+                        &mut s.ffn,
+                        s.mlp.at_mut(..),
+                    );
+                    be.add(s.x.at_mut(..n), s.mlp.at(..n));
+                }
+                Residual::Parallel => {
+                    b.mlp.forward(
+                        be,
+                        s.normed.at(..n),
+                        rows,
+                        &mut s.qkv,
+                        &mut s.ffn,
+                        s.mlp.at_mut(..),
+                    );
+                    be.add(s.out.at_mut(..n), s.mlp.at(..n));
+                    be.add(s.x.at_mut(..n), s.out.at(..n));
+                }
+                Residual::Sandwich {
+                    post_attn,
+                    pre_ffn,
+                    post_ffn,
+                } => {
+                    post_attn.forward(be, s.out.at(..n), s.normed.at_mut(..n));
+                    be.add(s.x.at_mut(..n), s.normed.at(..n));
+                    pre_ffn.forward(be, s.x.at(..n), s.normed.at_mut(..n));
+                    b.mlp.forward(
+                        be,
+                        s.normed.at(..n),
+                        rows,
+                        &mut s.qkv,
+                        &mut s.ffn,
+                        s.mlp.at_mut(..),
+                    );
+                    post_ffn.forward(be, s.mlp.at(..n), s.normed.at_mut(..n));
+                    be.add(s.x.at_mut(..n), s.normed.at(..n));
+                }
+            }
+        }
+        cache.advance(rows);
+        let scratch = &mut cache.scratch;
+        let s = scratch.bufs.as_mut().expect("scratch ensured");
+        let (first, n) = out_rows.span(rows);
+        self.final_norm.forward(
+            be,
+            s.x.at(first * h..(first + n) * h),
+            s.normed.at_mut(..n * h),
+        );
+        self.lm_head
+            .forward(be, s.normed.at(..n * h), n, s.logits.at_mut(..));
+        if let Some(cap) = self.final_softcap {
+            be.softcap(s.logits.at_mut(..n * self.vocab), cap);
+        }
+        Ok(be.read(s.logits.at(..n * self.vocab), &mut scratch.staging))
+    }
+}
+
+impl Mlp {
+    /// Reads `rows` rows of `x`, writes `rows · hidden` of `out`; `inner` (the qkv buffer) and
+    /// `ffn` are scratch.
+    fn forward(
+        &self,
+        be: &dyn GpuCompute,
+        x: View,
+        rows: usize,
+        inner: &mut Tensor,
+        ffn: &mut Option<FfnBuffers>,
+        out: ViewMut,
+    ) {
+        match self {
+            Mlp::Gated(g) => g.forward(be, x, rows, ffn.as_mut().expect("gated buffers"), out),
+            Mlp::Plain {
+                fc1,
+                act,
+                fc2,
+                width,
+            } => {
+                let w = rows * width;
+                fc1.forward(be, x, rows, inner.at_mut(..w));
+                act.apply(be, inner.at_mut(..w));
+                fc2.forward(be, inner.at(..w), rows, out);
+            }
+        }
+    }
+}

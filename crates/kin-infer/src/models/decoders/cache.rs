@@ -1,0 +1,161 @@
+//! A generation's state on the backend: the key/value cache of every layer and the forward
+//! pass's scratch. One per session; the model it runs on is shared and never written.
+
+use crate::backend::{causal_scores_len, GpuCompute, Tensor, ViewMut};
+use crate::error::{InferError, Result};
+use crate::nn::ffn::FfnBuffers;
+
+/// Keys and values of every layer for positions `0..len()`, preallocated for `capacity()` on
+/// the backend at the first forward pass.
+pub struct KvCache {
+    layers: usize,
+    kv_dim: usize,
+    capacity: usize,
+    len: usize,
+    /// `[layers, kv_dim, capacity]`: keys transposed (see [`GpuCompute::kv_append`]) and
+    /// `[layers, capacity, kv_dim]` values; `None` until the first forward.
+    kv: Option<(Tensor, Tensor)>,
+    /// The decoder's per-forward buffers.
+    pub(crate) scratch: Scratch,
+}
+
+impl KvCache {
+    /// A cache for `layers` layers of `kv_dim` keys (and values) per position, `capacity`
+    /// positions. Usually made by [`super::Decoder::new_cache`], which checks it fits.
+    pub fn new(layers: usize, kv_dim: usize, capacity: usize) -> Self {
+        KvCache {
+            layers,
+            kv_dim,
+            capacity,
+            len: 0,
+            kv: None,
+            scratch: Scratch::default(),
+        }
+    }
+
+    /// Positions held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Forgets every position (keeps the memory).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    pub(crate) fn check_shape(&self, layers: usize, kv_dim: usize) -> Result<()> {
+        if self.layers != layers || self.kv_dim != kv_dim {
+            return Err(InferError::Input(format!(
+                "KV cache made for {} layers × {} kv features, model has {layers} × {kv_dim}",
+                self.layers, self.kv_dim
+            )));
+        }
+        Ok(())
+    }
+
+    /// Allocates the keys and values on `be` if this is the first forward.
+    pub(crate) fn ensure(&mut self, be: &dyn GpuCompute) {
+        if self.kv.is_none() {
+            let n = self.layers * self.capacity * self.kv_dim;
+            self.kv = Some((be.zeros(n), be.zeros(n)));
+        }
+    }
+
+    /// Layer `layer`'s keys and values, writable, and the scratch.
+    pub(crate) fn layer_mut(&mut self, layer: usize) -> (ViewMut<'_>, ViewMut<'_>, &mut Scratch) {
+        let n = self.capacity * self.kv_dim;
+        let (k, v) = self.kv.as_mut().expect("KvCache::ensure ran");
+        (
+            k.at_mut(layer * n..(layer + 1) * n),
+            v.at_mut(layer * n..(layer + 1) * n),
+            &mut self.scratch,
+        )
+    }
+
+    /// Marks `n` more positions as filled (after a forward pass wrote them).
+    pub(crate) fn advance(&mut self, n: usize) {
+        debug_assert!(self.len + n <= self.capacity);
+        self.len += n;
+    }
+}
+
+/// Per-forward scratch on the backend, kept in the [`KvCache`] and grown only when a chunk has
+/// more rows than any before it: decode steps after the prefill allocate nothing.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    /// Rows the buffers hold.
+    rows: usize,
+    pub(crate) bufs: Option<Buffers>,
+    /// Host copy of the logits where the backend keeps them elsewhere.
+    pub(crate) staging: Vec<f32>,
+}
+
+pub(crate) struct Buffers {
+    /// `[rows, hidden]` residual stream.
+    pub(crate) x: Tensor,
+    /// `[rows, hidden]` normalized input of a sub-block.
+    pub(crate) normed: Tensor,
+    /// `[rows, max(q_dim + 2·kv_dim, plain ffn width)]` fused projections (a plain
+    /// feed-forward's hidden layer reuses it once attention has run).
+    pub(crate) qkv: Tensor,
+    /// `[rows, q_dim]` attention output.
+    pub(crate) attn: Tensor,
+    /// `[rows, hidden]` attention sub-block output.
+    pub(crate) out: Tensor,
+    /// `[rows, hidden]` feed-forward output.
+    pub(crate) mlp: Tensor,
+    /// Causal attention scores.
+    pub(crate) scores: Tensor,
+    /// `[rows, vocab]` logits.
+    pub(crate) logits: Tensor,
+    /// A gated feed-forward's buffers.
+    pub(crate) ffn: Option<FfnBuffers>,
+}
+
+/// Dimensions a decoder's scratch needs.
+pub(crate) struct ScratchDims {
+    pub hidden: usize,
+    pub q_dim: usize,
+    /// Width of the `qkv` buffer.
+    pub qkv_dim: usize,
+    pub heads: usize,
+    /// Gated feed-forward width (0: none).
+    pub gated: usize,
+    pub vocab: usize,
+}
+
+impl Scratch {
+    pub(crate) fn ensure(
+        &mut self,
+        be: &dyn GpuCompute,
+        rows: usize,
+        capacity: usize,
+        d: &ScratchDims,
+    ) {
+        let scores = causal_scores_len(d.heads, capacity);
+        if rows <= self.rows && self.bufs.as_ref().is_some_and(|b| b.scores.len() >= scores) {
+            return;
+        }
+        let rows = rows.max(self.rows);
+        self.rows = rows;
+        self.bufs = Some(Buffers {
+            x: be.zeros(rows * d.hidden),
+            normed: be.zeros(rows * d.hidden),
+            qkv: be.zeros(rows * d.qkv_dim),
+            attn: be.zeros(rows * d.q_dim),
+            out: be.zeros(rows * d.hidden),
+            mlp: be.zeros(rows * d.hidden),
+            scores: be.zeros(scores),
+            logits: be.zeros(rows * d.vocab),
+            ffn: (d.gated > 0).then(|| FfnBuffers::new(be, rows, d.gated)),
+        });
+    }
+}

@@ -1,0 +1,147 @@
+//! The post-LayerNorm encoder layer BERT, RoBERTa, ALBERT, JinaBERT and nomic-bert share,
+//! written once (transformers' order: `x = LN(x + attn_out(attn(qkv(x))))`, then
+//! `x = LN(x + ffn(x))`), with the choices those families make: the attention bias (ALiBi),
+//! rotary q/k (nomic), a plain or gated feed-forward.
+
+use super::ffn::{FfnBuffers, GatedFfn};
+use super::rope::RotaryChunk;
+use super::{LayerNorm, Linear};
+use crate::backend::{Act, AttnBias, GpuCompute, Positions, SeqSpan, Tensor};
+
+/// An encoder layer's feed-forward.
+pub(crate) enum EncoderFfn {
+    /// `output(act(intermediate(x)))`, `intermediate` producing `width` features.
+    Plain {
+        intermediate: Linear,
+        act: Act,
+        output: Linear,
+        width: usize,
+    },
+    /// `down(act(gate(x)) · up(x))`.
+    Gated(GatedFfn),
+}
+
+impl EncoderFfn {
+    fn width(&self) -> usize {
+        match self {
+            EncoderFfn::Plain { width, .. } => *width,
+            EncoderFfn::Gated(g) => g.intermediate(),
+        }
+    }
+}
+
+/// One post-LN layer.
+pub(crate) struct PostLnLayer {
+    /// q, k, v fused: `[3 · inner, hidden]`.
+    pub(crate) qkv: Linear,
+    pub(crate) attn_out: Linear,
+    pub(crate) attn_norm: LayerNorm,
+    pub(crate) ffn: EncoderFfn,
+    pub(crate) out_norm: LayerNorm,
+}
+
+/// The attention every layer of a forward pass shares.
+pub(crate) struct SelfAttention<'a> {
+    pub(crate) spans: &'a [SeqSpan],
+    pub(crate) heads: usize,
+    pub(crate) head_dim: usize,
+    pub(crate) scale: f32,
+    pub(crate) bias: Option<AttnBias<'a>>,
+    /// Rotary q/k: the tables and each packed row's position.
+    pub(crate) rope: Option<(RotaryChunk<'a>, &'a [u32])>,
+}
+
+/// Scratch of a forward pass, allocated once for the batch.
+pub(crate) struct EncoderBuffers {
+    qkv: Tensor,
+    ctx: Tensor,
+    tmp: Tensor,
+    inter: Tensor,
+    ffn: Option<FfnBuffers>,
+}
+
+impl EncoderBuffers {
+    /// For `rows` tokens of `hidden`, attention `inner` wide, and `layer`'s feed-forward.
+    pub(crate) fn new(
+        be: &dyn GpuCompute,
+        rows: usize,
+        hidden: usize,
+        inner: usize,
+        layer: &PostLnLayer,
+    ) -> Self {
+        let (plain, gated) = match &layer.ffn {
+            EncoderFfn::Plain { width, .. } => (*width, None),
+            EncoderFfn::Gated(_) => (0, Some(FfnBuffers::new(be, rows, layer.ffn.width()))),
+        };
+        EncoderBuffers {
+            qkv: be.zeros(rows * 3 * inner),
+            ctx: be.zeros(rows * inner),
+            tmp: be.zeros(rows * hidden),
+            inter: be.zeros(rows * plain),
+            ffn: gated,
+        }
+    }
+}
+
+impl PostLnLayer {
+    /// Runs the layer on the `rows` rows of `x`, in place.
+    pub(crate) fn forward(
+        &self,
+        be: &dyn GpuCompute,
+        x: &mut Tensor,
+        rows: usize,
+        att: &SelfAttention,
+        buf: &mut EncoderBuffers,
+    ) {
+        let inner = att.heads * att.head_dim;
+        self.qkv.forward(be, x.view(), rows, buf.qkv.at_mut(..));
+        if let Some((rotary, pos)) = &att.rope {
+            be.rope(
+                buf.qkv.at_mut(..),
+                rows,
+                3 * inner,
+                2 * inner,
+                att.head_dim,
+                Positions::List(pos),
+                rotary,
+            );
+        }
+        be.attention(
+            buf.qkv.view(),
+            att.spans,
+            att.heads,
+            att.head_dim,
+            att.scale,
+            att.bias.as_ref(),
+            buf.ctx.at_mut(..),
+        );
+        self.attn_out
+            .forward(be, buf.ctx.view(), rows, buf.tmp.at_mut(..));
+        be.add(buf.tmp.at_mut(..), x.view());
+        self.attn_norm.forward(be, buf.tmp.at_mut(..));
+        std::mem::swap(x, &mut buf.tmp);
+
+        match &self.ffn {
+            EncoderFfn::Plain {
+                intermediate,
+                act,
+                output,
+                ..
+            } => {
+                intermediate.forward(be, x.view(), rows, buf.inter.at_mut(..));
+                be.activation(buf.inter.at_mut(..), *act);
+                output.forward(be, buf.inter.view(), rows, buf.tmp.at_mut(..));
+            }
+            EncoderFfn::Gated(g) => g.forward(
+                be,
+                x.view(),
+                rows,
+                buf.ffn.as_mut().expect("gated buffers"),
+                buf.tmp.at_mut(..),
+            ),
+        }
+        be.add(buf.tmp.at_mut(..), x.view());
+        self.out_norm.forward(be, buf.tmp.at_mut(..));
+        std::mem::swap(x, &mut buf.tmp);
+    }
+}

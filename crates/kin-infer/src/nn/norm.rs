@@ -1,0 +1,94 @@
+//! Norms, written once: LayerNorm (BERT-likes, GPT-2, Phi) and RMSNorm (LLaMA-likes, Gemma
+//! with its `1 + w` folded in at load, T5), and [`Norm`], the choice a block makes.
+
+use crate::backend::{GpuCompute, Tensor, View, ViewMut};
+use crate::error::Result;
+use crate::io::safetensors::Weights;
+
+/// LayerNorm over the last dimension.
+pub(crate) struct LayerNorm {
+    weight: Tensor,
+    bias: Tensor,
+    eps: f32,
+}
+
+impl LayerNorm {
+    /// Loads `{name}.weight` / `{name}.bias`, accepting the old `gamma` / `beta` names of
+    /// TF-converted checkpoints.
+    pub(crate) fn load(
+        be: &dyn GpuCompute,
+        w: &Weights,
+        name: &str,
+        dim: usize,
+        eps: f32,
+    ) -> Result<Self> {
+        let (wn, bn) =
+            if !w.contains(&format!("{name}.weight")) && w.contains(&format!("{name}.gamma")) {
+                ("gamma", "beta")
+            } else {
+                ("weight", "bias")
+            };
+        Ok(LayerNorm {
+            weight: be.upload(w.get(&format!("{name}.{wn}"), &[dim])?.to_vec()),
+            bias: be.upload(w.get(&format!("{name}.{bn}"), &[dim])?.to_vec()),
+            eps,
+        })
+    }
+
+    /// Normalizes every row in place.
+    pub(crate) fn forward(&self, be: &dyn GpuCompute, x: ViewMut) {
+        be.layer_norm(x, &self.weight, &self.bias, self.eps);
+    }
+}
+
+/// RMSNorm: `w · (x · 1/sqrt(mean(x²) + eps))`, no mean, no bias.
+pub(crate) struct RmsNorm {
+    weight: Tensor,
+    eps: f32,
+}
+
+impl RmsNorm {
+    /// Loads `{name}` (`[dim]`, the whole tensor name).
+    pub(crate) fn load(
+        be: &dyn GpuCompute,
+        w: &Weights,
+        name: &str,
+        dim: usize,
+        eps: f32,
+    ) -> Result<Self> {
+        Ok(Self::from_weight(be, w.get(name, &[dim])?.to_vec(), eps))
+    }
+
+    /// Gemma's norms scale by `1 + w`: the caller folds that into `weight` (in f32, as
+    /// transformers computes `1.0 + weight.float()`).
+    pub(crate) fn from_weight(be: &dyn GpuCompute, weight: Vec<f32>, eps: f32) -> Self {
+        RmsNorm {
+            weight: be.upload(weight),
+            eps,
+        }
+    }
+
+    /// Normalizes every row of `x` into `out`.
+    pub(crate) fn forward(&self, be: &dyn GpuCompute, x: View, out: ViewMut) {
+        be.rms_norm(x, &self.weight, self.eps, out);
+    }
+}
+
+/// The norm a block applies.
+pub(crate) enum Norm {
+    Layer(LayerNorm),
+    Rms(RmsNorm),
+}
+
+impl Norm {
+    /// Normalizes every row of `x` into `out` (same length).
+    pub(crate) fn forward(&self, be: &dyn GpuCompute, x: View, mut out: ViewMut) {
+        match self {
+            Norm::Layer(ln) => {
+                be.copy(x, out.at_mut(..));
+                ln.forward(be, out);
+            }
+            Norm::Rms(n) => n.forward(be, x, out),
+        }
+    }
+}
