@@ -9,6 +9,7 @@ pub(crate) mod ffn;
 pub(crate) mod norm;
 pub mod pooling;
 pub mod rope;
+pub(crate) mod rope_config;
 
 pub(crate) use norm::{LayerNorm, Norm, RmsNorm};
 

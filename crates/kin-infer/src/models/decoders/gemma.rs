@@ -34,6 +34,7 @@ use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::{WeightStore, Weights};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::Rotary;
+use crate::nn::rope_config::{object, RopeDict};
 use crate::nn::{Linear, Norm, RmsNorm};
 use rayon::prelude::*;
 use serde_json::Value;
@@ -238,37 +239,21 @@ fn layer_windows(f: &ConfigFields, layers: usize) -> Result<Vec<Option<usize>>> 
 /// `rope_parameters.rope_theta` (transformers 5.x) or `rope_theta` (Hub), default 10000;
 /// a scaling type other than `default` is unsupported.
 fn rope_theta(f: &ConfigFields) -> Result<f64> {
-    let check_type = |field: &str, t: Option<&Value>| -> Result<()> {
-        match t.and_then(|t| t.as_str()) {
-            None | Some("default") => Ok(()),
-            Some(other) => Err(InferError::Unsupported(format!(
-                "gemma `{field}` `{other}` (rope scaling) is not supported (supported: default)"
-            ))),
-        }
-    };
-    if let Some(rs) = f.get("rope_scaling").filter(|x| !x.is_null()) {
-        check_type(
-            "rope_scaling.rope_type",
-            rs.get("rope_type").or_else(|| rs.get("type")),
-        )?;
-    }
-    let theta = match f.get("rope_parameters") {
-        Some(Value::Object(rp)) => {
-            check_type("rope_parameters.rope_type", rp.get("rope_type"))?;
-            match rp.get("rope_theta").filter(|x| !x.is_null()) {
-                Some(x) => x.as_f64().ok_or_else(|| {
-                    f.err(
-                        "rope_parameters.rope_theta",
-                        format!("expected a number, found {x}"),
-                    )
-                })?,
-                None => f.f64("rope_theta", 10000.0)?,
+    let scaling = RopeDict::new(f, "rope_scaling", object(f, "rope_scaling")?);
+    let params = RopeDict::new(f, "rope_parameters", object(f, "rope_parameters")?);
+    for d in [&scaling, &params] {
+        match d.kind()? {
+            "default" => {}
+            other => {
+                return Err(InferError::Unsupported(format!(
+                    "gemma `{}.rope_type` `{other}` (rope scaling) is not supported (supported: \
+                     default)",
+                    d.field
+                )))
             }
         }
-        None | Some(Value::Null) => f.f64("rope_theta", 10000.0)?,
-        Some(x) => return Err(f.err("rope_parameters", format!("expected an object, found {x}"))),
-    };
-    f.positive_f64("rope_theta", theta)
+    }
+    params.theta()
 }
 
 /// `(1 + w)`, the factor `GemmaRMSNorm` multiplies by (in f32).

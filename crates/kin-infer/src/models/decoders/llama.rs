@@ -40,6 +40,7 @@ use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::{WeightStore, Weights};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::{RopeScaling, Rotary};
+use crate::nn::rope_config::{object, RopeDict};
 use crate::nn::{Linear, Norm, RmsNorm};
 use rayon::prelude::*;
 use serde_json::Value;
@@ -253,66 +254,32 @@ fn layer_windows(f: &ConfigFields, family: Family, layers: usize) -> Result<Vec<
 /// `rope_theta`, else 10000. `llama3`'s `original_max_position_embeddings` defaults to
 /// `max_position_embeddings`.
 fn rope(f: &ConfigFields, max_positions: usize, head_dim: usize) -> Result<(f64, RopeScaling)> {
-    let (field, rp) = match (f.get("rope_scaling"), f.get("rope_parameters")) {
-        (Some(Value::Object(o)), _) if !o.is_empty() => ("rope_scaling", Some(o)),
-        (Some(x), _) if !x.is_null() && !x.is_object() => {
-            return Err(f.err("rope_scaling", format!("expected an object, found {x}")))
-        }
-        (_, Some(Value::Object(o))) => ("rope_parameters", Some(o)),
-        (_, None | Some(Value::Null)) => ("rope_parameters", None),
-        (_, Some(x)) => {
-            return Err(f.err("rope_parameters", format!("expected an object, found {x}")))
-        }
-    };
-    let get = |key: &str| rp.and_then(|o| o.get(key)).filter(|x| !x.is_null());
-    let num = |key: &str| -> Result<Option<f64>> {
-        get(key)
-            .map(|x| {
-                x.as_f64().ok_or_else(|| {
-                    f.err(
-                        &format!("{field}.{key}"),
-                        format!("expected a number, found {x}"),
-                    )
-                })
-            })
-            .transpose()
+    // A non-empty top-level `rope_scaling` wins over `rope_parameters`, as in transformers.
+    let d = match object(f, "rope_scaling")? {
+        Some(o) if !o.is_empty() => RopeDict::new(f, "rope_scaling", Some(o)),
+        _ => RopeDict::new(f, "rope_parameters", object(f, "rope_parameters")?),
     };
     let positive = |key: &str| -> Result<f64> {
-        match num(key)? {
-            Some(v) if key == "factor" && v > MAX_ROPE_FACTOR => Err(f.err(
-                &format!("{field}.{key}"),
+        match d.num(key)? {
+            Some(v) if key == "factor" && v > MAX_ROPE_FACTOR => Err(d.err(
+                key,
                 format!("{v} is out of range (at most {MAX_ROPE_FACTOR})"),
             )),
             Some(v) if v > 0.0 && v.is_finite() => Ok(v),
-            Some(v) => Err(f.err(
-                &format!("{field}.{key}"),
-                format!("must be positive, found {v}"),
-            )),
-            None => Err(f.err(&format!("{field}.{key}"), "is required by this rope type")),
+            Some(v) => Err(d.err(key, format!("must be positive, found {v}"))),
+            None => Err(d.err(key, "is required by this rope type")),
         }
     };
-    if let Some(p) = get("partial_rotary_factor") {
+    if let Some(p) = d.get("partial_rotary_factor") {
         if p.as_f64() != Some(1.0) {
             return Err(InferError::Unsupported(format!(
                 "llama with partial_rotary_factor {p} is not supported"
             )));
         }
     }
-    let theta = match num("rope_theta")? {
-        Some(t) => t,
-        None => f.f64("rope_theta", 10000.0)?,
-    };
-    let theta = f.positive_f64("rope_theta", theta)?;
-    let kind = match get("rope_type").or_else(|| get("type")) {
-        None => "default",
-        Some(Value::String(t)) => t.as_str(),
-        Some(x) => {
-            return Err(f.err(
-                &format!("{field}.rope_type"),
-                format!("expected a string, found {x}"),
-            ))
-        }
-    };
+    let theta = d.theta()?;
+    let kind = d.kind()?;
+    let field = d.field;
     let scaling = match kind {
         "default" => RopeScaling::None,
         "linear" => RopeScaling::Linear {
@@ -338,7 +305,7 @@ fn rope(f: &ConfigFields, max_positions: usize, head_dim: usize) -> Result<(f64,
                 ));
             }
             let key = "original_max_position_embeddings";
-            let original = match get(key) {
+            let original = match d.get(key) {
                 None => max_positions,
                 Some(x) => match x.as_u64() {
                     Some(n) if n > 0 => n as usize,

@@ -46,9 +46,10 @@ use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::{WeightStore, Weights};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::{ln_f64, pow_f64, RopeTable, SwitchedRotary};
+use crate::nn::rope_config::{object, RopeDict};
 use crate::nn::{LayerNorm, Linear, Norm, RmsNorm};
 use rayon::prelude::*;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::path::Path;
 
 const PROBE: &str = "model.embed_tokens.weight";
@@ -90,25 +91,6 @@ struct PhiConfig {
     eos: Vec<u32>,
     bos: Option<u32>,
     dtype: Option<String>,
-}
-
-/// A number field of `rope_parameters` (`rp`) or, failing that, the top-level config.
-fn rope_num(f: &ConfigFields, rp: Option<&Map<String, Value>>, key: &str) -> Result<Option<f64>> {
-    if let Some(x) = rp.and_then(|rp| rp.get(key)).filter(|x| !x.is_null()) {
-        return x.as_f64().map(Some).ok_or_else(|| {
-            f.err(
-                &format!("rope_parameters.{key}"),
-                format!("expected a number, found {x}"),
-            )
-        });
-    }
-    match f.get(key) {
-        Some(x) => x
-            .as_f64()
-            .map(Some)
-            .ok_or_else(|| f.err(key, format!("expected a number, found {x}"))),
-        None => Ok(None),
-    }
 }
 
 fn factors(f: &ConfigFields, field: &str, v: Option<&Value>, n: usize) -> Result<Vec<f32>> {
@@ -158,40 +140,20 @@ impl PhiConfig {
         }
         let head_dim = f.opt_usize("head_dim")?.unwrap_or(hidden / heads);
         attention_dims(f, heads, kv_heads, head_dim)?;
-        let rp = match f.get("rope_parameters") {
-            None => None,
-            Some(Value::Object(m)) => Some(m),
-            Some(x) => {
-                return Err(f.err("rope_parameters", format!("expected an object, found {x}")))
-            }
-        };
-        let scaling = match f.get("rope_scaling") {
-            None => None,
-            Some(Value::Object(m)) => Some(m),
-            Some(x) => return Err(f.err("rope_scaling", format!("expected an object, found {x}"))),
-        };
+        let rp = object(f, "rope_parameters")?;
+        let scaling = object(f, "rope_scaling")?;
         // The scaling parameters: transformers 5.x's rope_parameters, else the Hub's rope_scaling.
-        let (sp, sp_name) = match (rp, scaling) {
+        let sp = match (rp, scaling) {
             (Some(rp), _) if rp.contains_key("rope_type") || rp.contains_key("type") => {
-                (Some(rp), "rope_parameters")
+                RopeDict::new(f, "rope_parameters", Some(rp))
             }
-            (_, Some(s)) => (Some(s), "rope_scaling"),
-            (rp, None) => (rp, "rope_parameters"),
+            (_, Some(s)) => RopeDict::new(f, "rope_scaling", Some(s)),
+            (rp, None) => RopeDict::new(f, "rope_parameters", rp),
         };
-        let rope_type = sp
-            .and_then(|m| m.get("rope_type").or_else(|| m.get("type")))
-            .filter(|t| !t.is_null())
-            .map(|t| {
-                t.as_str().map(String::from).ok_or_else(|| {
-                    f.err(
-                        &format!("{sp_name}.rope_type"),
-                        format!("expected a string, found {t}"),
-                    )
-                })
-            })
-            .transpose()?
-            .unwrap_or_else(|| "default".into());
-        let partial = rope_num(f, rp, "partial_rotary_factor")?.unwrap_or(1.0);
+        let sp_name = sp.field;
+        let rope_type = sp.kind()?.to_string();
+        let params = RopeDict::new(f, "rope_parameters", rp);
+        let partial = params.num_or_top("partial_rotary_factor")?.unwrap_or(1.0);
         if !(partial > 0.0 && partial <= 1.0) {
             return Err(f.err(
                 "partial_rotary_factor",
@@ -205,12 +167,10 @@ impl PhiConfig {
                 format!("head_dim {head_dim} × {partial} = {rotary_dim} rotated features: rotary needs an even, positive count"),
             ));
         }
-        let rope_theta = rope_num(f, rp, "rope_theta")?.unwrap_or(10000.0);
-        let rope_theta = f.positive_f64("rope_theta", rope_theta)?;
+        let rope_theta = params.theta()?;
         let longrope = match (family, rope_type.as_str()) {
             (_, "default") => None,
             (Family::Phi3, "longrope" | "su") => {
-                let sp = sp.expect("a rope type comes from a parameter map");
                 let half = rotary_dim / 2;
                 let short = factors(f, &format!("{sp_name}.short_factor"), sp.get("short_factor"), half)?;
                 let long = factors(f, &format!("{sp_name}.long_factor"), sp.get("long_factor"), half)?;
