@@ -54,14 +54,13 @@ pub enum InferError {
     Tokenizer { reason: String },
     #[error("invalid input: {0}")]
     Input(String),
-    /// Tokens that would end past the model's context or a cache's capacity.
-    #[error("invalid input: {tokens} tokens after {cached} cached ones exceed the {what} of {limit} tokens")]
+    /// Tokens that would end past the model's context or a cache's capacity: `tokens` asked
+    /// for, `limit` available; the message says which limit.
+    #[error("invalid input: {message}")]
     ContextExceeded {
+        message: String,
         tokens: usize,
-        cached: usize,
         limit: usize,
-        /// "model's context" or "KV cache's capacity".
-        what: &'static str,
     },
     #[error("invalid input: token id {id} is outside the vocabulary (size {vocab})")]
     TokenOutOfVocabulary { id: u32, vocab: usize },

@@ -46,21 +46,29 @@ pub fn generate_greedy(
         return Err(InferError::Input("empty prompt".into()));
     }
     if prompt.len() > ctx {
-        return Err(InferError::Input(format!(
-            "prompt of {} tokens exceeds the model's context of {ctx} tokens",
-            prompt.len()
-        )));
+        return Err(InferError::ContextExceeded {
+            message: format!(
+                "prompt of {} tokens exceeds the model's context of {ctx} tokens",
+                prompt.len()
+            ),
+            tokens: prompt.len(),
+            limit: ctx,
+        });
     }
     // The last new token is never fed back.
     let needed = prompt
         .len()
         .saturating_add(max_new_tokens.saturating_sub(1));
     if needed > ctx {
-        return Err(InferError::Input(format!(
-            "prompt of {} tokens plus {max_new_tokens} new ones exceeds the model's context of \
-             {ctx} tokens",
-            prompt.len()
-        )));
+        return Err(InferError::ContextExceeded {
+            message: format!(
+                "prompt of {} tokens plus {max_new_tokens} new ones exceeds the model's context \
+                 of {ctx} tokens",
+                prompt.len()
+            ),
+            tokens: needed,
+            limit: ctx,
+        });
     }
     let mut out = Vec::with_capacity(max_new_tokens);
     if max_new_tokens == 0 {

@@ -218,17 +218,25 @@ pub fn generate(
         return Err(InferError::Input("empty prompt".into()));
     }
     if prompt.len() > ctx {
-        return Err(InferError::Input(format!(
-            "prompt of {} tokens exceeds the model's context of {ctx} tokens",
-            prompt.len()
-        )));
+        return Err(InferError::ContextExceeded {
+            message: format!(
+                "prompt of {} tokens exceeds the model's context of {ctx} tokens",
+                prompt.len()
+            ),
+            tokens: prompt.len(),
+            limit: ctx,
+        });
     }
     spec.validate_chunk(prompt, 0, ctx)?;
     if params.max_new_tokens > ctx {
-        return Err(InferError::Input(format!(
-            "max tokens {} exceeds the model's context of {ctx} tokens",
-            params.max_new_tokens
-        )));
+        return Err(InferError::ContextExceeded {
+            message: format!(
+                "max tokens {} exceeds the model's context of {ctx} tokens",
+                params.max_new_tokens
+            ),
+            tokens: params.max_new_tokens,
+            limit: ctx,
+        });
     }
     if !params.stop.is_empty() && detok.is_none() {
         return Err(InferError::Input(

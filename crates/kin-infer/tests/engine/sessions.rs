@@ -72,7 +72,27 @@ fn session_errors_have_kinds() {
     let e = s.forward(&[], LogitsRows::Last).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
     let e = g.session(ctx + 1).err().expect("a cache past the context");
+    assert_eq!(e.kind(), ErrorKind::ContextExceeded, "{e}");
+    let e = g.session(0).err().expect("an empty cache");
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    // The generation loop's own checks carry the same kind.
+    let params = kin_infer::generate::SamplingParams {
+        max_new_tokens: ctx + 1,
+        ..Default::default()
+    };
+    let e = g
+        .generate(&[1, 2], &params, None, |_| {
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ContextExceeded, "{e}");
+    let long: Vec<u32> = vec![1; ctx + 1];
+    let e = g
+        .generate(&long, &Default::default(), None, |_| {
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ContextExceeded, "{e}");
     let e = Generator::load(
         Path::new("/nonexistent/model"),
         &GeneratorOptions::default(),

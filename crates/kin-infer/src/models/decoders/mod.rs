@@ -80,10 +80,12 @@ impl DecoderSpec {
         ] {
             if end > limit {
                 return Err(InferError::ContextExceeded {
-                    tokens: ids.len(),
-                    cached: start,
+                    message: format!(
+                        "{} tokens after {start} cached ones exceed the {what} of {limit} tokens",
+                        ids.len()
+                    ),
+                    tokens: end,
                     limit,
-                    what,
                 });
             }
         }
@@ -117,11 +119,19 @@ pub trait Decoder: Send + Sync {
     /// A cache for `capacity` positions (at most the context), allocated once.
     fn new_cache(&self, capacity: usize) -> Result<KvCache> {
         let s = self.spec();
-        if capacity == 0 || capacity > s.max_sequence_length {
-            return Err(InferError::Input(format!(
-                "KV cache capacity {capacity} must lie in 1..={} (the model's context)",
-                s.max_sequence_length
-            )));
+        let message = format!(
+            "KV cache capacity {capacity} must lie in 1..={} (the model's context)",
+            s.max_sequence_length
+        );
+        if capacity == 0 {
+            return Err(InferError::Input(message));
+        }
+        if capacity > s.max_sequence_length {
+            return Err(InferError::ContextExceeded {
+                message,
+                tokens: capacity,
+                limit: s.max_sequence_length,
+            });
         }
         // Keys and values, f32, before anything is allocated: a context the host cannot hold
         // is a typed error, not an abort.
