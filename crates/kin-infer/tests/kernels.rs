@@ -128,6 +128,24 @@ proptest! {
     }
 
     #[test]
+    fn unpacked_matmul_equals_the_packed_gemm(m in 1usize..20, k in 1usize..70, n in 1usize..90, pad in 0usize..5, seed in any::<u64>()) {
+        let (gen, simd) = tiers();
+        let (lda, ldb, ldc) = (k + pad, n + 2 * pad, n + pad);
+        let a = fill(seed, m * lda);
+        let b = fill(seed ^ 9, k * ldb);
+        for kern in std::iter::once(&gen).chain(&simd) {
+            // The reference: b packed as the GEMM's right operand.
+            let packed = kern.pack_cols(&b, k, n, ldb);
+            let mut want = vec![0.0; m * n];
+            kern.matmul(&a, lda, m, &packed, None, &mut want, n);
+            let mut got = vec![f32::NAN; m * ldc];
+            kern.matmul_unpacked(&a, lda, m, k, &b, ldb, n, &mut got, ldc);
+            let got: Vec<f32> = got.chunks(ldc).flat_map(|r| r[..n].to_vec()).collect();
+            assert_same("matmul_unpacked", kern.tier(), &got, &want);
+        }
+    }
+
+    #[test]
     fn gemv_matches_generic_and_the_gemm_order(k in 1usize..80, n in 1usize..150, pad in 0usize..9, seed in any::<u64>()) {
         let (gen, simd) = tiers();
         let ldb = n + pad;

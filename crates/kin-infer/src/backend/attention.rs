@@ -93,6 +93,9 @@ pub(super) fn bidirectional(
                     None => k.softmax_scaled(row, scale),
                 }
             }
+            // Packing v (O(len · head_dim)) buys the GEMM's register blocking for p · v
+            // (O(len² · head_dim)); `Kernels::matmul_unpacked` gives the same bits without the
+            // copy but runs row by row, measured 35% slower on T5's 12-wide heads.
             let values = k.pack_cols(&qkv[base + 2 * hidden..], len, head_dim, stride);
             let mut ctx = vec![0.0f32; len * head_dim];
             k.matmul(&scores, len, len, &values, None, &mut ctx, head_dim);

@@ -149,20 +149,19 @@ impl GpuCompute for CpuCompute {
             .matmul(host(&x), w.k, rows, p, bias.map(whole), out, w.n);
     }
 
-    fn matmul_nt(
+    fn matmul(
         &self,
         a: View,
         lda: usize,
+        m: usize,
+        k: usize,
         b: View,
         ldb: usize,
-        m: usize,
         n: usize,
-        k: usize,
         out: ViewMut,
     ) {
-        let packed = self.k.pack_rows(host(&b), n, k, ldb);
         self.k
-            .matmul(host(&a), lda, m, &packed, None, host_mut(out), n);
+            .matmul_unpacked(host(&a), lda, m, k, host(&b), ldb, n, host_mut(out), n);
     }
 
     fn layer_norm(&self, x: ViewMut, w: &Tensor, b: &Tensor, eps: f32) {

@@ -322,19 +322,20 @@ pub trait GpuCompute: Send + Sync {
     /// `out[r] = x[r] · wᵀ + bias` for `rows` rows (`x` holds `rows · w.k()`, `out`
     /// `rows · w.n()`).
     fn linear(&self, x: View, rows: usize, w: &DeviceMatrix, bias: Option<&Tensor>, out: ViewMut);
-    /// `out = a · bᵀ` for activations: `a` is `m` rows of `k` (row stride `lda`), `b` is `n`
-    /// rows of `k` (stride `ldb`), `out` is `m × n`. Each element accumulates k in order, as
-    /// [`GpuCompute::linear`] does.
+    /// `out = a · b` for two activations, neither packed: `a` is `m` rows of `k` (row stride
+    /// `lda`), `b` is `k` rows of `n` (stride `ldb`), `out` is `m × n` (stride `n`). Each
+    /// element accumulates k in order, as [`GpuCompute::linear`] does, so the product has the
+    /// bits of packing `b` as a weight.
     #[allow(clippy::too_many_arguments)]
-    fn matmul_nt(
+    fn matmul(
         &self,
         a: View,
         lda: usize,
+        m: usize,
+        k: usize,
         b: View,
         ldb: usize,
-        m: usize,
         n: usize,
-        k: usize,
         out: ViewMut,
     );
     /// LayerNorm of every row (width `w.len()`), in place.

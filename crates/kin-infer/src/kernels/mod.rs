@@ -591,6 +591,53 @@ impl Kernels {
         (self.ops.gemv)(a, b, ldb, out)
     }
 
+    /// `c[i][j] = Σ_p a[i][p] · b[p][j]` for `m` rows of `k` (`a` row stride `lda`) times `b`'s
+    /// `k` rows of `n` (row stride `ldb`), **neither operand packed**: for products of two
+    /// activations (attention's `p · v`, a transposed cache's `q · kᵀ`), where packing would
+    /// copy an operand used once. Each element accumulates p = 0, 1, … with FMA from 0.0, the
+    /// order of [`Kernels::matmul`], so it equals packing `b` with [`Kernels::pack_cols`] and
+    /// running the GEMM, bit for bit (tests/kernels.rs). Rows of a large product run in
+    /// parallel, only inside a rayon pool, like the GEMM.
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul_unpacked(
+        &self,
+        a: &[f32],
+        lda: usize,
+        m: usize,
+        k: usize,
+        b: &[f32],
+        ldb: usize,
+        n: usize,
+        c: &mut [f32],
+        ldc: usize,
+    ) {
+        if m == 0 || n == 0 {
+            return;
+        }
+        assert!(
+            lda >= k && a.len() >= (m - 1) * lda + k,
+            "matmul_unpacked: a too short"
+        );
+        assert!(
+            ldc >= n && c.len() >= (m - 1) * ldc + n,
+            "matmul_unpacked: c too short"
+        );
+        let row = |i: usize, out: &mut [f32]| self.gemv(&a[i * lda..i * lda + k], b, ldb, out);
+        // Forking pays only for large products (attention runs one per (sequence, head),
+        // already in parallel); threads never change bits.
+        if rayon::current_thread_index().is_some() && m > 1 && m * n * k >= 1 << 18 {
+            use rayon::prelude::*;
+            c.par_chunks_mut(ldc)
+                .take(m)
+                .enumerate()
+                .for_each(|(i, r)| row(i, &mut r[..n]));
+        } else {
+            for (i, r) in c.chunks_mut(ldc).take(m).enumerate() {
+                row(i, &mut r[..n]);
+            }
+        }
+    }
+
     /// `x[i] = fma(a, y[i], x[i])` (one rounding per element, the same in every tier).
     pub fn axpy(&self, x: &mut [f32], a: f32, y: &[f32]) {
         let n = x.len().min(y.len());
