@@ -20,6 +20,24 @@ use crate::gpu::GpuCompute;
 pub use crate::models::decoders::KvCache;
 use crate::models::decoders::{Decoder, LogitsRows};
 
+/// A prompt must hold at least one token and fit the context `ctx`.
+pub(crate) fn check_prompt(prompt: &[u32], ctx: usize) -> Result<()> {
+    if prompt.is_empty() {
+        return Err(InferError::Input("empty prompt".into()));
+    }
+    if prompt.len() > ctx {
+        return Err(InferError::ContextExceeded {
+            message: format!(
+                "prompt of {} tokens exceeds the model's context of {ctx} tokens",
+                prompt.len()
+            ),
+            tokens: prompt.len(),
+            limit: ctx,
+        });
+    }
+    Ok(())
+}
+
 /// Index of the largest logit (the first on ties, as `torch.argmax`).
 pub fn argmax(logits: &[f32]) -> u32 {
     let mut best = 0;
@@ -42,19 +60,7 @@ pub fn generate_greedy(
     mut on_token: impl FnMut(u32),
 ) -> Result<Vec<u32>> {
     let ctx = model.spec().max_sequence_length;
-    if prompt.is_empty() {
-        return Err(InferError::Input("empty prompt".into()));
-    }
-    if prompt.len() > ctx {
-        return Err(InferError::ContextExceeded {
-            message: format!(
-                "prompt of {} tokens exceeds the model's context of {ctx} tokens",
-                prompt.len()
-            ),
-            tokens: prompt.len(),
-            limit: ctx,
-        });
-    }
+    check_prompt(prompt, ctx)?;
     // The last new token is never fed back.
     let needed = prompt
         .len()

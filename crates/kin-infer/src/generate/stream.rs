@@ -214,19 +214,7 @@ pub fn generate(
     let spec = model.spec();
     let ctx = spec.max_sequence_length;
     params.validate()?;
-    if prompt.is_empty() {
-        return Err(InferError::Input("empty prompt".into()));
-    }
-    if prompt.len() > ctx {
-        return Err(InferError::ContextExceeded {
-            message: format!(
-                "prompt of {} tokens exceeds the model's context of {ctx} tokens",
-                prompt.len()
-            ),
-            tokens: prompt.len(),
-            limit: ctx,
-        });
-    }
+    super::check_prompt(prompt, ctx)?;
     spec.validate_chunk(prompt, 0, ctx)?;
     if params.max_new_tokens > ctx {
         return Err(InferError::ContextExceeded {

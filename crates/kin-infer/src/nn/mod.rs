@@ -73,6 +73,24 @@ impl Linear {
         })
     }
 
+    /// A head tied to another tensor (`lm_head` sharing the token embeddings): `name`
+    /// (`[out, in]`) as the weight, with an optional bias of its own.
+    pub fn tied(
+        be: &dyn GpuCompute,
+        w: &Weights,
+        name: &str,
+        in_dim: usize,
+        out_dim: usize,
+        bias: Option<Vec<f32>>,
+    ) -> Result<Self> {
+        let weight = w.get_matrix(name, &[out_dim, in_dim])?;
+        Ok(Self::from_parts(
+            be,
+            be.prepare_weights(&[&weight], in_dim),
+            bias,
+        ))
+    }
+
     /// A weight the caller has already laid out (regrouped rows, unfolded convolutions).
     pub fn from_parts(be: &dyn GpuCompute, weight: DeviceMatrix, bias: Option<Vec<f32>>) -> Self {
         Linear {

@@ -27,7 +27,10 @@
 //! `lm_head.weight` (only when untied).
 
 use super::block::{Block, Mlp, Residual, Rope, Stack};
-use super::{attention_dims, token_ids, Decoder, DecoderSpec, KvCache, LogitsRows};
+use super::{
+    attention_dims, attention_kind, sliding_note, token_ids, Decoder, DecoderSpec, KvCache,
+    LogitsRows,
+};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::ConfigFields;
@@ -346,37 +349,16 @@ impl Gemma {
             .collect::<Result<Vec<_>>>()?;
         let final_norm = norm("model.norm.weight")?;
         let lm_head = if cfg.tied {
-            Linear::from_parts(
-                be,
-                be.prepare_weights(&[&w.get_matrix(PROBE, &[cfg.vocab, h])?], h),
-                None,
-            )
+            Linear::tied(be, &w, PROBE, h, cfg.vocab, None)?
         } else {
             Linear::load_with(be, &w, &["lm_head"], h, cfg.vocab, false)?
         };
         let rotary = Rotary::new(cfg.head_dim, cfg.rope_theta, false, cfg.max_positions);
-        let mut attention = match cfg.kv_heads {
-            1 => format!("causal, MQA ({} query heads, 1 kv head)", cfg.heads),
-            k if k == cfg.heads => format!("causal, multi-head ({k} heads)"),
-            k => format!("causal, GQA ({} query heads, {k} kv heads)", cfg.heads),
-        };
+        let mut attention = attention_kind(cfg.heads, cfg.kv_heads);
         if let Some(c) = cfg.attn_softcap {
             attention.push_str(&format!(", logit softcap {c}"));
         }
-        let sliding: Vec<String> = (0..cfg.layers)
-            .filter(|&i| cfg.windows[i].is_some())
-            .map(|i| i.to_string())
-            .collect();
-        if let Some(w) = cfg.windows.iter().flatten().next() {
-            if sliding.len() == cfg.layers {
-                attention.push_str(&format!(", sliding window {w}"));
-            } else {
-                attention.push_str(&format!(
-                    ", sliding window {w} on layers {}",
-                    sliding.join(",")
-                ));
-            }
-        }
+        attention.push_str(&sliding_note(&cfg.windows));
         let mut ffn = cfg.act.glu_name().to_string();
         if cfg.v2 {
             ffn.push_str(", sandwich norms");

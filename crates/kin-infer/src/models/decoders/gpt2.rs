@@ -210,11 +210,7 @@ impl Gpt2 {
             .collect::<Result<Vec<_>>>()?;
         let final_norm = ln("ln_f")?;
         let lm_head = if cfg.tied {
-            Linear::from_parts(
-                be,
-                be.prepare_weights(&[&w.get_matrix(PROBE, &[cfg.vocab, h])?], h),
-                None,
-            )
+            Linear::tied(be, &w, PROBE, h, cfg.vocab, None)?
         } else {
             // `lm_head` sits beside `transformer.`, not under it.
             let top = Weights::with_prefixes(store, &[""], "lm_head.weight")?;

@@ -31,8 +31,8 @@
 
 use super::block::{Block, Mlp, Residual, Rope, Stack};
 use super::{
-    attention_dims, common_sizes, scaled_context, token_ids, CommonSizes, Decoder, DecoderSpec,
-    KvCache, LogitsRows, MAX_ROPE_FACTOR,
+    attention_dims, attention_kind, common_sizes, scaled_context, sliding_note, token_ids,
+    CommonSizes, Decoder, DecoderSpec, KvCache, LogitsRows, MAX_ROPE_FACTOR,
 };
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
@@ -409,11 +409,7 @@ impl Llama {
             .collect::<Result<Vec<_>>>()?;
         let final_norm = Norm::Rms(RmsNorm::load(be, &w, "model.norm.weight", h, cfg.eps)?);
         let lm_head = if cfg.tied {
-            Linear::from_parts(
-                be,
-                be.prepare_weights(&[&w.get_matrix(PROBE, &[cfg.vocab, h])?], h),
-                None,
-            )
+            Linear::tied(be, &w, PROBE, h, cfg.vocab, None)?
         } else {
             Linear::load_with(be, &w, &["lm_head"], h, cfg.vocab, false)?
         };
@@ -424,28 +420,11 @@ impl Llama {
             cfg.max_positions,
             cfg.rope_scaling,
         );
-        let mut attention = match cfg.kv_heads {
-            1 => format!("causal, MQA ({} query heads, 1 kv head)", cfg.heads),
-            k if k == cfg.heads => format!("causal, multi-head ({k} heads)"),
-            k => format!("causal, GQA ({} query heads, {k} kv heads)", cfg.heads),
-        };
+        let mut attention = attention_kind(cfg.heads, cfg.kv_heads);
         if cfg.qkv_bias {
             attention.push_str(", q/k/v biases");
         }
-        let sliding: Vec<String> = (0..cfg.layers)
-            .filter(|&i| cfg.windows[i].is_some())
-            .map(|i| i.to_string())
-            .collect();
-        if let Some(w) = cfg.windows.iter().flatten().next() {
-            if sliding.len() == cfg.layers {
-                attention.push_str(&format!(", sliding window {w}"));
-            } else {
-                attention.push_str(&format!(
-                    ", sliding window {w} on layers {}",
-                    sliding.join(",")
-                ));
-            }
-        }
+        attention.push_str(&sliding_note(&cfg.windows));
         let spec = DecoderSpec {
             model_type: cfg.family.name().into(),
             hidden_size: h,

@@ -325,6 +325,29 @@ pub(crate) fn scaled_context(
     Ok((ctx as usize).max(max_positions))
 }
 
+/// `describe`'s attention kind: multi-head, GQA or MQA.
+pub(crate) fn attention_kind(heads: usize, kv_heads: usize) -> String {
+    match kv_heads {
+        1 => format!("causal, MQA ({heads} query heads, 1 kv head)"),
+        k if k == heads => format!("causal, multi-head ({k} heads)"),
+        k => format!("causal, GQA ({heads} query heads, {k} kv heads)"),
+    }
+}
+
+/// `describe`'s note on per-layer sliding windows (`None`: full attention): empty without
+/// any, `, sliding window W` on every layer, else the layers that slide.
+pub(crate) fn sliding_note(windows: &[Option<usize>]) -> String {
+    let sliding: Vec<String> = (0..windows.len())
+        .filter(|&i| windows[i].is_some())
+        .map(|i| i.to_string())
+        .collect();
+    match windows.iter().flatten().next() {
+        None => String::new(),
+        Some(w) if sliding.len() == windows.len() => format!(", sliding window {w}"),
+        Some(w) => format!(", sliding window {w} on layers {}", sliding.join(",")),
+    }
+}
+
 /// Token ids from `field` (`eos_token_id`, `bos_token_id`): an integer or a list; absent is
 /// empty, and so is `null` when `null_is_absent`.
 pub(crate) fn token_ids(f: &ConfigFields, field: &str, null_is_absent: bool) -> Result<Vec<u32>> {

@@ -38,7 +38,8 @@
 
 use super::block::{Block, Mlp, Residual, Rope, Stack};
 use super::{
-    attention_dims, common_sizes, token_ids, CommonSizes, Decoder, DecoderSpec, KvCache, LogitsRows,
+    attention_dims, attention_kind, common_sizes, token_ids, CommonSizes, Decoder, DecoderSpec,
+    KvCache, LogitsRows,
 };
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
@@ -453,19 +454,11 @@ impl Phi {
             } else {
                 None
             };
-            Linear::from_parts(
-                be,
-                be.prepare_weights(&[&w.get_matrix(PROBE, &[cfg.vocab, h])?], h),
-                bias,
-            )
+            Linear::tied(be, &w, PROBE, h, cfg.vocab, bias)?
         } else {
             Linear::load_with(be, &w, &["lm_head"], h, cfg.vocab, phi)?
         };
-        let mut attention = match cfg.kv_heads {
-            1 => format!("causal, MQA ({} query heads, 1 kv head)", cfg.heads),
-            k if k == cfg.heads => format!("causal, multi-head ({k} heads)"),
-            k => format!("causal, GQA ({} query heads, {k} kv heads)", cfg.heads),
-        };
+        let mut attention = attention_kind(cfg.heads, cfg.kv_heads);
         if phi {
             attention.push_str(", q/k/v/dense biases, parallel with the MLP");
         }
