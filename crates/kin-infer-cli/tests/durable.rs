@@ -85,11 +85,15 @@ fn kill_9_at_random_points_then_resume_is_byte_identical() {
         let mut args = embed_args(m, input.to_str().unwrap(), out.to_str().unwrap());
         args.extend(["--resume", "--commit-interval", "0", "--batch-size", "3"]);
         for attempt in 0u64.. {
-            assert!(
-                attempt < 50,
-                "trial {trial}: no completion after 50 restarts"
-            );
             let mut child = spawn(&mut kin(&args));
+            // After 8 kills the run is let finish: resuming after kills is what is tested, and
+            // on a loaded machine a run may never outrun the next random kill (this test once
+            // failed after 50 restarts beside a heavy job).
+            if attempt == 8 {
+                let (code, err) = wait_bounded(child, Duration::from_secs(120));
+                assert_eq!(code, 0, "trial {trial}: {err}");
+                break;
+            }
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
