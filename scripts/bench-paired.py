@@ -9,6 +9,10 @@ turn (the order alternating per round), and prints the best of each and new/base
 - embed: all-MiniLM-L6-v2 (scripts/fetch-minilm.sh) over the benchmark corpus
   (python/gen_bench_corpus.py: 512 code snippets; needs `tokenizers`), batch 32:
   `bench --model M --input CORPUS --batch-size 32 --repeat 1 --json` -> texts/s;
+- embed: a random-weight DeBERTa-v2 with the conv layer (MiniLM's size: hidden 384, 6 layers,
+  12 heads, ffn 1536, 256 position buckets, conv kernel 3 in 2 groups; MiniLM's tokenizer and
+  pooling files), the family whose attention bias and convolution are backend ops of their own,
+  on the same corpus and command;
 - prefill and decode: a random-weight LLaMA of about 100M parameters (the shape of
   scripts/bench-decode.py: hidden 768, 12 layers, 12 heads, 4 kv heads, intermediate 2048,
   vocab 32000, tied), written here with numpy in f32 and bf16 storage (no torch needed):
@@ -98,6 +102,74 @@ def build_llama(dtype):
     return d
 
 
+DEBERTA = dict(
+    model_type="deberta-v2", architectures=["DebertaV2Model"], vocab_size=30522,
+    hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536,
+    max_position_embeddings=512, type_vocab_size=2, layer_norm_eps=1e-7, hidden_act="gelu",
+    relative_attention=True, position_buckets=256, max_relative_positions=512,
+    pos_att_type=["p2c", "c2p"], position_biased_input=False, norm_rel_ebd="layer_norm",
+    share_att_key=True, conv_kernel_size=3, conv_groups=2, conv_act="gelu", pad_token_id=0,
+)
+
+
+def build_deberta(minilm):
+    import shutil
+
+    import numpy as np
+
+    d = os.path.join(OUT, "deberta-v2-conv")
+    stamp = os.path.join(d, "stamp")
+    want = json.dumps(DEBERTA, sort_keys=True)
+    if os.path.exists(stamp) and open(stamp).read() == want:
+        return d
+    os.makedirs(d, exist_ok=True)
+    c = DEBERTA
+    h, i, v = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    rng = np.random.default_rng(1)
+
+    def tensor(*shape, ones=False, zeros=False):
+        if ones or zeros:
+            x = (np.ones if ones else np.zeros)(shape, np.float32)
+        else:
+            x = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)
+        return ("F32", shape, x.tobytes())
+
+    def ln(name):
+        return {f"{name}.weight": tensor(h, ones=True), f"{name}.bias": tensor(h, zeros=True)}
+
+    t = {"embeddings.word_embeddings.weight": tensor(v, h),
+         "embeddings.token_type_embeddings.weight": tensor(2, h),
+         "embeddings.position_embeddings.weight": tensor(c["max_position_embeddings"], h),
+         "encoder.rel_embeddings.weight": tensor(2 * c["position_buckets"], h),
+         "encoder.conv.conv.weight": tensor(h, h // c["conv_groups"], c["conv_kernel_size"]),
+         "encoder.conv.conv.bias": tensor(h, zeros=True)}
+    t.update(ln("embeddings.LayerNorm"))
+    t.update(ln("encoder.LayerNorm"))
+    t.update(ln("encoder.conv.LayerNorm"))
+    for layer in range(c["num_hidden_layers"]):
+        p = f"encoder.layer.{layer}"
+        for name, (o, k) in [("attention.self.query_proj", (h, h)),
+                             ("attention.self.key_proj", (h, h)),
+                             ("attention.self.value_proj", (h, h)),
+                             ("attention.output.dense", (h, h)),
+                             ("intermediate.dense", (i, h)), ("output.dense", (h, i))]:
+            t[f"{p}.{name}.weight"] = tensor(o, k)
+            t[f"{p}.{name}.bias"] = tensor(o, zeros=True)
+        t.update(ln(f"{p}.attention.output.LayerNorm"))
+        t.update(ln(f"{p}.output.LayerNorm"))
+    write_safetensors(os.path.join(d, "model.safetensors"), t)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(c, f, indent=1)
+    for name in ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                 "modules.json", "sentence_bert_config.json"]:
+        shutil.copy(os.path.join(minilm, name), d)
+    shutil.copytree(os.path.join(minilm, "1_Pooling"), os.path.join(d, "1_Pooling"),
+                    dirs_exist_ok=True)
+    with open(stamp, "w") as f:
+        f.write(want)
+    return d
+
+
 def run(binary, args):
     r = subprocess.run([binary, "bench", *args, "--json"], capture_output=True, text=True)
     if r.returncode != 0:
@@ -123,6 +195,10 @@ def main():
     t = str(a.threads)
     cases = [("embed minilm texts/s", ["--model", minilm, "--input", corpus, "--batch-size", "32",
                                         "--repeat", "1", "--threads", t], ["texts_per_s_max"])]
+    deberta = build_deberta(minilm)
+    cases.append(("embed deberta-v2 texts/s", ["--model", deberta, "--input", corpus,
+                                                "--batch-size", "32", "--repeat", "1",
+                                                "--threads", t], ["texts_per_s_max"]))
     for dt in ["f32", "bf16"]:
         d = build_llama(dt)
         cases.append((f"llama-100M {dt}", ["--model", d, "--prompt-tokens", "128",
