@@ -104,6 +104,9 @@ impl Embedder {
             load_ms: t0.elapsed().as_secs_f64() * 1e3,
         };
         let pooling = opts.pooling.clone().unwrap_or(st.pooling);
+        if pooling.modes().is_empty() {
+            return Err(InferError::Input("pooling names no mode".into()));
+        }
         // The widths chain (checked before any Dense weight is read), then the weights load.
         let mut full_dim = pooling.output_dim(model.spec().hidden_size);
         for c in &st.dense {

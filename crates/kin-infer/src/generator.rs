@@ -85,12 +85,12 @@ impl Generator {
         self.pool.install(f)
     }
 
-    /// A new session whose cache holds `capacity` positions (at most the context).
+    /// A new session whose cache holds `capacity` positions (at most the context), allocated
+    /// now on the backend (after `new_cache` checked that it fits).
     pub fn session(&self, capacity: usize) -> Result<Session<'_>> {
-        Ok(Session {
-            g: self,
-            cache: self.model.new_cache(capacity)?,
-        })
+        let mut cache = self.model.new_cache(capacity)?;
+        cache.ensure(self.backend.as_ref());
+        Ok(Session { g: self, cache })
     }
 
     /// Generates from `prompt` with its own cache and sampler (see

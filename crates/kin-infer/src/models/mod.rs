@@ -54,17 +54,21 @@ impl EncoderSpec {
             return Err(InferError::Input("empty token sequence".into()));
         }
         if ids.len() > self.max_sequence_length {
-            return Err(InferError::Input(format!(
-                "sequence of {} tokens exceeds the model's limit of {}",
-                ids.len(),
-                self.max_sequence_length
-            )));
+            return Err(InferError::ContextExceeded {
+                message: format!(
+                    "sequence of {} tokens exceeds the model's limit of {}",
+                    ids.len(),
+                    self.max_sequence_length
+                ),
+                tokens: ids.len(),
+                limit: self.max_sequence_length,
+            });
         }
-        if let Some(bad) = ids.iter().find(|&&t| t as usize >= self.vocab_size) {
-            return Err(InferError::Input(format!(
-                "token id {bad} is outside the vocabulary (size {})",
-                self.vocab_size
-            )));
+        if let Some(&bad) = ids.iter().find(|&&t| t as usize >= self.vocab_size) {
+            return Err(InferError::TokenOutOfVocabulary {
+                id: bad,
+                vocab: self.vocab_size,
+            });
         }
         if let Some(t) = type_ids {
             if t.len() != ids.len() {

@@ -174,17 +174,30 @@ fn bad_token_inputs_are_errors() {
     let e = Embedder::load(&fixture("bert_tiny"), &EmbedderOptions::default()).unwrap();
     let vocab = e.config().vocab_size as u32;
     let too_long = vec![5u32; e.config().max_sequence_length() + 1];
-    for (ids, why) in [
-        (vec![], "empty"),
-        (vec![2, vocab, 3], "vocabulary"),
-        (too_long, "limit"),
+    use kin_infer::ErrorKind;
+    for (ids, why, kind) in [
+        (vec![], "empty", ErrorKind::InvalidInput),
+        (
+            vec![2, vocab, 3],
+            "vocabulary",
+            ErrorKind::TokenOutOfVocabulary,
+        ),
+        (too_long, "limit", ErrorKind::ContextExceeded),
     ] {
-        let err = e
-            .embed_tokens(&[ids.as_slice()], None)
-            .unwrap_err()
-            .to_string();
+        let err = e.embed_tokens(&[ids.as_slice()], None).unwrap_err();
+        assert_eq!(err.kind(), kind, "{err}");
+        let err = err.to_string();
         assert!(err.contains(why), "{err}");
     }
+    // A pooling naming no mode is refused at load (it would make empty embeddings).
+    let opts = EmbedderOptions {
+        pooling: Some(kin_infer::Pooling::new(vec![])),
+        ..Default::default()
+    };
+    let err = Embedder::load(&fixture("bert_tiny"), &opts)
+        .err()
+        .expect("empty pooling");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     let err = e
         .embed_tokens(&[&[2, 5, 3]], Some(&[&[0, 7, 0]]))
         .unwrap_err()

@@ -91,8 +91,10 @@ impl KvCache {
 /// more rows than any before it: decode steps after the prefill allocate nothing.
 #[derive(Default)]
 pub(crate) struct Scratch {
-    /// Rows the buffers hold.
+    /// Rows the buffers hold, and the model dimensions they were sized for (a cache used with
+    /// another model of the same layers and kv width gets new buffers, not a panic).
     rows: usize,
+    dims: Option<ScratchDims>,
     pub(crate) bufs: Option<Buffers>,
     /// Host copy of the logits where the backend keeps them elsewhere.
     pub(crate) staging: Vec<f32>,
@@ -121,6 +123,7 @@ pub(crate) struct Buffers {
 }
 
 /// Dimensions a decoder's scratch needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ScratchDims {
     pub hidden: usize,
     pub q_dim: usize,
@@ -141,11 +144,14 @@ impl Scratch {
         d: &ScratchDims,
     ) {
         let scores = causal_scores_len(d.heads, capacity);
-        if rows <= self.rows && self.bufs.as_ref().is_some_and(|b| b.scores.len() >= scores) {
+        let same = self.dims.as_ref() == Some(d);
+        if same && rows <= self.rows && self.bufs.as_ref().is_some_and(|b| b.scores.len() >= scores)
+        {
             return;
         }
-        let rows = rows.max(self.rows);
+        let rows = if same { rows.max(self.rows) } else { rows };
         self.rows = rows;
+        self.dims = Some(d.clone());
         self.bufs = Some(Buffers {
             x: be.zeros(rows * d.hidden),
             normed: be.zeros(rows * d.hidden),
