@@ -1,8 +1,10 @@
 //! The compute seam. Every operation a model family runs goes through [`GpuCompute`] (the
 //! seed's name for the backend trait, also exported as [`Backend`]), on activations the
 //! backend owns ([`Tensor`]): host memory for the CPU backend, device memory for a GPU one.
-//! Host data crosses only at the edges: token ids (and weights) in, logits, hidden states or
-//! pooled embeddings out ([`GpuCompute::read`]).
+//! Activations cross only at the edges: token ids (and weights) in, logits, hidden states or
+//! pooled embeddings out ([`GpuCompute::read`]). Small per-call parameters stay host slices
+//! (ALiBi slopes, DeBERTa's relative index, position lists, rotary table rows): a GPU backend
+//! uploads or caches them; none is an activation.
 //!
 //! What a new backend implements: this trait over its own [`Storage`] variant. What a model
 //! family writes: a config parser and a forward built from the shared blocks in [`crate::nn`],
