@@ -148,8 +148,8 @@ fn describe_fields(m: &Model) -> Vec<(&'static str, Value)> {
             .as_ref()
             .map(|s| format!("{s} (verified)"))),
     ));
-    f.push(("kernel_tier", json!(m.kernels().tier().name())));
-    f.push(("numerics", json!(kin_infer::NUMERICS_VERSION)));
+    f.push(("kernel_tier", json!(m.tier().name())));
+    f.push(("numerics", json!(inmotion::NUMERICS_VERSION)));
     f
 }
 
@@ -229,15 +229,15 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
                 "min_ms": r6(ms[0]), "median_ms": r6(median), "mean_ms": r6(mean), "p95_ms": r6(p95),
                 "max_ms": r6(ms[n - 1]), "throughput_per_s": (throughput * 10.0).round() / 10.0,
                 "load_ms": r6(load_ms), "startup_ms": r6(startup_ms),
-                "kernel_tier": m.kernels().tier().name(), "artifact_sha256": sha,
-                "git_revision": rev, "numerics": kin_infer::NUMERICS_VERSION,
+                "kernel_tier": m.tier().name(), "artifact_sha256": sha,
+                "git_revision": rev, "numerics": inmotion::NUMERICS_VERSION,
             })
         )
     } else {
         let mut o = String::new();
         kv(&mut o, "model", m.meta.family.name());
         kv(&mut o, "quantization", &m.meta.quantization.scheme);
-        kv(&mut o, "tier", m.kernels().tier().name());
+        kv(&mut o, "tier", m.tier().name());
         kv(&mut o, "threads", crate::threads());
         kv(
             &mut o,

@@ -1,6 +1,7 @@
 //! The one error type of the crate. Every variant names the file and the field, tensor or line
 //! at fault, so the CLI's one-line message is enough to fix the artifact or the input.
 
+pub use kin_infer::ErrorKind;
 use std::path::PathBuf;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -36,11 +37,33 @@ pub enum Error {
     /// Bad user input (a window, a stream line, a CSV row).
     #[error("{0}")]
     Input(String),
-    #[error("{0}")]
-    Kernels(String),
     /// A load or run that cannot fit in the memory this process may use.
     #[error("{0}")]
     Memory(String),
+    /// The engine below refused (an unsupported SIMD tier, a backend that cannot start).
+    #[error(transparent)]
+    Infer(#[from] kin_infer::InferError),
+}
+
+impl Error {
+    /// The kind of this error, in kin-infer's one family of kinds, so a caller that runs
+    /// both engines handles their errors alike.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Io { err, .. } if err.kind() == std::io::ErrorKind::NotFound => {
+                ErrorKind::NotFound
+            }
+            Error::Io { .. } => ErrorKind::Resource,
+            Error::Json { .. }
+            | Error::Field { .. }
+            | Error::Tensor { .. }
+            | Error::Safetensors { .. }
+            | Error::Sha256 { .. } => ErrorKind::InvalidModel,
+            Error::Input(_) => ErrorKind::InvalidInput,
+            Error::Memory(_) => ErrorKind::Resource,
+            Error::Infer(e) => e.kind(),
+        }
+    }
 }
 
 impl Error {

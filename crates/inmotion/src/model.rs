@@ -1,9 +1,10 @@
 //! [`Model`]: an artifact directory loaded, validated and ready to classify windows.
 //!
 //! `load` reads meta.json, maps model.safetensors, verifies `weights_sha256` when declared,
-//! builds the family's network (packing every weight once for the kernel table), and rejects
-//! any tensor the architecture did not consume. After that, [`Model::classify`] allocates
-//! nothing: every buffer lives in the network's scratch.
+//! builds the family's network on a kin-infer backend (every weight prepared once), and
+//! rejects any tensor the architecture did not consume. After that, [`Model::classify`]
+//! allocates nothing: every buffer lives in the network's scratch (and the CPU backend's
+//! per-thread scratch, sized on the first window).
 
 use crate::error::{Error, Result};
 use crate::meta::{Hparams, Meta};
@@ -11,7 +12,8 @@ use crate::sha256::sha256_hex;
 use crate::sigreg::Sigreg;
 use crate::transformer::Transformer;
 use crate::weights::Store;
-use kin_infer::kernels::Kernels;
+use kin_infer::backend::{Backend, CpuCompute, Tensor};
+use kin_infer::kernels::Tier;
 use std::path::{Path, PathBuf};
 
 enum Net {
@@ -24,15 +26,17 @@ pub struct Model {
     pub dir: PathBuf,
     /// Number of tensors in model.safetensors.
     pub n_tensors: usize,
-    kernels: &'static Kernels,
+    be: Box<dyn Backend>,
     net: Net,
-    logits: Vec<f32>,
-    probs: Vec<f32>,
+    logits: Tensor,
+    probs: Tensor,
+    /// Where `read` copies a device tensor (unused on the CPU, which reads in place).
+    staging: (Vec<f32>, Vec<f32>),
 }
 
-/// The process-wide kernel table (best tier, or `KIN_INFER_SIMD`).
-pub fn default_kernels() -> Result<&'static Kernels> {
-    kin_infer::kernels::kernels().map_err(|e| Error::Kernels(e.to_string()))
+/// The process-wide tier (best present, or `KIN_INFER_SIMD`).
+pub fn default_tier() -> Result<Tier> {
+    Ok(CpuCompute::new()?.tier())
 }
 
 /// Reads a whole file, naming it on error.
@@ -44,13 +48,18 @@ pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>> {
 }
 
 impl Model {
-    /// Loads `dir` with the process-wide kernels.
+    /// Loads `dir` on the CPU backend at the process-wide tier.
     pub fn load(dir: &Path) -> Result<Model> {
-        Model::load_with(dir, default_kernels()?)
+        Model::load_with(dir, default_tier()?)
     }
 
-    /// Loads `dir`, packing weights for `kernels` (tests pass each tier's table).
-    pub fn load_with(dir: &Path, kernels: &'static Kernels) -> Result<Model> {
+    /// Loads `dir` on the CPU backend at `tier` (tests run every tier).
+    pub fn load_with(dir: &Path, tier: Tier) -> Result<Model> {
+        Model::load_on(dir, Box::new(CpuCompute::with_tier(tier)?))
+    }
+
+    /// Loads `dir` onto `be`.
+    pub fn load_on(dir: &Path, be: Box<dyn Backend>) -> Result<Model> {
         if !dir.is_dir() {
             return Err(Error::Input(format!(
                 "artifact `{}` is not a directory",
@@ -98,9 +107,9 @@ impl Model {
         let store = Store::parse(&wpath, &map, q.int, &q.tensors)?;
         let net = match &meta.hparams {
             Hparams::Transformer(h) => {
-                Net::Transformer(Box::new(Transformer::load(kernels, &store, &meta, h)?))
+                Net::Transformer(Box::new(Transformer::load(&*be, &store, &meta, h)?))
             }
-            Hparams::Sigreg(h) => Net::Sigreg(Box::new(Sigreg::load(kernels, &store, &meta, h)?)),
+            Hparams::Sigreg(h) => Net::Sigreg(Box::new(Sigreg::load(&*be, &store, &meta, h)?)),
         };
         store.finish()?;
         let k = meta.num_classes;
@@ -108,15 +117,17 @@ impl Model {
             n_tensors: store.len(),
             dir: dir.to_path_buf(),
             meta,
-            kernels,
+            logits: be.zeros(k),
+            probs: be.zeros(k),
+            be,
             net,
-            logits: vec![0.0; k],
-            probs: vec![0.0; k],
+            staging: (Vec::new(), Vec::new()),
         })
     }
 
-    pub fn kernels(&self) -> &'static Kernels {
-        self.kernels
+    /// The kernel tier the backend runs.
+    pub fn tier(&self) -> Tier {
+        self.be.tier()
     }
 
     /// Tokens the transformer makes per window (None for sigreg).
@@ -133,33 +144,40 @@ impl Model {
     /// If `x.len() != seq_len * in_channels` (callers validate input first).
     pub fn forward(&mut self, x: &[f32]) -> &[f32] {
         assert_eq!(x.len(), self.meta.window_len(), "window length");
+        let be = &*self.be;
         match &mut self.net {
-            Net::Transformer(t) => t.forward(self.kernels, x, &mut self.logits),
-            Net::Sigreg(s) => s.forward(self.kernels, x, &mut self.logits),
+            Net::Transformer(t) => t.forward(be, x, &mut self.logits),
+            Net::Sigreg(s) => s.forward(be, x, &mut self.logits),
         }
-        &self.logits
+        be.read(self.logits.view(), &mut self.staging.0)
     }
 
     /// [`Model::classify`], but a window whose logits are not all finite (a finite input can
     /// overflow to infinity and then NaN) is an error naming the first bad logit, so no
     /// caller reports a class for it. `what` names the window in the message.
     pub fn classify_finite(&mut self, x: &[f32], what: &str) -> Result<(&[f32], &[f32])> {
-        self.classify(x);
-        if let Some((j, v)) = self.logits.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+        let (logits, probs) = self.classify(x);
+        if let Some((j, v)) = logits.iter().enumerate().find(|(_, v)| !v.is_finite()) {
             return Err(Error::Input(format!(
                 "{what}: the model's output is not finite (logit {j} is {v}); no class can be \
                  reported for this window"
             )));
         }
-        Ok((&self.logits, &self.probs))
+        Ok((logits, probs))
     }
 
     /// Logits and softmax probabilities of one window.
     pub fn classify(&mut self, x: &[f32]) -> (&[f32], &[f32]) {
         self.forward(x);
-        self.probs.copy_from_slice(&self.logits);
-        self.kernels.softmax(&mut self.probs);
-        (&self.logits, &self.probs)
+        let be = &*self.be;
+        let k = self.logits.len();
+        be.copy(self.logits.view(), self.probs.at_mut(..));
+        be.softmax(self.probs.at_mut(..), k);
+        let (sl, sp) = &mut self.staging;
+        (
+            be.read(self.logits.view(), sl),
+            be.read(self.probs.view(), sp),
+        )
     }
 }
 

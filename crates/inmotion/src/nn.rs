@@ -1,66 +1,49 @@
-//! The building blocks both model files use: a packed Linear, LayerNorm and BatchNorm (eval)
-//! parameters. Weights are read through [`Store`] (names as in the spec) and packed once, at
-//! load, into the kernel table's GEMM panels.
+//! Loading the building blocks both model files use onto a backend: kin-infer's shared
+//! [`Linear`] and [`LayerNorm`], and BatchNorm (eval), which never runs as an op of its own:
+//! it is folded, at load, into the linear map next to it. Weights are read through [`Store`]
+//! (names as in the spec).
 
 use crate::error::Result;
 use crate::weights::Store;
-use kin_infer::kernels::{Kernels, PackedMatrix};
+use kin_infer::backend::Backend;
+use kin_infer::nn::{LayerNorm, Linear};
 
-/// `y = x · Wᵀ + b` with `W` `[out, inp]` (a conv weight `[out, in, k]` is `[out, in*k]`).
-pub struct Linear {
-    pub w: PackedMatrix,
-    pub b: Vec<f32>,
-    pub out: usize,
+/// A torch-layout weight (`out` rows of `inp`) and its bias on the backend.
+pub fn linear(be: &dyn Backend, w: &[f32], b: Vec<f32>, inp: usize) -> Linear {
+    Linear::from_parts(be, be.prepare_matrix(&[w], inp), Some(b))
 }
 
-impl Linear {
-    /// `{prefix}.weight` of `wshape` (whose product over dims ≥ 1 is `inp`) and `{prefix}.bias`.
-    pub fn load(k: &Kernels, st: &Store, prefix: &str, wshape: &[usize]) -> Result<Linear> {
-        let out = wshape[0];
-        let inp: usize = wshape[1..].iter().product();
-        let w = st.get(&format!("{prefix}.weight"), wshape)?;
-        let b = st.get(&format!("{prefix}.bias"), &[out])?;
-        Ok(Linear {
-            w: k.pack_rows(&w, out, inp, inp),
-            b,
-            out,
-        })
-    }
-
-    /// `c[i] = a[i] · Wᵀ + b` for `m` rows (`a` row stride `lda`, `c` row stride `ldc`).
-    #[inline]
-    pub fn run(&self, k: &Kernels, a: &[f32], lda: usize, m: usize, c: &mut [f32], ldc: usize) {
-        k.matmul(a, lda, m, &self.w, Some(&self.b), c, ldc);
-    }
+/// `{prefix}.weight` of `wshape` (whose product over dims ≥ 1 is the input width; a conv
+/// weight `[out, in, k]` is `[out, in·k]`) and `{prefix}.bias`, as host data.
+pub fn load_host(st: &Store, prefix: &str, wshape: &[usize]) -> Result<(Vec<f32>, Vec<f32>)> {
+    let w = st.get(&format!("{prefix}.weight"), wshape)?;
+    let b = st.get(&format!("{prefix}.bias"), &[wshape[0]])?;
+    Ok((w, b))
 }
 
-/// LayerNorm parameters (`weight`, `bias`) and eps.
-pub struct Norm {
-    pub w: Vec<f32>,
-    pub b: Vec<f32>,
-    pub eps: f32,
+/// [`load_host`] onto the backend.
+pub fn load_linear(be: &dyn Backend, st: &Store, prefix: &str, wshape: &[usize]) -> Result<Linear> {
+    let (w, b) = load_host(st, prefix, wshape)?;
+    Ok(linear(be, &w, b, wshape[1..].iter().product()))
 }
 
-impl Norm {
-    pub fn load(st: &Store, prefix: &str, d: usize, eps: f32) -> Result<Norm> {
-        Ok(Norm {
-            w: st.get(&format!("{prefix}.weight"), &[d])?,
-            b: st.get(&format!("{prefix}.bias"), &[d])?,
-            eps,
-        })
-    }
-
-    /// Every row of `x` (rows of `d = w.len()`) in place.
-    pub fn rows(&self, k: &Kernels, x: &mut [f32]) {
-        for row in x.chunks_exact_mut(self.w.len()) {
-            k.layer_norm(row, &self.w, &self.b, self.eps);
-        }
-    }
+/// LayerNorm `{prefix}.weight` / `{prefix}.bias` of width `d`.
+pub fn load_norm(
+    be: &dyn Backend,
+    st: &Store,
+    prefix: &str,
+    d: usize,
+    eps: f32,
+) -> Result<LayerNorm> {
+    Ok(LayerNorm::new(
+        be.upload(st.get(&format!("{prefix}.weight"), &[d])?),
+        be.upload(st.get(&format!("{prefix}.bias"), &[d])?),
+        eps,
+    ))
 }
 
-/// BatchNorm1d in eval mode as PyTorch's CPU inference computes it:
-/// `alpha = weight / sqrt(running_var + eps)`, `beta = bias - running_mean * alpha`,
-/// `y = x * alpha + beta` per channel.
+/// BatchNorm1d in eval mode as per-channel `y = x · alpha + beta`, PyTorch's
+/// `alpha = weight / sqrt(running_var + eps)`, `beta = bias - running_mean · alpha`.
 pub struct BatchNorm {
     pub alpha: Vec<f32>,
     pub beta: Vec<f32>,
@@ -86,12 +69,29 @@ impl BatchNorm {
         Ok(BatchNorm { alpha, beta })
     }
 
-    /// Every row of `x` (channels last) in place.
-    pub fn rows(&self, x: &mut [f32]) {
-        for row in x.chunks_exact_mut(self.alpha.len()) {
-            for ((v, &a), &b) in row.iter_mut().zip(&self.alpha).zip(&self.beta) {
-                *v = *v * a + b;
-            }
+    /// Folds the norm into the linear map **before** it (`BN(W·x + b)`, rows of `w` are
+    /// output channels): `W'[o] = alpha[o] · W[o]`, `b'[o] = alpha[o] · b[o] + beta[o]`.
+    pub fn fold_after(&self, w: &mut [f32], b: &mut [f32]) {
+        let inp = w.len() / b.len();
+        for (o, row) in w.chunks_exact_mut(inp).enumerate() {
+            row.iter_mut().for_each(|v| *v *= self.alpha[o]);
+            b[o] = self.alpha[o].mul_add(b[o], self.beta[o]);
+        }
+    }
+
+    /// Folds the norm into the linear map **after** it (`W·BN(h) + b`, columns of `w` are
+    /// the norm's channels): `W'[o][j] = W[o][j] · alpha[j]`, `b'[o] = b[o] + Σ_j W[o][j] ·
+    /// beta[j]` (the sum in f64, rounded once).
+    pub fn fold_before(&self, w: &mut [f32], b: &mut [f32]) {
+        let inp = self.alpha.len();
+        for (row, bo) in w.chunks_exact_mut(inp).zip(b.iter_mut()) {
+            let shift: f64 = row
+                .iter()
+                .zip(&self.beta)
+                .map(|(&w, &beta)| w as f64 * beta as f64)
+                .sum();
+            *bo = (*bo as f64 + shift) as f32;
+            row.iter_mut().zip(&self.alpha).for_each(|(v, &a)| *v *= a);
         }
     }
 }

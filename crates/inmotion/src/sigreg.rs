@@ -1,138 +1,155 @@
 //! sigreg: multi-scale Conv1d stem (k = 3, 5, 7, "same" padding) → BatchNorm → GELU →
-//! residual blocks → global average pool → latent_proj → LayerNorm → classifier.
+//! residual blocks → global average pool → latent_proj → LayerNorm → classifier, every step a
+//! backend op.
 //!
-//! Activations are time-major `[T, channels]`, the layout of the input window, so a Conv1d is
-//! im2col (`col[t][ci*k + kk] = act[t + kk - k/2][ci]`, zero outside) followed by one GEMM
-//! against the `[out, in*k]` weight, exactly the row-major flattening of `[out, in, k]`.
+//! Activations are time-major `[T, channels]`, the layout of the input window, so each Conv1d
+//! is the backend's `grouped_conv1d` (one group) with its weight's columns reordered
+//! `(tap, channel)`. Load-time rewrites that leave the function unchanged (rounding aside;
+//! see transformer.rs): the three stem branches are one k = 7 convolution whose k = 3 and
+//! k = 5 rows have zero outer taps (a zero tap adds exactly 0), and every BatchNorm is folded
+//! into the convolution before it.
 
 use crate::error::Result;
 use crate::meta::{Meta, SigregHparams};
-use crate::nn::{BatchNorm, Linear, Norm};
+use crate::nn::{linear, load_host, load_linear, load_norm, BatchNorm};
 use crate::weights::Store;
-use kin_infer::kernels::Kernels;
+use kin_infer::backend::{Act, Backend, DeviceMatrix, SeqSpan, Tensor};
+use kin_infer::nn::{LayerNorm, Linear};
+use kin_infer::{Pooling, PoolingMode};
 
+/// A "same"-padded Conv1d of `kernel` taps over `cin` channels, on the backend.
 struct Conv {
-    lin: Linear,
+    w: DeviceMatrix,
+    b: Tensor,
     cin: usize,
-    k: usize,
+    kernel: usize,
 }
 
 impl Conv {
-    fn load(
-        kn: &Kernels,
-        st: &Store,
-        prefix: &str,
-        out: usize,
-        cin: usize,
-        k: usize,
-    ) -> Result<Conv> {
-        Ok(Conv {
-            lin: Linear::load(kn, st, prefix, &[out, cin, k])?,
-            cin,
-            k,
-        })
-    }
-
-    /// `act` `[t, cin]` → `out` columns `[col0, col0 + self.out)` of a `[t, ldc]` buffer.
-    fn run(
-        &self,
-        kn: &Kernels,
-        act: &[f32],
-        t: usize,
-        col: &mut [f32],
-        out: &mut [f32],
-        ldc: usize,
-    ) {
-        let (cin, k) = (self.cin, self.k);
-        let w = cin * k;
-        let pad = k / 2;
-        for ti in 0..t {
-            let row = &mut col[ti * w..(ti + 1) * w];
-            for kk in 0..k {
-                let src = ti + kk;
-                let valid = src >= pad && src - pad < t;
-                for ci in 0..cin {
-                    row[ci * k + kk] = if valid {
-                        act[(src - pad) * cin + ci]
-                    } else {
-                        0.0
-                    };
+    /// Rows `[out, cin, k]` of `w` placed, centred, into a `kernel`-tap (tap, channel) layout.
+    fn place(w: &[f32], cin: usize, k: usize, kernel: usize, dst: &mut [f32]) {
+        let off = (kernel - k) / 2;
+        for (o, row) in w.chunks_exact(cin * k).enumerate() {
+            for ci in 0..cin {
+                for tap in 0..k {
+                    dst[o * kernel * cin + (tap + off) * cin + ci] = row[ci * k + tap];
                 }
             }
         }
-        self.lin.run(kn, col, w, t, out, ldc);
+    }
+
+    fn new(be: &dyn Backend, w: &[f32], b: Vec<f32>, cin: usize, kernel: usize) -> Conv {
+        Conv {
+            w: be.prepare_matrix(&[w], kernel * cin),
+            b: be.upload(b),
+            cin,
+            kernel,
+        }
+    }
+
+    /// `{prefix}` `[out, cin, k]` with the BatchNorm after it folded in.
+    fn load(
+        be: &dyn Backend,
+        st: &Store,
+        prefix: &str,
+        shape: [usize; 3],
+        bn: &BatchNorm,
+    ) -> Result<Conv> {
+        let [out, cin, k] = shape;
+        let (w, mut b) = load_host(st, prefix, &shape)?;
+        let mut wr = vec![0.0f32; out * cin * k];
+        Conv::place(&w, cin, k, k, &mut wr);
+        bn.fold_after(&mut wr, &mut b);
+        Ok(Conv::new(be, &wr, b, cin, k))
+    }
+
+    fn run(&self, be: &dyn Backend, seq: &[SeqSpan], x: &Tensor, out: &mut Tensor) {
+        be.grouped_conv1d(
+            x.view(),
+            seq,
+            self.cin,
+            self.kernel,
+            std::slice::from_ref(&self.w),
+            &self.b,
+            out.at_mut(..),
+        );
     }
 }
 
 struct Block {
     conv0: Conv,
-    bn1: BatchNorm,
     conv3: Conv,
-    bn4: BatchNorm,
 }
 
 pub struct Sigreg {
     t: usize,
     f: usize,
-    branches: [Conv; 3],
-    bn: BatchNorm,
+    stem: Conv,
     blocks: Vec<Block>,
+    pooling: Pooling,
     latent: Linear,
-    latent_norm: Norm,
+    latent_norm: LayerNorm,
     classifier: Linear,
     s: Scratch,
 }
 
 /// Run-state, allocated once (T = seq_len, F = num_filters).
 struct Scratch {
-    col: Vec<f32>,    // [T, max(C·7, F·3)] im2col
-    act: Vec<f32>,    // [T, F]
-    y: Vec<f32>,      // [T, F]
-    y2: Vec<f32>,     // [T, F]
-    pooled: Vec<f32>, // [F]
-    lat: Vec<f32>,    // [latent_dim]
+    input: Tensor,  // [T, C]
+    act: Tensor,    // [T, F]
+    y: Tensor,      // [T, F]
+    y2: Tensor,     // [T, F]
+    pooled: Tensor, // [F]
+    lat: Tensor,    // [latent_dim]
 }
 
 impl Sigreg {
-    pub fn load(kn: &Kernels, st: &Store, meta: &Meta, h: &SigregHparams) -> Result<Self> {
+    pub fn load(be: &dyn Backend, st: &Store, meta: &Meta, h: &SigregHparams) -> Result<Self> {
         let (t, c, f) = (meta.seq_len, meta.in_channels, h.num_filters);
         let third = f / 3;
-        let branches = [
-            Conv::load(kn, st, "encoder.conv3", third, c, 3)?,
-            Conv::load(kn, st, "encoder.conv5", third, c, 5)?,
-            Conv::load(kn, st, "encoder.conv7", f - 2 * third, c, 7)?,
-        ];
         let eps = h.batch_norm_eps;
-        let bn = BatchNorm::load(st, "encoder.bn", f, eps)?;
+        // The stem: branches 3, 5, 7 into output channels in that order, one k = 7 weight.
+        let mut w = vec![0.0f32; f * 7 * c];
+        let mut b = Vec::with_capacity(f);
+        let mut row0 = 0;
+        for (k, out) in [(3, third), (5, third), (7, f - 2 * third)] {
+            let (wb, bb) = load_host(st, &format!("encoder.conv{k}"), &[out, c, k])?;
+            Conv::place(&wb, c, k, 7, &mut w[row0 * 7 * c..(row0 + out) * 7 * c]);
+            b.extend_from_slice(&bb);
+            row0 += out;
+        }
+        BatchNorm::load(st, "encoder.bn", f, eps)?.fold_after(&mut w, &mut b);
+        let stem = Conv::new(be, &w, b, c, 7);
         let blocks = (0..h.num_blocks)
             .map(|i| {
                 let p = format!("encoder.blocks.{i}.block");
+                let bn1 = BatchNorm::load(st, &format!("{p}.1"), f, eps)?;
+                let bn4 = BatchNorm::load(st, &format!("{p}.4"), f, eps)?;
                 Ok(Block {
-                    conv0: Conv::load(kn, st, &format!("{p}.0"), f, f, 3)?,
-                    bn1: BatchNorm::load(st, &format!("{p}.1"), f, eps)?,
-                    conv3: Conv::load(kn, st, &format!("{p}.3"), f, f, 3)?,
-                    bn4: BatchNorm::load(st, &format!("{p}.4"), f, eps)?,
+                    conv0: Conv::load(be, st, &format!("{p}.0"), [f, f, 3], &bn1)?,
+                    conv3: Conv::load(be, st, &format!("{p}.3"), [f, f, 3], &bn4)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         let ld = h.latent_dim;
-        let latent = Linear::load(kn, st, "latent_proj", &[ld, f])?;
-        let latent_norm = Norm::load(st, "latent_norm", ld, h.layer_norm_eps)?;
-        let classifier = Linear::load(kn, st, "classifier", &[meta.num_classes, ld])?;
+        let latent = load_linear(be, st, "latent_proj", &[ld, f])?;
+        let latent_norm = load_norm(be, st, "latent_norm", ld, h.layer_norm_eps)?;
+        let (wc, bc) = load_host(st, "classifier", &[meta.num_classes, ld])?;
+        let classifier = linear(be, &wc, bc, ld);
         let s = Scratch {
-            col: vec![0.0; t * (c * 7).max(f * 3)],
-            act: vec![0.0; t * f],
-            y: vec![0.0; t * f],
-            y2: vec![0.0; t * f],
-            pooled: vec![0.0; f],
-            lat: vec![0.0; ld],
+            input: be.zeros(t * c),
+            act: be.zeros(t * f),
+            y: be.zeros(t * f),
+            y2: be.zeros(t * f),
+            pooled: be.zeros(f),
+            lat: be.zeros(ld),
         };
         Ok(Sigreg {
             t,
             f,
-            branches,
-            bn,
+            stem,
             blocks,
+            pooling: Pooling::new(vec![PoolingMode::Mean]),
             latent,
             latent_norm,
             classifier,
@@ -141,43 +158,37 @@ impl Sigreg {
     }
 
     /// `x`: one window `[seq_len, in_channels]`; writes `logits`.
-    pub fn forward(&mut self, kn: &Kernels, x: &[f32], logits: &mut [f32]) {
-        let (t, f) = (self.t, self.f);
+    pub fn forward(&mut self, be: &dyn Backend, x: &[f32], logits: &mut Tensor) {
         let s = &mut self.s;
-        // 1. three branches into channel ranges of act (order 3, 5, 7)
-        let mut col0 = 0;
-        for br in &self.branches {
-            br.run(kn, x, t, &mut s.col, &mut s.act[col0..], f);
-            col0 += br.lin.out;
-        }
-        // 2. BN + GELU
-        self.bn.rows(&mut s.act);
-        kn.gelu_erf(&mut s.act);
+        let seq = [SeqSpan {
+            start: 0,
+            len: self.t,
+        }];
+        be.write(x, s.input.at_mut(..));
+        // 1-2. the stem, its BatchNorm folded in, then GELU
+        self.stem.run(be, &seq, &s.input, &mut s.act);
+        be.activation(s.act.at_mut(..), Act::GeluErf);
         // 3. residual blocks: GELU(x + BN(conv(GELU(BN(conv(x))))))
         for b in &self.blocks {
-            b.conv0.run(kn, &s.act, t, &mut s.col, &mut s.y, f);
-            b.bn1.rows(&mut s.y);
-            kn.gelu_erf(&mut s.y);
-            b.conv3.run(kn, &s.y, t, &mut s.col, &mut s.y2, f);
-            b.bn4.rows(&mut s.y2);
-            kn.add(&mut s.act, &s.y2);
-            kn.gelu_erf(&mut s.act);
+            b.conv0.run(be, &seq, &s.act, &mut s.y);
+            be.activation(s.y.at_mut(..), Act::GeluErf);
+            b.conv3.run(be, &seq, &s.y, &mut s.y2);
+            be.add(s.act.at_mut(..), s.y2.view());
+            be.activation(s.act.at_mut(..), Act::GeluErf);
         }
         // 4. global average pool over time
-        s.pooled.fill(0.0);
-        for row in s.act.chunks_exact(f) {
-            for (p, &v) in s.pooled.iter_mut().zip(row) {
-                *p += v;
-            }
-        }
-        for p in s.pooled.iter_mut() {
-            *p /= t as f32;
-        }
+        be.pool(
+            s.act.view(),
+            &seq,
+            self.f,
+            &self.pooling,
+            s.pooled.at_mut(..),
+        );
         // 5-6. latent, norm, classifier
-        let ld = self.latent.out;
-        self.latent.run(kn, &s.pooled, f, 1, &mut s.lat, ld);
-        self.latent_norm.rows(kn, &mut s.lat);
+        self.latent
+            .forward(be, s.pooled.view(), 1, s.lat.at_mut(..));
+        self.latent_norm.forward(be, s.lat.at_mut(..));
         self.classifier
-            .run(kn, &s.lat, ld, 1, logits, self.classifier.out);
+            .forward(be, s.lat.view(), 1, logits.at_mut(..));
     }
 }

@@ -1,77 +1,82 @@
 //! The four transformer families (lejepa, t_jepa, ts_jepa, cf_jepa): tokenizer → (t_jepa:
-//! input projection) → (positional) → pre-norm encoder layers → final LayerNorm → pool → tail.
-//! Names follow specs/inmotion-artifact.md; every buffer is allocated once, in [`Scratch`].
+//! input projection) → (positional) → pre-norm encoder layers → final LayerNorm → pool → tail,
+//! every step a backend op (kin-infer's seam) over kin-infer's shared blocks. Names follow
+//! specs/inmotion-artifact.md; every buffer is allocated once, in [`Scratch`].
+//!
+//! Load-time rewrites that leave the function unchanged (its rounding differs from PyTorch's
+//! order only at the last bits; the goldens' tolerance covers it, and these bits are pinned by
+//! `inmotion::NUMERICS_VERSION`):
+//! - t_jepa's tokenizer and input projection are one affine map per token,
+//!   `P·(W[j]·v_j + B[j] + E[j]) + p = v_j·(P·W[j]) + (P·(B[j] + E[j]) + p)`: computed at
+//!   load, so a window costs one fused multiply-add per feature instead of a GEMM.
+//! - ts_jepa's patch convolution takes its weight's columns reordered `(tap, channel)`, so a
+//!   patch is the window's contiguous rows (no gather).
+//! - The tail's BatchNorm folds into `head.3` (see [`BatchNorm::fold_before`]).
 
-use crate::attn_gemm::SmallGemm;
 use crate::error::{Error, Result};
 use crate::meta::{Family, Meta, TransformerHparams};
-use crate::nn::{BatchNorm, Linear, Norm};
+use crate::nn::{linear, load_host, load_linear, load_norm, BatchNorm};
 use crate::weights::Store;
-use kin_infer::kernels::Kernels;
+use kin_infer::backend::{Act, Backend, SeqSpan, Tensor};
+use kin_infer::nn::{LayerNorm, Linear};
+use kin_infer::{Pooling, PoolingMode};
 
 enum Tokenizer {
     /// Linear(C → d) per timestep.
     Lejepa(Linear),
-    /// `tok[j] = W[j]·v_j + B'[j]`, then `+ E'[j]`; then `encoder.input_proj`.
-    TJepa {
-        w: Vec<f32>,
-        b: Vec<f32>,
-        e: Vec<f32>,
-        input_proj: Linear,
-    },
-    /// Conv1d(C → d, kernel = stride = patch) as a Linear over `[C·patch]` patches.
-    TsJepa { proj: Linear, patch: usize },
-    /// Linear(T → d) per channel.
+    /// `x_j = v_j · a[j] + c[j]` (`v` = 1 for the register tokens, then the window's values).
+    TJepa { a: Tensor, c: Tensor },
+    /// Conv1d(C → d, kernel = stride = patch) as a Linear over `[patch · C]` patches.
+    TsJepa(Linear),
+    /// Linear(T → d) per channel, over the transposed window.
     CfJepa(Linear),
 }
 
 struct Layer {
-    norm1: Norm,
+    norm1: LayerNorm,
     qkv: Linear,
     out_proj: Linear,
-    norm2: Norm,
+    norm2: LayerNorm,
     linear1: Linear,
     linear2: Linear,
 }
 
 enum Pool {
     /// Mean over tokens `skip..`.
-    Mean { skip: usize },
+    Mean { skip: usize, pooling: Pooling },
     /// `softmax_t(x_t · w + b)`-weighted sum.
-    Attention { w: Vec<f32>, b: f32 },
+    Attention(Linear),
 }
 
 pub struct Transformer {
     family: Family,
-    seq_len: usize,
-    channels: usize,
     n_tokens: usize,
     d: usize,
     heads: usize,
+    n_reg: usize,
     tokenizer: Tokenizer,
-    pos: Option<Vec<f32>>,
+    pos: Option<Tensor>,
     layers: Vec<Layer>,
-    norm: Norm,
+    norm: LayerNorm,
     pool: Pool,
     head0: Linear,
-    bn: Option<BatchNorm>,
     head3: Linear,
-    gemm: SmallGemm,
     s: Scratch,
 }
 
 /// Run-state, allocated once. Shapes in comments (n = n_tokens, d = d_model).
 struct Scratch {
-    tok_in: Vec<f32>, // [n, tokenizer input width]
-    x: Vec<f32>,      // [n, d] residual stream
-    h: Vec<f32>,      // [n, d] normed / attention output
-    tmp: Vec<f32>,    // [n, d]
-    qkv: Vec<f32>,    // [n, 3d]
-    ff: Vec<f32>,     // [n, ff]
-    scores: Vec<f32>, // [n, n] one head's attention scores / probabilities
-    kt: Vec<f32>,     // [head_dim, n] one head's keys, transposed
-    pooled: Vec<f32>, // [d]
-    hid: Vec<f32>,    // [head_hidden]
+    input: Tensor,  // [T, C] the window; t_jepa: [n_reg + T·C] values, ones first
+    tok_in: Tensor, // cf_jepa: [C, T] the transposed window
+    x: Tensor,      // [n, d] residual stream
+    h: Tensor,      // [n, d] normed
+    attn: Tensor,   // [n, d] attention output
+    tmp: Tensor,    // [n, d]
+    qkv: Tensor,    // [n, 3d]
+    ff: Tensor,     // [n, ff]
+    scores: Tensor, // [n] attention-pool weights
+    pooled: Tensor, // [d]
+    hid: Tensor,    // [head_hidden]
 }
 
 /// Number of tokens a family makes from a `[seq_len, in_channels]` window.
@@ -84,98 +89,118 @@ pub fn n_tokens(family: Family, h: &TransformerHparams, seq_len: usize, channels
     }
 }
 
+/// `out[j] = P · v[j]` for rows `v[j]` of `d`, `P` `[d, d]` row-major, in f64.
+fn project(p: &[f32], v: &[f64], d: usize) -> Vec<f64> {
+    v.chunks_exact(d)
+        .flat_map(|row| {
+            p.chunks_exact(d)
+                .map(move |pr| pr.iter().zip(row).map(|(&a, &b)| a as f64 * b).sum())
+        })
+        .collect()
+}
+
 impl Transformer {
-    pub fn load(k: &Kernels, st: &Store, meta: &Meta, h: &TransformerHparams) -> Result<Self> {
+    pub fn load(be: &dyn Backend, st: &Store, meta: &Meta, h: &TransformerHparams) -> Result<Self> {
         let (family, t, c) = (meta.family, meta.seq_len, meta.in_channels);
         let d = h.d_model;
         let n = n_tokens(family, h, t, c);
         let tk = "encoder.tokenizer";
-        let (tokenizer, tok_width) = match family {
-            Family::Lejepa => (
-                Tokenizer::Lejepa(Linear::load(k, st, &format!("{tk}.proj"), &[d, c])?),
-                c,
-            ),
+        let mut input = be.zeros(t * c);
+        let mut tok_in = be.zeros(0);
+        let tokenizer = match family {
+            Family::Lejepa => {
+                Tokenizer::Lejepa(load_linear(be, st, &format!("{tk}.proj"), &[d, c])?)
+            }
             Family::TJepa => {
                 let tc = t * c;
+                let nr = h.n_reg;
                 let w = st.get(&format!("{tk}.weight"), &[n, d])?;
-                let mut b = vec![0.0; n * d];
-                b[h.n_reg * d..].copy_from_slice(&st.get(&format!("{tk}.bias"), &[tc, d])?);
-                let mut e = vec![0.0; n * d];
-                e[h.n_reg * d..]
-                    .copy_from_slice(&st.get(&format!("{tk}.feat_idx_embed.weight"), &[tc, d])?);
-                st.require_unused(&format!("{tk}.reg_tokens.tokens"), &[h.n_reg, d])?;
-                let input_proj = Linear::load(k, st, "encoder.input_proj", &[d, d])?;
-                (
-                    Tokenizer::TJepa {
-                        w,
-                        b,
-                        e,
-                        input_proj,
-                    },
-                    d,
-                )
+                let b = st.get(&format!("{tk}.bias"), &[tc, d])?;
+                let e = st.get(&format!("{tk}.feat_idx_embed.weight"), &[tc, d])?;
+                st.require_unused(&format!("{tk}.reg_tokens.tokens"), &[nr, d])?;
+                let (p, pb) = load_host(st, "encoder.input_proj", &[d, d])?;
+                let w64: Vec<f64> = w.iter().map(|&v| v as f64).collect();
+                let mut be64 = vec![0.0f64; n * d];
+                for (o, (&b, &e)) in be64[nr * d..].iter_mut().zip(b.iter().zip(&e)) {
+                    *o = b as f64 + e as f64;
+                }
+                let a = project(&p, &w64, d);
+                let cst = project(&p, &be64, d);
+                let a: Vec<f32> = a.iter().map(|&v| v as f32).collect();
+                let cst: Vec<f32> = cst
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| (v + pb[i % d] as f64) as f32)
+                    .collect();
+                let mut ones = vec![1.0f32; n];
+                ones[nr..].fill(0.0);
+                input = be.upload(ones);
+                Tokenizer::TJepa {
+                    a: be.upload(a),
+                    c: be.upload(cst),
+                }
             }
             Family::TsJepa => {
                 let p = h.patch_size;
-                (
-                    Tokenizer::TsJepa {
-                        proj: Linear::load(k, st, &format!("{tk}.proj"), &[d, c, p])?,
-                        patch: p,
-                    },
-                    c * p,
-                )
+                let (w, b) = load_host(st, &format!("{tk}.proj"), &[d, c, p])?;
+                // [d, C, patch] → columns (tap, channel), the window's own row order.
+                let mut wr = vec![0.0f32; w.len()];
+                for o in 0..d {
+                    for ch in 0..c {
+                        for kk in 0..p {
+                            wr[o * c * p + kk * c + ch] = w[o * c * p + ch * p + kk];
+                        }
+                    }
+                }
+                Tokenizer::TsJepa(linear(be, &wr, b, c * p))
             }
-            Family::CfJepa => (
-                Tokenizer::CfJepa(Linear::load(k, st, &format!("{tk}.proj"), &[d, t])?),
-                t,
-            ),
+            Family::CfJepa => {
+                tok_in = be.zeros(t * c);
+                Tokenizer::CfJepa(load_linear(be, st, &format!("{tk}.proj"), &[d, t])?)
+            }
             Family::Sigreg => unreachable!("sigreg is not a transformer"),
         };
         let pos = match family {
             Family::TJepa => None,
-            _ => Some(st.get("encoder.pos_embed", &[1, n, d])?),
+            _ => Some(be.upload(st.get("encoder.pos_embed", &[1, n, d])?)),
         };
         let eps = h.layer_norm_eps;
+        let ff = h.dim_feedforward;
         let layers = (0..h.num_layers)
             .map(|i| {
                 let p = format!("encoder.transformer.layers.{i}");
-                let ff = h.dim_feedforward;
                 let qkv_w = st.get(&format!("{p}.self_attn.in_proj_weight"), &[3 * d, d])?;
                 let qkv_b = st.get(&format!("{p}.self_attn.in_proj_bias"), &[3 * d])?;
                 Ok(Layer {
-                    norm1: Norm::load(st, &format!("{p}.norm1"), d, eps)?,
-                    qkv: Linear {
-                        w: k.pack_rows(&qkv_w, 3 * d, d, d),
-                        b: qkv_b,
-                        out: 3 * d,
-                    },
-                    out_proj: Linear::load(k, st, &format!("{p}.self_attn.out_proj"), &[d, d])?,
-                    norm2: Norm::load(st, &format!("{p}.norm2"), d, eps)?,
-                    linear1: Linear::load(k, st, &format!("{p}.linear1"), &[ff, d])?,
-                    linear2: Linear::load(k, st, &format!("{p}.linear2"), &[d, ff])?,
+                    norm1: load_norm(be, st, &format!("{p}.norm1"), d, eps)?,
+                    qkv: linear(be, &qkv_w, qkv_b, d),
+                    out_proj: load_linear(be, st, &format!("{p}.self_attn.out_proj"), &[d, d])?,
+                    norm2: load_norm(be, st, &format!("{p}.norm2"), d, eps)?,
+                    linear1: load_linear(be, st, &format!("{p}.linear1"), &[ff, d])?,
+                    linear2: load_linear(be, st, &format!("{p}.linear2"), &[d, ff])?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let norm = Norm::load(st, "encoder.norm", d, eps)?;
+        let norm = load_norm(be, st, "encoder.norm", d, eps)?;
         let pool = match family {
-            Family::Lejepa => {
-                let w = st.get("pool.attn.weight", &[1, d])?;
-                let b = st.get("pool.attn.bias", &[1])?[0];
-                Pool::Attention { w, b }
-            }
-            Family::TJepa => Pool::Mean { skip: h.n_reg },
-            _ => Pool::Mean { skip: 0 },
+            Family::Lejepa => Pool::Attention(load_linear(be, st, "pool.attn", &[1, d])?),
+            Family::TJepa => Pool::Mean {
+                skip: h.n_reg,
+                pooling: Pooling::new(vec![PoolingMode::Mean]),
+            },
+            _ => Pool::Mean {
+                skip: 0,
+                pooling: Pooling::new(vec![PoolingMode::Mean]),
+            },
         };
         let hh = h.head_hidden;
-        let head0 = Linear::load(k, st, "head.0", &[hh, d])?;
-        let bn = match family {
-            Family::Lejepa | Family::CfJepa => {
-                Some(BatchNorm::load(st, "head.2", hh, h.batch_norm_eps)?)
-            }
-            _ => None,
-        };
-        let head3 = Linear::load(k, st, "head.3", &[meta.num_classes, hh])?;
-        if n == 0 || (matches!(pool, Pool::Mean { skip } if skip >= n)) {
+        let head0 = load_linear(be, st, "head.0", &[hh, d])?;
+        let (mut w3, mut b3) = load_host(st, "head.3", &[meta.num_classes, hh])?;
+        if matches!(family, Family::Lejepa | Family::CfJepa) {
+            BatchNorm::load(st, "head.2", hh, h.batch_norm_eps)?.fold_before(&mut w3, &mut b3);
+        }
+        let head3 = linear(be, &w3, b3, hh);
+        if n == 0 || (matches!(pool, Pool::Mean { skip, .. } if skip >= n)) {
             return Err(Error::field(
                 &meta.path,
                 "hparams",
@@ -183,33 +208,31 @@ impl Transformer {
             ));
         }
         let s = Scratch {
-            tok_in: vec![0.0; n * tok_width],
-            x: vec![0.0; n * d],
-            h: vec![0.0; n * d],
-            tmp: vec![0.0; n * d],
-            qkv: vec![0.0; n * 3 * d],
-            ff: vec![0.0; n * h.dim_feedforward],
-            scores: vec![0.0; n * n],
-            kt: vec![0.0; n * d / h.n_heads],
-            pooled: vec![0.0; d],
-            hid: vec![0.0; hh],
+            input,
+            tok_in,
+            x: be.zeros(n * d),
+            h: be.zeros(n * d),
+            attn: be.zeros(n * d),
+            tmp: be.zeros(n * d),
+            qkv: be.zeros(n * 3 * d),
+            ff: be.zeros(n * ff),
+            scores: be.zeros(n),
+            pooled: be.zeros(d),
+            hid: be.zeros(hh),
         };
         Ok(Transformer {
             family,
-            seq_len: t,
-            channels: c,
             n_tokens: n,
             d,
             heads: h.n_heads,
+            n_reg: h.n_reg,
             tokenizer,
             pos,
             layers,
             norm,
             pool,
             head0,
-            bn,
             head3,
-            gemm: crate::attn_gemm::for_kernels(k),
             s,
         })
     }
@@ -219,137 +242,90 @@ impl Transformer {
     }
 
     /// `x`: one window `[seq_len, in_channels]`; writes `logits`.
-    pub fn forward(&mut self, k: &Kernels, x: &[f32], logits: &mut [f32]) {
-        let (n, d, t, c) = (self.n_tokens, self.d, self.seq_len, self.channels);
+    pub fn forward(&mut self, be: &dyn Backend, x: &[f32], logits: &mut Tensor) {
+        let (n, d) = (self.n_tokens, self.d);
         let s = &mut self.s;
         // 1-3. tokens (+ input projection) (+ positional)
         match &self.tokenizer {
-            Tokenizer::Lejepa(proj) => proj.run(k, x, c, t, &mut s.x, d),
-            Tokenizer::TJepa {
-                w,
-                b,
-                e,
-                input_proj,
-            } => {
-                let n_reg = n - t * c;
-                for j in 0..n {
-                    let v = if j < n_reg { 1.0 } else { x[j - n_reg] };
-                    let r = j * d..(j + 1) * d;
-                    let out = &mut s.tok_in[r.clone()];
-                    for (((o, &w), &b), &e) in out
-                        .iter_mut()
-                        .zip(&w[r.clone()])
-                        .zip(&b[r.clone()])
-                        .zip(&e[r])
-                    {
-                        *o = (w * v + b) + e;
-                    }
-                }
-                input_proj.run(k, &s.tok_in, d, n, &mut s.x, d);
+            Tokenizer::Lejepa(proj) => {
+                be.write(x, s.input.at_mut(..));
+                proj.forward(be, s.input.view(), n, s.x.at_mut(..));
             }
-            Tokenizer::TsJepa { proj, patch } => {
-                let p = *patch;
-                for tok in 0..n {
-                    let row = &mut s.tok_in[tok * c * p..(tok + 1) * c * p];
-                    for ch in 0..c {
-                        for kk in 0..p {
-                            row[ch * p + kk] = x[(tok * p + kk) * c + ch];
-                        }
-                    }
-                }
-                proj.run(k, &s.tok_in, c * p, n, &mut s.x, d);
+            Tokenizer::TJepa { a, c } => {
+                be.write(x, s.input.at_mut(self.n_reg..));
+                be.copy(c.view(), s.x.at_mut(..));
+                be.row_axpy(s.x.at_mut(..), d, s.input.view(), a.view());
+            }
+            Tokenizer::TsJepa(proj) => {
+                be.write(x, s.input.at_mut(..));
+                proj.forward(be, s.input.view(), n, s.x.at_mut(..));
             }
             Tokenizer::CfJepa(proj) => {
-                for ch in 0..c {
-                    for ti in 0..t {
-                        s.tok_in[ch * t + ti] = x[ti * c + ch];
-                    }
-                }
-                proj.run(k, &s.tok_in, t, n, &mut s.x, d);
+                be.write(x, s.input.at_mut(..));
+                let t = s.input.len() / n;
+                be.transpose(s.input.view(), t, n, s.tok_in.at_mut(..));
+                proj.forward(be, s.tok_in.view(), n, s.x.at_mut(..));
             }
         }
         if let Some(pos) = &self.pos {
-            k.add(&mut s.x, pos);
+            be.add(s.x.at_mut(..), pos.view());
         }
-        // 4. encoder layers
+        // 4. encoder layers (pre-norm)
         let hd = d / self.heads;
         let scale = 1.0 / (hd as f32).sqrt();
+        let seq = [SeqSpan { start: 0, len: n }];
         for l in &self.layers {
-            s.h.copy_from_slice(&s.x);
-            l.norm1.rows(k, &mut s.h);
-            l.qkv.run(k, &s.h, d, n, &mut s.qkv, 3 * d);
-            for head in 0..self.heads {
-                let off = head * hd;
-                // kt = K_hᵀ [hd, n]; scores = Q_h · kt [n, n]; softmax rows; O_h = P · V_h.
-                for j in 0..n {
-                    let kr = &s.qkv[j * 3 * d + d + off..j * 3 * d + d + off + hd];
-                    for (c, &v) in kr.iter().enumerate() {
-                        s.kt[c * n + j] = v;
-                    }
-                }
-                (self.gemm)(&s.qkv[off..], 3 * d, n, hd, &s.kt, n, n, &mut s.scores, n);
-                for row in s.scores.chunks_exact_mut(n) {
-                    k.softmax_scaled(row, scale);
-                }
-                (self.gemm)(
-                    &s.scores,
-                    n,
-                    n,
-                    n,
-                    &s.qkv[2 * d + off..],
-                    3 * d,
-                    hd,
-                    &mut s.h[off..],
-                    d,
-                );
-            }
-            l.out_proj.run(k, &s.h, d, n, &mut s.tmp, d);
-            k.add(&mut s.x, &s.tmp);
-            s.h.copy_from_slice(&s.x);
-            l.norm2.rows(k, &mut s.h);
-            let ff = l.linear1.out;
-            l.linear1.run(k, &s.h, d, n, &mut s.ff, ff);
-            k.gelu_erf(&mut s.ff);
-            l.linear2.run(k, &s.ff, ff, n, &mut s.tmp, d);
-            k.add(&mut s.x, &s.tmp);
+            be.copy(s.x.view(), s.h.at_mut(..));
+            l.norm1.forward(be, s.h.at_mut(..));
+            l.qkv.forward(be, s.h.view(), n, s.qkv.at_mut(..));
+            be.attention(
+                s.qkv.view(),
+                &seq,
+                self.heads,
+                hd,
+                scale,
+                None,
+                s.attn.at_mut(..),
+            );
+            l.out_proj.forward(be, s.attn.view(), n, s.tmp.at_mut(..));
+            be.add(s.x.at_mut(..), s.tmp.view());
+            be.copy(s.x.view(), s.h.at_mut(..));
+            l.norm2.forward(be, s.h.at_mut(..));
+            l.linear1.forward(be, s.h.view(), n, s.ff.at_mut(..));
+            be.activation(s.ff.at_mut(..), Act::GeluErf);
+            l.linear2.forward(be, s.ff.view(), n, s.tmp.at_mut(..));
+            be.add(s.x.at_mut(..), s.tmp.view());
         }
         // 5. final norm
-        self.norm.rows(k, &mut s.x);
+        self.norm.forward(be, s.x.at_mut(..));
         // 6. pool
-        s.pooled.fill(0.0);
         match &self.pool {
-            Pool::Mean { skip } => {
-                for row in s.x.chunks_exact(d).skip(*skip) {
-                    for (p, &v) in s.pooled.iter_mut().zip(row) {
-                        *p += v;
-                    }
-                }
-                let cnt = (n - skip) as f32;
-                for p in s.pooled.iter_mut() {
-                    *p /= cnt;
-                }
+            Pool::Mean { skip, pooling } => {
+                let span = [SeqSpan {
+                    start: *skip,
+                    len: n - skip,
+                }];
+                be.pool(s.x.view(), &span, d, pooling, s.pooled.at_mut(..));
             }
-            Pool::Attention { w, b } => {
-                for (j, row) in s.x.chunks_exact(d).enumerate() {
-                    s.scores[j] = k.dot(row, w) + b;
-                }
-                k.softmax(&mut s.scores[..n]);
-                for (j, row) in s.x.chunks_exact(d).enumerate() {
-                    let wj = s.scores[j];
-                    for (p, &v) in s.pooled.iter_mut().zip(row) {
-                        *p += wj * v;
-                    }
-                }
+            Pool::Attention(score) => {
+                score.forward(be, s.x.view(), n, s.scores.at_mut(..));
+                be.softmax(s.scores.at_mut(..), n);
+                be.matmul(
+                    s.scores.view(),
+                    n,
+                    1,
+                    n,
+                    s.x.view(),
+                    d,
+                    d,
+                    s.pooled.at_mut(..),
+                );
             }
         }
-        // 7. tail
-        let hh = self.head0.out;
-        self.head0.run(k, &s.pooled, d, 1, &mut s.hid, hh);
-        k.gelu_erf(&mut s.hid);
-        if let Some(bn) = &self.bn {
-            bn.rows(&mut s.hid);
-        }
-        self.head3.run(k, &s.hid, hh, 1, logits, self.head3.out);
+        // 7. tail (head.2's BatchNorm is folded into head.3)
+        self.head0.forward(be, s.pooled.view(), 1, s.hid.at_mut(..));
+        be.activation(s.hid.at_mut(..), Act::GeluErf);
+        self.head3.forward(be, s.hid.view(), 1, logits.at_mut(..));
     }
 
     pub fn family(&self) -> Family {

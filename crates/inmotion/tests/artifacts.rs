@@ -6,7 +6,7 @@ use inmotion::golden::{self, Golden};
 use inmotion::meta::{Family, Granularity, IntLayout, Meta};
 use inmotion::writer::{self, Data, Tensor};
 use inmotion::{Error, Model};
-use kin_infer::kernels::{for_tier, Kernels, Tier};
+use kin_infer::kernels::Tier;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,10 +35,6 @@ fn fixture_artifacts() -> Vec<PathBuf> {
     out
 }
 
-fn tier_kernels(t: Tier) -> &'static Kernels {
-    Box::leak(Box::new(for_tier(t).unwrap()))
-}
-
 #[test]
 fn every_fixture_artifact_reproduces_its_golden() {
     let arts = fixture_artifacts();
@@ -65,7 +61,7 @@ fn every_fixture_artifact_reproduces_its_golden() {
 #[test]
 fn every_tier_gives_the_generic_bits() {
     let tiers = Tier::available();
-    let generic = tier_kernels(Tier::Generic);
+    let generic = Tier::Generic;
     for a in fixture_artifacts() {
         let mut reference = Model::load_with(&a, generic).unwrap();
         let g = Golden::load(&a, &reference.meta).unwrap();
@@ -81,7 +77,7 @@ fn every_tier_gives_the_generic_bits() {
             })
             .collect();
         for &t in &tiers {
-            let mut m = Model::load_with(&a, tier_kernels(t)).unwrap();
+            let mut m = Model::load_with(&a, t).unwrap();
             for (c, w) in g.cases.iter().zip(&want) {
                 let out = m.forward(&c.input);
                 if t.name() == "sse" {

@@ -71,6 +71,35 @@ fn nothing_outside_the_backend_reaches_the_cpu_kernels() {
     );
 }
 
+/// inMotion's models run on the same seam: nothing in its sources names the kernel table
+/// (only `Tier`, to pick one), so there is no second compute stack to keep in step.
+#[test]
+fn inmotion_runs_on_the_backend_only() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../inmotion/src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    assert!(files.len() > 10, "found only {} sources", files.len());
+    let mut bad = Vec::new();
+    for f in &files {
+        let text = code(&fs::read_to_string(f).unwrap());
+        for b in [
+            "Kernels",
+            "kernels::for_tier",
+            "kernels::kernels",
+            "PackedMatrix",
+        ] {
+            if text.contains(b) {
+                bad.push(format!("{} uses `{b}`", f.display()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "inMotion bypasses the backend:\n{}",
+        bad.join("\n")
+    );
+}
+
 #[test]
 fn the_scan_catches_a_bypass() {
     // The comment stripper keeps code and drops comments, so the scan above sees calls.

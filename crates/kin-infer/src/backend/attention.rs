@@ -8,8 +8,9 @@
 //! another gemv (j = 0, 1, … with FMA).
 
 use super::{AttnShape, SeqSpan};
-use crate::kernels::{math, Kernels};
+use crate::kernels::{math, Kernels, PackedMatrix};
 use rayon::prelude::*;
+use std::cell::RefCell;
 
 /// Query rows per causal attention pass (bounds the score scratch; results do not depend on
 /// it).
@@ -57,7 +58,98 @@ impl Bias<'_> {
     }
 }
 
-/// Multi-head self-attention inside each sequence of a packed `[q | k | v]` batch.
+/// One (sequence, head) task's buffers, kept per thread and reused: after the first call of a
+/// given size, attention allocates nothing on the serial path (the edge runtime's contract).
+struct HeadScratch {
+    keys: PackedMatrix,
+    values: PackedMatrix,
+    scores: Vec<f32>,
+    ctx: Vec<f32>,
+}
+
+thread_local! {
+    static HEAD: RefCell<Option<HeadScratch>> = const { RefCell::new(None) };
+}
+
+/// Attention of head `h` of sequence `s` into `sc.ctx` (`len × head_dim`).
+#[allow(clippy::too_many_arguments)]
+fn head(
+    k: &Kernels,
+    qkv: &[f32],
+    seqs: &[SeqSpan],
+    (s, h): (usize, usize),
+    heads: usize,
+    head_dim: usize,
+    scale: f32,
+    bias: Option<&Bias>,
+    sc: &mut HeadScratch,
+) {
+    let hidden = heads * head_dim;
+    let stride = 3 * hidden;
+    let SeqSpan { start, len } = seqs[s];
+    let base = start * stride + h * head_dim;
+    let q = &qkv[base..];
+    k.pack_rows_into(&mut sc.keys, &qkv[base + hidden..], len, head_dim, stride);
+    sc.scores.resize(len * len, 0.0);
+    k.matmul(q, stride, len, &sc.keys, None, &mut sc.scores, len);
+    for (i, row) in sc.scores.chunks_exact_mut(len).enumerate() {
+        match bias {
+            Some(b) => {
+                k.scale(row, scale);
+                b.add_row(k, s, h, i, row);
+                k.softmax(row);
+            }
+            None => k.softmax_scaled(row, scale),
+        }
+    }
+    // Packing v (O(len · head_dim)) buys the GEMM's register blocking for p · v
+    // (O(len² · head_dim)); `Kernels::matmul_unpacked` gives the same bits without the
+    // copy but runs row by row, measured 35% slower on T5's 12-wide heads.
+    k.pack_cols_into(
+        &mut sc.values,
+        &qkv[base + 2 * hidden..],
+        len,
+        head_dim,
+        stride,
+    );
+    sc.ctx.resize(len * head_dim, 0.0);
+    k.matmul(
+        &sc.scores,
+        len,
+        len,
+        &sc.values,
+        None,
+        &mut sc.ctx,
+        head_dim,
+    );
+}
+
+/// Runs `f` with this thread's head scratch.
+fn with_scratch<R>(f: impl FnOnce(&mut HeadScratch) -> R) -> R {
+    HEAD.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let sc = slot.get_or_insert_with(|| HeadScratch {
+            keys: PackedMatrix::empty(),
+            values: PackedMatrix::empty(),
+            scores: Vec::new(),
+            ctx: Vec::new(),
+        });
+        f(sc)
+    })
+}
+
+/// Copies one head's context rows into their columns of `out`.
+fn scatter(ctx: &[f32], span: SeqSpan, h: usize, head_dim: usize, hidden: usize, out: &mut [f32]) {
+    for i in 0..span.len {
+        let dst = (span.start + i) * hidden + h * head_dim;
+        out[dst..dst + head_dim].copy_from_slice(&ctx[i * head_dim..(i + 1) * head_dim]);
+    }
+}
+
+/// Multi-head self-attention inside each sequence of a packed `[q | k | v]` batch. Inside a
+/// rayon pool the (sequence, head) tasks run in parallel; outside one (the single-threaded
+/// edge runtime) they run in order on the calling thread, without allocating. Each task
+/// computes the same bits either way.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn bidirectional(
     k: &Kernels,
@@ -70,44 +162,31 @@ pub(super) fn bidirectional(
     out: &mut [f32],
 ) {
     let hidden = heads * head_dim;
-    let stride = 3 * hidden;
+    if rayon::current_thread_index().is_none() {
+        with_scratch(|sc| {
+            for s in 0..seqs.len() {
+                for h in 0..heads {
+                    head(k, qkv, seqs, (s, h), heads, head_dim, scale, bias, sc);
+                    scatter(&sc.ctx, seqs[s], h, head_dim, hidden, out);
+                }
+            }
+        });
+        return;
+    }
     let tasks: Vec<(usize, usize)> = (0..seqs.len())
         .flat_map(|s| (0..heads).map(move |h| (s, h)))
         .collect();
     let results: Vec<Vec<f32>> = tasks
         .par_iter()
-        .map(|&(s, h)| {
-            let SeqSpan { start, len } = seqs[s];
-            let base = start * stride + h * head_dim;
-            let q = &qkv[base..];
-            let keys = k.pack_rows(&qkv[base + hidden..], len, head_dim, stride);
-            let mut scores = vec![0.0f32; len * len];
-            k.matmul(q, stride, len, &keys, None, &mut scores, len);
-            for (i, row) in scores.chunks_exact_mut(len).enumerate() {
-                match bias {
-                    Some(b) => {
-                        k.scale(row, scale);
-                        b.add_row(k, s, h, i, row);
-                        k.softmax(row);
-                    }
-                    None => k.softmax_scaled(row, scale),
-                }
-            }
-            // Packing v (O(len · head_dim)) buys the GEMM's register blocking for p · v
-            // (O(len² · head_dim)); `Kernels::matmul_unpacked` gives the same bits without the
-            // copy but runs row by row, measured 35% slower on T5's 12-wide heads.
-            let values = k.pack_cols(&qkv[base + 2 * hidden..], len, head_dim, stride);
-            let mut ctx = vec![0.0f32; len * head_dim];
-            k.matmul(&scores, len, len, &values, None, &mut ctx, head_dim);
-            ctx
+        .map(|&task| {
+            with_scratch(|sc| {
+                head(k, qkv, seqs, task, heads, head_dim, scale, bias, sc);
+                sc.ctx.clone()
+            })
         })
         .collect();
     for (&(s, h), ctx) in tasks.iter().zip(&results) {
-        let SeqSpan { start, len } = seqs[s];
-        for i in 0..len {
-            let dst = (start + i) * hidden + h * head_dim;
-            out[dst..dst + head_dim].copy_from_slice(&ctx[i * head_dim..(i + 1) * head_dim]);
-        }
+        scatter(ctx, seqs[s], h, head_dim, hidden, out);
     }
 }
 

@@ -3,6 +3,7 @@
 //! the abstraction costs nothing here.
 
 use super::attention;
+use super::conv;
 use super::deberta;
 use super::{
     Act, AttnBias, AttnShape, DeviceMatrix, GpuCompute, Inner, KvView, Positions, SeqSpan, Storage,
@@ -75,6 +76,71 @@ const ROW_CHUNK: usize = 16;
 /// Floats per parallel task for elementwise work (a multiple of every tier's lane count, so
 /// the SIMD/tail split is the same as over the whole buffer).
 const ELEM_CHUNK: usize = 4096;
+
+/// Whether this thread runs inside a rayon pool. Ops split work across the pool only there;
+/// outside one (the single-threaded edge runtime) they run on the calling thread, so no op
+/// ever starts rayon's global pool. Splitting never changes bits: each chunk computes alone.
+fn in_pool() -> bool {
+    rayon::current_thread_index().is_some()
+}
+
+/// `f` over `chunk`-sized pieces of `x`.
+fn each_mut(x: &mut [f32], chunk: usize, f: impl Fn(&mut [f32]) + Send + Sync) {
+    if in_pool() {
+        x.par_chunks_mut(chunk).for_each(f)
+    } else {
+        x.chunks_mut(chunk).for_each(f)
+    }
+}
+
+/// `f` over matching pieces of `x` (`xc` long) and `y` (`yc` long).
+fn each_zip(
+    x: &mut [f32],
+    xc: usize,
+    y: &[f32],
+    yc: usize,
+    f: impl Fn(&mut [f32], &[f32]) + Send + Sync,
+) {
+    if in_pool() {
+        x.par_chunks_mut(xc)
+            .zip(y.par_chunks(yc))
+            .for_each(|(a, b)| f(a, b))
+    } else {
+        x.chunks_mut(xc)
+            .zip(y.chunks(yc))
+            .for_each(|(a, b)| f(a, b))
+    }
+}
+
+/// `f` over matching pieces of two writable buffers.
+fn each_zip_mut(
+    x: &mut [f32],
+    xc: usize,
+    y: &mut [f32],
+    yc: usize,
+    f: impl Fn(&mut [f32], &mut [f32]) + Send + Sync,
+) {
+    if in_pool() {
+        x.par_chunks_mut(xc)
+            .zip(y.par_chunks_mut(yc))
+            .for_each(|(a, b)| f(a, b))
+    } else {
+        x.chunks_mut(xc)
+            .zip(y.chunks_mut(yc))
+            .for_each(|(a, b)| f(a, b))
+    }
+}
+
+/// `f(index, piece)` over `chunk`-sized pieces of `x`.
+fn each_indexed(x: &mut [f32], chunk: usize, f: impl Fn(usize, &mut [f32]) + Send + Sync) {
+    if in_pool() {
+        x.par_chunks_mut(chunk)
+            .enumerate()
+            .for_each(|(i, c)| f(i, c))
+    } else {
+        x.chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c))
+    }
+}
 
 fn act_slice(k: &Kernels, act: Act, x: &mut [f32]) {
     match act {
@@ -167,74 +233,69 @@ impl GpuCompute for CpuCompute {
     fn layer_norm(&self, x: ViewMut, w: &Tensor, b: &Tensor, eps: f32) {
         let (w, b) = (whole(w), whole(b));
         let width = w.len();
-        host_mut(x)
-            .par_chunks_mut(width * ROW_CHUNK)
-            .for_each(|chunk| {
-                for row in chunk.chunks_exact_mut(width) {
-                    self.k.layer_norm(row, w, b, eps);
-                }
-            });
+        each_mut(host_mut(x), width * ROW_CHUNK, |chunk| {
+            for row in chunk.chunks_exact_mut(width) {
+                self.k.layer_norm(row, w, b, eps);
+            }
+        });
     }
 
     fn rms_norm(&self, x: View, w: &Tensor, eps: f32, out: ViewMut) {
         let w = whole(w);
         let h = w.len();
         let k = self.k;
-        host(&x)
-            .par_chunks(h)
-            .zip(host_mut(out).par_chunks_mut(h))
-            .for_each(|(x, o)| {
-                let n = x.len() as f32;
-                let inv = 1.0 / (k.dot(x, x) / n + eps).sqrt();
-                for ((o, &v), &g) in o.iter_mut().zip(x).zip(w) {
-                    *o = g * (v * inv);
-                }
-            });
+        each_zip(host_mut(out), h, host(&x), h, |o, x| {
+            let n = x.len() as f32;
+            let inv = 1.0 / (k.dot(x, x) / n + eps).sqrt();
+            for ((o, &v), &g) in o.iter_mut().zip(x).zip(w) {
+                *o = g * (v * inv);
+            }
+        });
     }
 
     fn activation(&self, x: ViewMut, act: Act) {
-        host_mut(x)
-            .par_chunks_mut(ELEM_CHUNK)
-            .for_each(|c| act_slice(self.k, act, c));
+        each_mut(host_mut(x), ELEM_CHUNK, |c| act_slice(self.k, act, c));
     }
 
     fn glu(&self, gate_up: ViewMut, rows: usize, width: usize, act: Act, out: ViewMut) {
         let i = width;
         let k = self.k;
-        host_mut(out)[..rows * i]
-            .par_chunks_mut(i)
-            .zip(host_mut(gate_up)[..rows * 2 * i].par_chunks_mut(2 * i))
-            .for_each(|(hrow, gu)| {
+        let gate_up = &mut host_mut(gate_up)[..rows * 2 * i];
+        each_zip_mut(
+            &mut host_mut(out)[..rows * i],
+            i,
+            gate_up,
+            2 * i,
+            |hrow, gu| {
                 let (gate, up) = gu.split_at_mut(i);
                 act_slice(k, act, gate);
                 for j in 0..i {
                     hrow[j] = gate[j] * up[j];
                 }
-            });
+            },
+        );
     }
 
     fn mul(&self, x: ViewMut, y: View) {
-        host_mut(x)
-            .par_chunks_mut(ELEM_CHUNK)
-            .zip(host(&y).par_chunks(ELEM_CHUNK))
-            .for_each(|(g, l)| g.iter_mut().zip(l).for_each(|(a, b)| *a *= b));
+        each_zip(host_mut(x), ELEM_CHUNK, host(&y), ELEM_CHUNK, |g, l| {
+            g.iter_mut().zip(l).for_each(|(a, b)| *a *= b)
+        });
     }
 
     fn add(&self, x: ViewMut, y: View) {
-        host_mut(x)
-            .par_chunks_mut(ELEM_CHUNK)
-            .zip(host(&y).par_chunks(ELEM_CHUNK))
-            .for_each(|(a, b)| self.k.add(a, b));
+        each_zip(host_mut(x), ELEM_CHUNK, host(&y), ELEM_CHUNK, |a, b| {
+            self.k.add(a, b)
+        });
     }
 
     fn scale(&self, x: ViewMut, s: f32) {
-        host_mut(x)
-            .par_chunks_mut(ELEM_CHUNK)
-            .for_each(|c| c.iter_mut().for_each(|v| *v *= s));
+        each_mut(host_mut(x), ELEM_CHUNK, |c| {
+            c.iter_mut().for_each(|v| *v *= s)
+        });
     }
 
     fn softcap(&self, x: ViewMut, cap: f32) {
-        host_mut(x).par_chunks_mut(ELEM_CHUNK).for_each(|c| {
+        each_mut(host_mut(x), ELEM_CHUNK, |c| {
             for v in c {
                 *v = math::tanh(*v / cap) * cap;
             }
@@ -267,18 +328,15 @@ impl GpuCompute for CpuCompute {
         pos: Positions,
         rotary: &RotaryChunk,
     ) {
-        host_mut(x)[..rows * stride]
-            .par_chunks_mut(stride)
-            .enumerate()
-            .for_each(|(r, row)| {
-                let p = match pos {
-                    Positions::From(start) => start + r,
-                    Positions::List(p) => p[r] as usize,
-                };
-                for head in row[..width].chunks_exact_mut(head_dim) {
-                    rotary.apply(head, p);
-                }
-            });
+        each_indexed(&mut host_mut(x)[..rows * stride], stride, |r, row| {
+            let p = match pos {
+                Positions::From(start) => start + r,
+                Positions::List(p) => p[r] as usize,
+            };
+            for head in row[..width].chunks_exact_mut(head_dim) {
+                rotary.apply(head, p);
+            }
+        });
     }
 
     fn attention(
@@ -397,6 +455,38 @@ impl GpuCompute for CpuCompute {
         }
     }
 
+    fn write(&self, src: &[f32], dst: ViewMut) {
+        host_mut(dst).copy_from_slice(src);
+    }
+
+    fn transpose(&self, x: View, rows: usize, cols: usize, out: ViewMut) {
+        let (x, out) = (host(&x), host_mut(out));
+        for r in 0..rows {
+            for c in 0..cols {
+                out[c * rows + r] = x[r * cols + c];
+            }
+        }
+    }
+
+    fn softmax(&self, x: ViewMut, width: usize) {
+        each_mut(host_mut(x), width * ROW_CHUNK, |chunk| {
+            for row in chunk.chunks_exact_mut(width) {
+                self.k.softmax(row);
+            }
+        });
+    }
+
+    fn row_axpy(&self, x: ViewMut, width: usize, s: View, y: View) {
+        let (s, y) = (host(&s), host(&y));
+        for ((row, &a), yr) in host_mut(x)
+            .chunks_exact_mut(width)
+            .zip(s)
+            .zip(y.chunks_exact(width))
+        {
+            self.k.axpy(row, a, yr);
+        }
+    }
+
     // ---- DeBERTa ops (backend/deberta.rs) ----
     fn divide_columns(&self, x: ViewMut, stride: usize, from: usize, width: usize, s: f32) {
         deberta::divide_columns(host_mut(x), stride, from, width, s);
@@ -412,7 +502,7 @@ impl GpuCompute for CpuCompute {
         bias: &Tensor,
         out: ViewMut,
     ) {
-        deberta::grouped_conv1d(
+        conv::grouped_conv1d(
             self.k,
             host(&x),
             seqs,
@@ -451,14 +541,15 @@ impl GpuCompute for CpuCompute {
 fn pool_rows(modes: &[PoolingMode], states: &[f32], hidden: usize, out: &mut [f32]) {
     let len = states.len() / hidden;
     let rows = || states.chunks_exact(hidden);
-    let column_sum = || {
-        let mut s = vec![0.0f32; hidden];
+    // Column sums into `dst`, top to bottom from 0.0 (no scratch: the edge runtime pools
+    // without allocating).
+    let column_sum = |dst: &mut [f32]| {
+        dst.fill(0.0);
         for r in rows() {
-            for (a, b) in s.iter_mut().zip(r) {
+            for (a, b) in dst.iter_mut().zip(r) {
                 *a += b;
             }
         }
-        s
     };
     for (m, dst) in modes.iter().zip(out.chunks_exact_mut(hidden)) {
         match m {
@@ -474,29 +565,25 @@ fn pool_rows(modes: &[PoolingMode], states: &[f32], hidden: usize, out: &mut [f3
             }
             PoolingMode::Mean => {
                 let n = len as f32;
-                for (d, v) in dst.iter_mut().zip(column_sum()) {
-                    *d = v / n;
-                }
+                column_sum(dst);
+                dst.iter_mut().for_each(|d| *d /= n);
             }
             PoolingMode::MeanSqrtLen => {
                 let n = (len as f32).sqrt();
-                for (d, v) in dst.iter_mut().zip(column_sum()) {
-                    *d = v / n;
-                }
+                column_sum(dst);
+                dst.iter_mut().for_each(|d| *d /= n);
             }
             PoolingMode::WeightedMean => {
                 // Weights 1..=len, as sentence-transformers' position-weighted mean.
-                let mut s = vec![0.0f32; hidden];
+                dst.fill(0.0);
                 for (i, r) in rows().enumerate() {
                     let w = (i + 1) as f32;
-                    for (a, b) in s.iter_mut().zip(r) {
+                    for (a, b) in dst.iter_mut().zip(r) {
                         *a = b.mul_add(w, *a);
                     }
                 }
                 let total = (len * (len + 1) / 2) as f32;
-                for (d, v) in dst.iter_mut().zip(s) {
-                    *d = v / total;
-                }
+                dst.iter_mut().for_each(|d| *d /= total);
             }
         }
     }

@@ -5,15 +5,13 @@
 //! - [`divide_columns`]: transformers divides q (v1) or k (v2) of the fused `[q | k | v]` by
 //!   `sqrt(head_dim · scale_factor)` before the products; a division, not a multiply by the
 //!   reciprocal, so the bits are torch's.
-//! - [`grouped_conv1d`]: DeBERTa-v2's `ConvLayer`, a grouped `Conv1d` with same padding over
-//!   the positions of each sequence, zero beyond each sequence's ends (the padded reference
-//!   multiplies pad rows by the mask). Here per group: im2col rows, then one GEMM.
+//! - DeBERTa-v2's `ConvLayer` is the shared `grouped_conv1d` (backend/conv.rs).
 //! - [`disentangled_bias`]: the content→position and position→content scores of every
 //!   (sequence, head), `len × len` each, into one buffer that attention then adds
 //!   ([`AttnBias::Dense`](super::AttnBias::Dense)).
 
 use super::cpu::host;
-use super::{DeviceMatrix, Inner, SeqSpan, Tensor};
+use super::{SeqSpan, Tensor};
 use crate::kernels::Kernels;
 use rayon::prelude::*;
 
@@ -62,57 +60,6 @@ pub(super) fn divide_columns(x: &mut [f32], stride: usize, from: usize, width: u
             row[from..from + width].iter_mut().for_each(|v| *v /= s);
         }
     });
-}
-
-/// Grouped 1-D convolution of the `channels`-wide rows of `x` over positions, each sequence
-/// zero-padded by `(kernel − 1) / 2` at both of its own ends; `groups[g]` is the GEMM weight
-/// of group `g` over im2col columns `(tap, channel)`, `bias` is `[channels]`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn grouped_conv1d(
-    k: &Kernels,
-    x: &[f32],
-    seqs: &[SeqSpan],
-    channels: usize,
-    kernel: usize,
-    groups: &[DeviceMatrix],
-    bias: &[f32],
-    out: &mut [f32],
-) {
-    let h = channels;
-    let total = x.len() / h;
-    let pad = (kernel - 1) / 2;
-    let cg = h / groups.len();
-    let mut cols = vec![0.0f32; total * kernel * cg];
-    let mut part = vec![0.0f32; total * cg];
-    for (g, w) in groups.iter().enumerate() {
-        let Inner::Cpu(packed) = &w.inner;
-        assert_eq!(
-            (w.n, w.k),
-            (cg, kernel * cg),
-            "grouped_conv1d: group weight shape"
-        );
-        cols.iter_mut().for_each(|v| *v = 0.0);
-        for sp in seqs {
-            for t in 0..sp.len {
-                let row = &mut cols[(sp.start + t) * kernel * cg..][..kernel * cg];
-                for tap in 0..kernel {
-                    let src = t as isize + tap as isize - pad as isize;
-                    if src >= 0 && (src as usize) < sp.len {
-                        let from = (sp.start + src as usize) * h + g * cg;
-                        row[tap * cg..(tap + 1) * cg].copy_from_slice(&x[from..from + cg]);
-                    }
-                }
-            }
-        }
-        let b = &bias[g * cg..(g + 1) * cg];
-        k.matmul(&cols, kernel * cg, total, packed, Some(b), &mut part, cg);
-        for (dst, src) in out[..total * h]
-            .chunks_exact_mut(h)
-            .zip(part.chunks_exact(cg))
-        {
-            dst[g * cg..(g + 1) * cg].copy_from_slice(src);
-        }
-    }
 }
 
 /// The disentangled bias of every (sequence, head) of `seqs` into `out`, sequence-major, each

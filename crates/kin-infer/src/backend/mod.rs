@@ -15,6 +15,7 @@
 //! `x.at(..rows * h)` shape of the CPU code it replaced, and a GPU backend binds an offset.
 
 mod attention;
+mod conv;
 mod cpu;
 mod deberta;
 
@@ -429,6 +430,16 @@ pub trait GpuCompute: Send + Sync {
     fn normalize(&self, x: ViewMut, width: usize);
     /// The first `keep` features of each of `rows` rows of `width` (Matryoshka truncation).
     fn narrow(&self, x: View, rows: usize, width: usize, keep: usize, out: ViewMut);
+    /// Host data into an existing tensor range (an input window each call, with no new
+    /// allocation: the edge runtime's contract).
+    fn write(&self, src: &[f32], dst: ViewMut);
+    /// `out[c][r] = x[r][c]` for `x` of `rows × cols`.
+    fn transpose(&self, x: View, rows: usize, cols: usize, out: ViewMut);
+    /// Softmax of every `width`-wide row in place (canonical max and sum, as attention's).
+    fn softmax(&self, x: ViewMut, width: usize);
+    /// `x[r] += s[r] · y[r]` for every `width`-wide row `r`, each element one fused
+    /// multiply-add (a per-row scalar times a row: inMotion t_jepa's value tokens).
+    fn row_axpy(&self, x: ViewMut, width: usize, s: View, y: View);
 
     // ---- DeBERTa ops ----
     /// Divides columns `from..from + width` of every `stride`-wide row of `x` by `s`. DeBERTa
@@ -436,13 +447,14 @@ pub trait GpuCompute: Send + Sync {
     /// transformers does: a division, not a multiply by `1 / s`, so the bits are torch's.
     fn divide_columns(&self, x: ViewMut, stride: usize, from: usize, width: usize, s: f32);
     /// Grouped 1-D convolution over positions with same padding, inside each sequence of a
-    /// packed batch (DeBERTa-v2's `ConvLayer`): each sequence is zero-padded by
-    /// `(kernel − 1) / 2` rows at its own ends, so no row reads a neighbour's. `x` and `out`
-    /// hold the batch's rows of `channels`; `groups[g]` is group `g`'s weight as
-    /// [`GpuCompute::prepare_matrix`] rows `[channels / G, kernel · channels / G]`, columns
-    /// `(tap, input channel)`: `w_g[o][tap · c + i] = conv.weight[g · c + o][i][tap]`. Output
-    /// `g · c + o` of row `t` is `Σ_(tap, i) w_g[o][tap · c + i] · x[t + tap − pad][g · c + i]`,
-    /// accumulated in that order as [`GpuCompute::linear`] does, plus `bias[g · c + o]`.
+    /// packed batch (DeBERTa-v2's `ConvLayer`, inMotion sigreg's convolutions): each sequence
+    /// is zero-padded by `(kernel − 1) / 2` rows at its own ends, so no row reads a
+    /// neighbour's. `x` holds the batch's rows of `channels` inputs, `out` rows of
+    /// `G · o` outputs; `groups[g]` is group `g`'s weight as [`GpuCompute::prepare_matrix`]
+    /// rows `[o, kernel · c]` (`c = channels / G`), columns `(tap, input channel)`:
+    /// `w_g[j][tap · c + i] = conv.weight[g · o + j][i][tap]`. Output `g · o + j` of row `t` is
+    /// `Σ_(tap, i) w_g[j][tap · c + i] · x[t + tap − pad][g · c + i]`, accumulated in that
+    /// order as [`GpuCompute::linear`] does, plus `bias[g · o + j]`.
     #[allow(clippy::too_many_arguments)]
     fn grouped_conv1d(
         &self,

@@ -69,6 +69,17 @@ impl<T: Copy + Default> AlignedBuf<T> {
         let off = v.as_ptr().align_offset(64).min(pad);
         AlignedBuf { v, off, len }
     }
+    /// Resizes to `len` zeroed elements, reusing the allocation when it is large enough (the
+    /// offset stays valid: it depends only on the vector's start, which does not move).
+    pub(crate) fn reset(&mut self, len: usize) {
+        let pad = 64 / std::mem::size_of::<T>();
+        if self.v.len() >= len + pad && self.v.as_ptr().align_offset(64).min(pad) == self.off {
+            self.len = len;
+            self.as_mut_slice().fill(T::default());
+        } else {
+            *self = AlignedBuf::zeroed(len);
+        }
+    }
     pub(crate) fn as_slice(&self) -> &[T] {
         &self.v[self.off..self.off + self.len]
     }
@@ -150,8 +161,21 @@ pub(crate) fn pack_panels<T: Copy + Default>(
     n: usize,
     get: impl Fn(usize, usize) -> T,
 ) -> AlignedBuf<T> {
+    let mut buf = AlignedBuf::zeroed(0);
+    fill_panels(&mut buf, nr, k, n, get);
+    buf
+}
+
+/// [`pack_panels`] into an existing buffer (no allocation once it is large enough).
+pub(crate) fn fill_panels<T: Copy + Default>(
+    buf: &mut AlignedBuf<T>,
+    nr: usize,
+    k: usize,
+    n: usize,
+    get: impl Fn(usize, usize) -> T,
+) {
     let panels = n.div_ceil(nr);
-    let mut buf = AlignedBuf::zeroed(panels * k * nr);
+    buf.reset(panels * k * nr);
     let data = buf.as_mut_slice();
     for jp in 0..panels {
         let cols = nr.min(n - jp * nr);
@@ -163,7 +187,6 @@ pub(crate) fn pack_panels<T: Copy + Default>(
             }
         }
     }
-    buf
 }
 
 /// Packs B (k × n, element (p, j) from `get`) into `nr`-wide zero-padded k-major panels.
@@ -179,6 +202,25 @@ pub(crate) fn pack(
         nr,
         buf: Panels::F32(pack_panels(nr, k, n, get)),
     }
+}
+
+/// [`pack`] into `dst`, reusing its f32 panels' allocation (attention packs a head's keys
+/// and values per call; an edge runtime must not allocate per window).
+pub(crate) fn pack_into(
+    dst: &mut PackedMatrix,
+    nr: usize,
+    k: usize,
+    n: usize,
+    get: impl Fn(usize, usize) -> f32,
+) {
+    if !matches!(dst.buf, Panels::F32(_)) {
+        dst.buf = Panels::F32(AlignedBuf::zeroed(0));
+    }
+    let Panels::F32(buf) = &mut dst.buf else {
+        unreachable!("set to f32 above")
+    };
+    fill_panels(buf, nr, k, n, get);
+    (dst.k, dst.n, dst.nr) = (k, n, nr);
 }
 
 /// Stores an accumulator tile (adding the bias if non-null): the generic/NEON epilogue.

@@ -239,6 +239,15 @@ pub struct PackedMatrix {
 }
 
 impl PackedMatrix {
+    /// A 0 × 0 matrix: scratch for [`Kernels::pack_rows_into`] / [`Kernels::pack_cols_into`].
+    pub fn empty() -> PackedMatrix {
+        PackedMatrix {
+            k: 0,
+            n: 0,
+            nr: 1,
+            buf: gemm::Panels::F32(gemm::AlignedBuf::zeroed(0)),
+        }
+    }
     pub fn k(&self) -> usize {
         self.k
     }
@@ -449,6 +458,42 @@ impl Kernels {
         let n = rows.len();
         let panels = gemm::pack_panels(self.ops.nr, k, n, |p, j| rows[j][p]);
         half_packed(self.ops.nr, k, n, panels, fmt)
+    }
+
+    /// [`Self::pack_rows`] into `dst`, reusing its allocation when large enough.
+    pub fn pack_rows_into(
+        &self,
+        dst: &mut PackedMatrix,
+        w: &[f32],
+        n: usize,
+        k: usize,
+        ldw: usize,
+    ) {
+        if n > 0 && k > 0 {
+            assert!(
+                ldw >= k && w.len() >= (n - 1) * ldw + k,
+                "pack_rows: w too short"
+            );
+        }
+        gemm::pack_into(dst, self.ops.nr, k, n, |p, j| w[j * ldw + p])
+    }
+
+    /// [`Self::pack_cols`] into `dst`, reusing its allocation when large enough.
+    pub fn pack_cols_into(
+        &self,
+        dst: &mut PackedMatrix,
+        b: &[f32],
+        k: usize,
+        n: usize,
+        ldb: usize,
+    ) {
+        if n > 0 && k > 0 {
+            assert!(
+                ldb >= n && b.len() >= (k - 1) * ldb + n,
+                "pack_cols: b too short"
+            );
+        }
+        gemm::pack_into(dst, self.ops.nr, k, n, |p, j| b[p * ldb + j])
     }
 
     /// Packs `b` (k rows of n, row stride `ldb`) so that `matmul` computes `a · b`.

@@ -11,7 +11,8 @@ pub mod pooling;
 pub mod rope;
 pub(crate) mod rope_config;
 
-pub(crate) use norm::{LayerNorm, Norm, RmsNorm};
+pub use norm::LayerNorm;
+pub(crate) use norm::{Norm, RmsNorm};
 
 use crate::backend::{DeviceMatrix, GpuCompute, Tensor, View, ViewMut};
 use crate::error::Result;

@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::io::safetensors::Weights;
 
 /// LayerNorm over the last dimension.
-pub(crate) struct LayerNorm {
+pub struct LayerNorm {
     weight: Tensor,
     bias: Tensor,
     eps: f32,
@@ -35,8 +35,13 @@ impl LayerNorm {
         })
     }
 
+    /// A norm over parameters already on the backend (another container's weights).
+    pub fn new(weight: Tensor, bias: Tensor, eps: f32) -> Self {
+        LayerNorm { weight, bias, eps }
+    }
+
     /// Normalizes every row in place.
-    pub(crate) fn forward(&self, be: &dyn GpuCompute, x: ViewMut) {
+    pub fn forward(&self, be: &dyn GpuCompute, x: ViewMut) {
         be.layer_norm(x, &self.weight, &self.bias, self.eps);
     }
 }

@@ -1,0 +1,82 @@
+//! Grouped 1-D convolution with same padding over the positions of each sequence, zero
+//! beyond each sequence's own ends (DeBERTa-v2's `ConvLayer`, whose padded reference
+//! multiplies pad rows by the mask; inMotion sigreg's stem and residual convolutions). Per
+//! group: im2col rows `(tap, channel)`, then one GEMM against the group's packed weight.
+
+use super::{DeviceMatrix, Inner, SeqSpan};
+use crate::kernels::Kernels;
+use std::cell::RefCell;
+
+thread_local! {
+    /// im2col rows and one group's output, reused: after the first call of a given size the
+    /// convolution allocates nothing (the edge runtime's contract).
+    static SCRATCH: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// See [`super::GpuCompute::grouped_conv1d`]: `x` rows of `channels` inputs, `out` rows of
+/// `groups.len() · o` outputs, `bias` of that width.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn grouped_conv1d(
+    k: &Kernels,
+    x: &[f32],
+    seqs: &[SeqSpan],
+    channels: usize,
+    kernel: usize,
+    groups: &[DeviceMatrix],
+    bias: &[f32],
+    out: &mut [f32],
+) {
+    let h = channels;
+    let total = x.len() / h;
+    let pad = (kernel - 1) / 2;
+    let cg = h / groups.len();
+    let og = groups[0].n;
+    let width = og * groups.len();
+    SCRATCH.with(|cell| {
+        let (cols, part) = &mut *cell.borrow_mut();
+        cols.resize(total * kernel * cg, 0.0);
+        for (g, w) in groups.iter().enumerate() {
+            let Inner::Cpu(packed) = &w.inner;
+            assert_eq!(
+                (w.n, w.k),
+                (og, kernel * cg),
+                "grouped_conv1d: group weight shape"
+            );
+            cols.fill(0.0);
+            for sp in seqs {
+                for t in 0..sp.len {
+                    let row = &mut cols[(sp.start + t) * kernel * cg..][..kernel * cg];
+                    for tap in 0..kernel {
+                        let src = t as isize + tap as isize - pad as isize;
+                        if src >= 0 && (src as usize) < sp.len {
+                            let from = (sp.start + src as usize) * h + g * cg;
+                            row[tap * cg..(tap + 1) * cg].copy_from_slice(&x[from..from + cg]);
+                        }
+                    }
+                }
+            }
+            let b = &bias[g * og..(g + 1) * og];
+            if groups.len() == 1 {
+                // One group: the GEMM writes the output rows directly (same values).
+                k.matmul(
+                    cols,
+                    kernel * cg,
+                    total,
+                    packed,
+                    Some(b),
+                    &mut out[..total * og],
+                    og,
+                );
+                continue;
+            }
+            part.resize(total * og, 0.0);
+            k.matmul(cols, kernel * cg, total, packed, Some(b), part, og);
+            for (dst, src) in out[..total * width]
+                .chunks_exact_mut(width)
+                .zip(part.chunks_exact(og))
+            {
+                dst[g * og..(g + 1) * og].copy_from_slice(src);
+            }
+        }
+    });
+}
