@@ -38,6 +38,15 @@ cargo build --release -p inmotion-cli --target $ARM >&2
 MUSL_BIN="$TARGET_DIR/$MUSL/release/inmotion-infer"
 ARM_BIN="$TARGET_DIR/$ARM/release/inmotion-infer"
 file "$MUSL_BIN" | grep -q "static" || { echo "cross-check: $MUSL_BIN is not static" >&2; exit 1; }
+# The edge binary's budget (issue 12): static, stripped, under 3 MB, linking no tokenizer and
+# no template engine (it depends on kin-infer-core only).
+MUSL_BYTES=$(stat -c %s "$MUSL_BIN")
+echo "cross-check: $MUSL_BIN is $MUSL_BYTES bytes ($(file -b "$MUSL_BIN" | grep -o 'not stripped\|stripped'))"
+[ "$MUSL_BYTES" -lt 3000000 ] || { echo "cross-check: $MUSL_BIN is $MUSL_BYTES bytes, over the 3 MB budget" >&2; exit 1; }
+file "$MUSL_BIN" | grep -q ", stripped" || { echo "cross-check: $MUSL_BIN is not stripped" >&2; exit 1; }
+if cargo tree -p inmotion-cli -e normal --prefix none 2>/dev/null | grep -qE '^(tokenizers|minijinja) '; then
+    echo "cross-check: inmotion-infer depends on a tokenizer or template engine" >&2; exit 1
+fi
 
 mapfile -t ARTS < <(find "$FIX" -name golden.json -printf '%h\n' | sort)
 [ ${#ARTS[@]} -gt 0 ] || { echo "cross-check: no artifacts under $FIX" >&2; exit 1; }

@@ -45,7 +45,7 @@ enum Command {
 /// only inside a pool), so no idle worker threads exist.
 fn thread_pool() -> anyhow::Result<Option<rayon::ThreadPool>> {
     let n = match std::env::var("KIN_INFER_THREADS") {
-        Ok(v) if !v.trim().is_empty() => kin_infer::threads::resolve_threads(None)?,
+        Ok(v) if !v.trim().is_empty() => kin_infer_core::threads::resolve_threads(None)?,
         _ => 1,
     };
     if n <= 1 {

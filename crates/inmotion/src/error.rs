@@ -1,7 +1,7 @@
 //! The one error type of the crate. Every variant names the file and the field, tensor or line
 //! at fault, so the CLI's one-line message is enough to fix the artifact or the input.
 
-pub use kin_infer::ErrorKind;
+pub use kin_infer_core::ErrorKind;
 use std::path::PathBuf;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -42,7 +42,7 @@ pub enum Error {
     Memory(String),
     /// The engine below refused (an unsupported SIMD tier, a backend that cannot start).
     #[error(transparent)]
-    Infer(#[from] kin_infer::InferError),
+    Infer(#[from] kin_infer_core::InferError),
 }
 
 impl Error {

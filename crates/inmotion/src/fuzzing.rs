@@ -2,17 +2,17 @@
 //! loader and ignores the result; none may panic or abort, whatever the input. The cargo-fuzz
 //! targets in `fuzz/` and the stable replay test (`tests/fuzz_corpus.rs`) call these very
 //! functions. The artifact loader reads a directory, so its bytes are written to a scratch
-//! directory private to the process and thread (`kin_infer::fuzzing::scratch_dir`).
+//! directory private to the process and thread (`kin_infer_core::fuzzing::scratch_dir`).
 
 use crate::golden::Golden;
 use crate::meta::Meta;
 use crate::model::Model;
-use kin_infer::fuzzing::{scratch_dir, split_first};
+use kin_infer_core::fuzzing::{scratch_dir, split_first};
 use serde_json::Value;
 use std::path::Path;
 use std::sync::OnceLock;
 
-pub use kin_infer::fuzzing::cleanup;
+pub use kin_infer_core::fuzzing::cleanup;
 
 /// Windows longer than this are not classified after a successful load.
 const MAX_WINDOW: usize = 1 << 16;

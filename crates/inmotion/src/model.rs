@@ -12,8 +12,8 @@ use crate::sha256::sha256_hex;
 use crate::sigreg::Sigreg;
 use crate::transformer::Transformer;
 use crate::weights::Store;
-use kin_infer::backend::{Backend, CpuCompute, Tensor};
-use kin_infer::kernels::Tier;
+use kin_infer_core::backend::{Backend, CpuCompute, Tensor};
+use kin_infer_core::kernels::Tier;
 use std::path::{Path, PathBuf};
 
 enum Net {
@@ -67,7 +67,7 @@ impl Model {
             )));
         }
         let meta = Meta::load(&dir.join("meta.json"))?;
-        kin_infer::resource::check_fits(
+        kin_infer_core::resource::check_fits(
             &format!("running {} at its declared size", dir.display()),
             meta.run_bytes(),
         )

@@ -5,8 +5,8 @@
 
 use crate::error::Result;
 use crate::weights::Store;
-use kin_infer::backend::Backend;
-use kin_infer::nn::{LayerNorm, Linear};
+use kin_infer_core::backend::Backend;
+use kin_infer_core::nn::{LayerNorm, Linear};
 
 /// A torch-layout weight (`out` rows of `inp`) and its bias on the backend.
 pub fn linear(be: &dyn Backend, w: &[f32], b: Vec<f32>, inp: usize) -> Linear {
@@ -21,10 +21,14 @@ pub fn load_host(st: &Store, prefix: &str, wshape: &[usize]) -> Result<(Vec<f32>
     Ok((w, b))
 }
 
-/// [`load_host`] onto the backend.
+/// `{prefix}.weight` / `{prefix}.bias` onto the backend (the weight packed from the map).
 pub fn load_linear(be: &dyn Backend, st: &Store, prefix: &str, wshape: &[usize]) -> Result<Linear> {
-    let (w, b) = load_host(st, prefix, wshape)?;
-    Ok(linear(be, &w, b, wshape[1..].iter().product()))
+    let inp = wshape[1..].iter().product();
+    let w = st.with(&format!("{prefix}.weight"), wshape, |w| {
+        be.prepare_matrix(&[w], inp)
+    })?;
+    let b = st.get(&format!("{prefix}.bias"), &[wshape[0]])?;
+    Ok(Linear::from_parts(be, w, Some(b)))
 }
 
 /// LayerNorm `{prefix}.weight` / `{prefix}.bias` of width `d`.

@@ -13,9 +13,9 @@ use crate::error::Result;
 use crate::meta::{Meta, SigregHparams};
 use crate::nn::{linear, load_host, load_linear, load_norm, BatchNorm};
 use crate::weights::Store;
-use kin_infer::backend::{Act, Backend, DeviceMatrix, SeqSpan, Tensor};
-use kin_infer::nn::{LayerNorm, Linear};
-use kin_infer::{Pooling, PoolingMode};
+use kin_infer_core::backend::{Act, Backend, DeviceMatrix, SeqSpan, Tensor};
+use kin_infer_core::nn::{LayerNorm, Linear};
+use kin_infer_core::{Pooling, PoolingMode};
 
 /// A "same"-padded Conv1d of `kernel` taps over `cin` channels, on the backend.
 struct Conv {

@@ -17,9 +17,9 @@ use crate::error::{Error, Result};
 use crate::meta::{Family, Meta, TransformerHparams};
 use crate::nn::{linear, load_host, load_linear, load_norm, BatchNorm};
 use crate::weights::Store;
-use kin_infer::backend::{Act, Backend, SeqSpan, Tensor};
-use kin_infer::nn::{LayerNorm, Linear};
-use kin_infer::{Pooling, PoolingMode};
+use kin_infer_core::backend::{Act, Backend, SeqSpan, Tensor};
+use kin_infer_core::nn::{LayerNorm, Linear};
+use kin_infer_core::{Pooling, PoolingMode};
 
 enum Tokenizer {
     /// Linear(C → d) per timestep.
@@ -169,11 +169,14 @@ impl Transformer {
         let layers = (0..h.num_layers)
             .map(|i| {
                 let p = format!("encoder.transformer.layers.{i}");
-                let qkv_w = st.get(&format!("{p}.self_attn.in_proj_weight"), &[3 * d, d])?;
+                let qkv_w =
+                    st.with(&format!("{p}.self_attn.in_proj_weight"), &[3 * d, d], |w| {
+                        be.prepare_matrix(&[w], d)
+                    })?;
                 let qkv_b = st.get(&format!("{p}.self_attn.in_proj_bias"), &[3 * d])?;
                 Ok(Layer {
                     norm1: load_norm(be, st, &format!("{p}.norm1"), d, eps)?,
-                    qkv: linear(be, &qkv_w, qkv_b, d),
+                    qkv: Linear::from_parts(be, qkv_w, Some(qkv_b)),
                     out_proj: load_linear(be, st, &format!("{p}.self_attn.out_proj"), &[d, d])?,
                     norm2: load_norm(be, st, &format!("{p}.norm2"), d, eps)?,
                     linear1: load_linear(be, st, &format!("{p}.linear1"), &[ff, d])?,

@@ -6,7 +6,7 @@ use inmotion::golden::{self, Golden};
 use inmotion::meta::{Family, Granularity, IntLayout, Meta};
 use inmotion::writer::{self, Data, Tensor};
 use inmotion::{Error, Model};
-use kin_infer::kernels::Tier;
+use kin_infer_core::kernels::Tier;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@ use std::path::Path;
 
 fn replay(target: &str, entry: fn(&[u8])) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
-    kin_infer::fuzzing::replay_corpus(&root, target, entry);
+    kin_infer_core::fuzzing::replay_corpus(&root, target, entry);
     inmotion::fuzzing::cleanup();
 }
 

@@ -6,7 +6,7 @@
 
 use inmotion::golden::Golden;
 use inmotion::Model;
-use kin_infer::kernels::Tier;
+use kin_infer_core::kernels::Tier;
 use std::path::PathBuf;
 
 /// FNV-1a over the bit patterns.

@@ -6,22 +6,17 @@
 //! ([`backend::GpuCompute`], the one seam every op goes through: the CPU today, over the
 //! [`kernels`] dispatch table) → pipelines ([`embed::Embedder`]) → the CLI.
 
-pub mod backend;
+pub use kin_infer_core::{backend, error, gpu, kernels, nn, resource, threads};
+
 pub mod corpus;
 pub mod embed;
-pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod generate;
 pub mod generator;
 pub mod golden;
-pub mod gpu;
 pub mod io;
-pub mod kernels;
 pub mod models;
-pub mod nn;
-pub mod resource;
-pub mod threads;
 pub mod tokenize;
 pub mod watchdog;
 
@@ -31,6 +26,4 @@ pub use generator::{Generator, GeneratorOptions, Session};
 pub use io::config::{BertConfig, ModelArchitecture};
 pub use nn::pooling::{Pooling, PoolingMode};
 
-/// Changes whenever a change to kernels or model code could change output bits. A test pins
-/// the exact bits of a fixed embedding to it (tests/numerics.rs).
-pub const NUMERICS_VERSION: &str = "kin-numerics/1";
+pub use kin_infer_core::NUMERICS_VERSION;

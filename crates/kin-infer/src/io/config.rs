@@ -112,25 +112,7 @@ impl ModelArchitecture {
     }
 }
 
-/// Feed-forward activation named by `hidden_act`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Activation {
-    /// `gelu`: the exact erf form.
-    GeluErf,
-    /// `gelu_new`, `gelu_pytorch_tanh`, `gelu_fast`-like tanh approximation.
-    GeluTanh,
-    Relu,
-}
-
-impl Activation {
-    pub fn name(self) -> &'static str {
-        match self {
-            Activation::GeluErf => "gelu (erf)",
-            Activation::GeluTanh => "gelu (tanh)",
-            Activation::Relu => "relu",
-        }
-    }
-}
+pub use kin_infer_core::io::Activation;
 
 /// A validated BERT-family encoder config.
 #[derive(Debug, Clone)]

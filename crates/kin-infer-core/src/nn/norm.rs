@@ -15,7 +15,7 @@ pub struct LayerNorm {
 impl LayerNorm {
     /// Loads `{name}.weight` / `{name}.bias`, accepting the old `gamma` / `beta` names of
     /// TF-converted checkpoints.
-    pub(crate) fn load(
+    pub fn load(
         be: &dyn GpuCompute,
         w: &Weights,
         name: &str,
@@ -47,14 +47,14 @@ impl LayerNorm {
 }
 
 /// RMSNorm: `w · (x · 1/sqrt(mean(x²) + eps))`, no mean, no bias.
-pub(crate) struct RmsNorm {
+pub struct RmsNorm {
     weight: Tensor,
     eps: f32,
 }
 
 impl RmsNorm {
     /// Loads `{name}` (`[dim]`, the whole tensor name).
-    pub(crate) fn load(
+    pub fn load(
         be: &dyn GpuCompute,
         w: &Weights,
         name: &str,
@@ -66,7 +66,7 @@ impl RmsNorm {
 
     /// Gemma's norms scale by `1 + w`: the caller folds that into `weight` (in f32, as
     /// transformers computes `1.0 + weight.float()`).
-    pub(crate) fn from_weight(be: &dyn GpuCompute, weight: Vec<f32>, eps: f32) -> Self {
+    pub fn from_weight(be: &dyn GpuCompute, weight: Vec<f32>, eps: f32) -> Self {
         RmsNorm {
             weight: be.upload(weight),
             eps,
@@ -74,20 +74,20 @@ impl RmsNorm {
     }
 
     /// Normalizes every row of `x` into `out`.
-    pub(crate) fn forward(&self, be: &dyn GpuCompute, x: View, out: ViewMut) {
+    pub fn forward(&self, be: &dyn GpuCompute, x: View, out: ViewMut) {
         be.rms_norm(x, &self.weight, self.eps, out);
     }
 }
 
 /// The norm a block applies.
-pub(crate) enum Norm {
+pub enum Norm {
     Layer(LayerNorm),
     Rms(RmsNorm),
 }
 
 impl Norm {
     /// Normalizes every row of `x` into `out` (same length).
-    pub(crate) fn forward(&self, be: &dyn GpuCompute, x: View, mut out: ViewMut) {
+    pub fn forward(&self, be: &dyn GpuCompute, x: View, mut out: ViewMut) {
         match self {
             Norm::Layer(ln) => {
                 be.copy(x, out.at_mut(..));

@@ -8,12 +8,12 @@
 use crate::backend::{GpuCompute, Tensor};
 
 /// A learned position table and the function giving each token of a sequence its row in it.
-pub(crate) type Positions<'a> = (&'a Tensor, &'a dyn Fn(&[u32]) -> Vec<usize>);
+pub type Positions<'a> = (&'a Tensor, &'a dyn Fn(&[u32]) -> Vec<usize>);
 
 /// `(word[id] + token_type[type]) + position[pos]` per token (`word[id] + token_type[type]`
 /// without positions), one `width`-wide row per token of the packed batch:
 /// a gather and one or two gather-adds, which round exactly in that order.
-pub(crate) fn sum_embeddings(
+pub fn sum_embeddings(
     be: &dyn GpuCompute,
     width: usize,
     word: &Tensor,

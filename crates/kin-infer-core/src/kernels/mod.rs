@@ -384,7 +384,18 @@ impl Kernels {
                 "pack_rows: w too short"
             );
         }
-        gemm::pack(self.ops.nr, k, n, |p, j| w[j * ldw + p])
+        self.f32_panels(k, n, |j| &w[j * ldw..j * ldw + k])
+    }
+
+    /// f32 panels from contiguous weight rows (see [`gemm::pack_col_slices`]).
+    fn f32_panels<'a>(&self, k: usize, n: usize, row: impl Fn(usize) -> &'a [f32]) -> PackedMatrix {
+        let nr = self.ops.nr;
+        PackedMatrix {
+            k,
+            n,
+            nr,
+            buf: gemm::Panels::F32(gemm::pack_col_slices(nr, k, n, row)),
+        }
     }
 
     /// Packs several torch `Linear` weights sharing the input width `k` (each `rows × k`,
@@ -401,7 +412,7 @@ impl Kernels {
                 p.chunks_exact(k)
             })
             .collect();
-        gemm::pack(self.ops.nr, k, rows.len(), |p, j| rows[j][p])
+        self.f32_panels(k, rows.len(), |j| rows[j])
     }
 
     /// [`Self::pack_rows`] for a bf16 weight given as raw bits: the panels stay bf16 and the
@@ -440,7 +451,7 @@ impl Kernels {
                 "pack_rows: w too short"
             );
         }
-        let panels = gemm::pack_panels(self.ops.nr, k, n, |p, j| w[j * ldw + p]);
+        let panels = gemm::pack_col_slices(self.ops.nr, k, n, |j| &w[j * ldw..j * ldw + k]);
         half_packed(self.ops.nr, k, n, panels, fmt)
     }
 
@@ -456,7 +467,7 @@ impl Kernels {
             })
             .collect();
         let n = rows.len();
-        let panels = gemm::pack_panels(self.ops.nr, k, n, |p, j| rows[j][p]);
+        let panels = gemm::pack_col_slices(self.ops.nr, k, n, |j| rows[j]);
         half_packed(self.ops.nr, k, n, panels, fmt)
     }
 

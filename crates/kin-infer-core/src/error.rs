@@ -128,7 +128,7 @@ impl InferError {
         }
     }
 
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         InferError::Io {
             path: path.into(),
             err: source,

@@ -23,8 +23,8 @@ pub use cpu::CpuCompute;
 pub use deberta::DisentangledTerms;
 
 use crate::error::Result;
-use crate::io::config::Activation;
 use crate::io::safetensors::{MatrixData, TensorData};
+use crate::io::Activation;
 use crate::kernels::{HalfFormat, PackedMatrix, Tier};
 use crate::nn::pooling::Pooling;
 use crate::nn::rope::RotaryChunk;

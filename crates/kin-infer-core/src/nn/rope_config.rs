@@ -10,10 +10,7 @@ use serde_json::{Map, Value};
 
 /// The object at `field`, or `None` when absent or `null`; anything else is an error naming
 /// the field.
-pub(crate) fn object<'a>(
-    f: &ConfigFields<'a>,
-    field: &str,
-) -> Result<Option<&'a Map<String, Value>>> {
+pub fn object<'a>(f: &ConfigFields<'a>, field: &str) -> Result<Option<&'a Map<String, Value>>> {
     match f.get(field) {
         None => Ok(None),
         Some(Value::Object(m)) => Ok(Some(m)),
@@ -22,15 +19,15 @@ pub(crate) fn object<'a>(
 }
 
 /// One rope dict (`rope_scaling` or `rope_parameters`), possibly absent.
-pub(crate) struct RopeDict<'f, 'a> {
+pub struct RopeDict<'f, 'a> {
     f: &'f ConfigFields<'a>,
     /// The field errors name: `rope_scaling` or `rope_parameters`.
-    pub(crate) field: &'static str,
-    pub(crate) map: Option<&'a Map<String, Value>>,
+    pub field: &'static str,
+    pub map: Option<&'a Map<String, Value>>,
 }
 
 impl<'f, 'a> RopeDict<'f, 'a> {
-    pub(crate) fn new(
+    pub fn new(
         f: &'f ConfigFields<'a>,
         field: &'static str,
         map: Option<&'a Map<String, Value>>,
@@ -39,17 +36,17 @@ impl<'f, 'a> RopeDict<'f, 'a> {
     }
 
     /// `key` of the dict (`null` counts as absent).
-    pub(crate) fn get(&self, key: &str) -> Option<&'a Value> {
+    pub fn get(&self, key: &str) -> Option<&'a Value> {
         self.map.and_then(|m| m.get(key)).filter(|x| !x.is_null())
     }
 
     /// An error about `key` of this dict (`rope_scaling.factor: ...`).
-    pub(crate) fn err(&self, key: &str, reason: impl Into<String>) -> InferError {
+    pub fn err(&self, key: &str, reason: impl Into<String>) -> InferError {
         self.f.err(&format!("{}.{key}", self.field), reason)
     }
 
     /// A number `key` of the dict.
-    pub(crate) fn num(&self, key: &str) -> Result<Option<f64>> {
+    pub fn num(&self, key: &str) -> Result<Option<f64>> {
         self.get(key)
             .map(|x| {
                 x.as_f64()
@@ -59,7 +56,7 @@ impl<'f, 'a> RopeDict<'f, 'a> {
     }
 
     /// A number `key` of the dict, else the top-level `key` (the Hub's spelling).
-    pub(crate) fn num_or_top(&self, key: &str) -> Result<Option<f64>> {
+    pub fn num_or_top(&self, key: &str) -> Result<Option<f64>> {
         match self.num(key)? {
             Some(v) => Ok(Some(v)),
             None => self.f.get(key).map(|_| self.f.f64(key, 0.0)).transpose(),
@@ -67,7 +64,7 @@ impl<'f, 'a> RopeDict<'f, 'a> {
     }
 
     /// `rope_type` (or the older `type`), `default` when absent.
-    pub(crate) fn kind(&self) -> Result<&'a str> {
+    pub fn kind(&self) -> Result<&'a str> {
         match self.get("rope_type").or_else(|| self.get("type")) {
             None => Ok("default"),
             Some(Value::String(t)) => Ok(t.as_str()),
@@ -77,7 +74,7 @@ impl<'f, 'a> RopeDict<'f, 'a> {
 
     /// The rotary base: the dict's `rope_theta`, else the top-level one, else 10000; it must
     /// exceed 1.
-    pub(crate) fn theta(&self) -> Result<f64> {
+    pub fn theta(&self) -> Result<f64> {
         let t = self.num_or_top("rope_theta")?.unwrap_or(10000.0);
         self.f.positive_f64("rope_theta", t)
     }

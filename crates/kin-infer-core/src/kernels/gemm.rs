@@ -55,25 +55,59 @@ const PREFETCH_MIN_BYTES: usize = 1 << 20;
 const SERIAL_MACS: usize = 1 << 18;
 
 /// A zeroed buffer whose data starts on a 64-byte boundary, so B panel loads never split
-/// cache lines (glibc malloc only guarantees 16 bytes).
+/// cache lines (glibc malloc only guarantees 16 bytes). `T` is a plain number type (f32, u16)
+/// whose all-zero bytes are its default.
+///
+/// A large buffer (≥ [`MAP_BYTES`]) is an anonymous map faulted in by one `MAP_POPULATE`
+/// call instead of one page fault per 4 KiB on first write: a model's weight panels are
+/// most of its load, and in a VM each fault costs microseconds (measured: inmotion ts_jepa's
+/// 8.6 MB load took 2,240 faults). Maps are page-aligned, so their offset is 0.
 pub(crate) struct AlignedBuf<T = f32> {
-    v: Vec<T>,
+    mem: Mem<T>,
     off: usize,
     len: usize,
 }
 
+enum Mem<T> {
+    Heap(Vec<T>),
+    Map(memmap2::MmapMut),
+}
+
+/// Buffers at least this large are anonymous maps (see [`AlignedBuf`]).
+const MAP_BYTES: usize = 1 << 18;
+
 impl<T: Copy + Default> AlignedBuf<T> {
     pub(crate) fn zeroed(len: usize) -> Self {
+        let bytes = len * std::mem::size_of::<T>();
+        if bytes >= MAP_BYTES {
+            if let Ok(m) = memmap2::MmapOptions::new().len(bytes).populate().map_anon() {
+                return AlignedBuf {
+                    mem: Mem::Map(m),
+                    off: 0,
+                    len,
+                };
+            }
+        }
         let pad = 64 / std::mem::size_of::<T>();
         let v = vec![T::default(); len + pad];
         let off = v.as_ptr().align_offset(64).min(pad);
-        AlignedBuf { v, off, len }
+        AlignedBuf {
+            mem: Mem::Heap(v),
+            off,
+            len,
+        }
+    }
+    /// Elements the allocation holds from `off`.
+    fn capacity(&self) -> usize {
+        match &self.mem {
+            Mem::Heap(v) => v.len() - self.off,
+            Mem::Map(m) => m.len() / std::mem::size_of::<T>(),
+        }
     }
     /// Resizes to `len` zeroed elements, reusing the allocation when it is large enough (the
-    /// offset stays valid: it depends only on the vector's start, which does not move).
+    /// offset stays valid: it depends only on the allocation's start, which does not move).
     pub(crate) fn reset(&mut self, len: usize) {
-        let pad = 64 / std::mem::size_of::<T>();
-        if self.v.len() >= len + pad && self.v.as_ptr().align_offset(64).min(pad) == self.off {
+        if self.capacity() >= len {
             self.len = len;
             self.as_mut_slice().fill(T::default());
         } else {
@@ -81,10 +115,21 @@ impl<T: Copy + Default> AlignedBuf<T> {
         }
     }
     pub(crate) fn as_slice(&self) -> &[T] {
-        &self.v[self.off..self.off + self.len]
+        match &self.mem {
+            Mem::Heap(v) => &v[self.off..self.off + self.len],
+            // SAFETY: the map holds at least `len` elements (`capacity`), is page-aligned
+            // (aligned for any T), zero-initialized (a valid T) and lives as long as `self`.
+            Mem::Map(m) => unsafe { std::slice::from_raw_parts(m.as_ptr().cast::<T>(), self.len) },
+        }
     }
     pub(crate) fn as_mut_slice(&mut self) -> &mut [T] {
-        &mut self.v[self.off..self.off + self.len]
+        match &mut self.mem {
+            Mem::Heap(v) => &mut v[self.off..self.off + self.len],
+            // SAFETY: as in `as_slice`, and `&mut self` makes the borrow unique.
+            Mem::Map(m) => unsafe {
+                std::slice::from_raw_parts_mut(m.as_mut_ptr().cast::<T>(), self.len)
+            },
+        }
     }
 }
 
@@ -187,6 +232,31 @@ pub(crate) fn fill_panels<T: Copy + Default>(
             }
         }
     }
+}
+
+/// [`pack_panels`] of a matrix given by its columns as contiguous slices (`col(j)`: the `k`
+/// values of column `j`, i.e. row `j` of a torch weight): the same panels, built with no
+/// per-element index arithmetic or bounds check (this is most of an edge model's load).
+pub(crate) fn pack_col_slices<'a, T: Copy + Default + 'a>(
+    nr: usize,
+    k: usize,
+    n: usize,
+    col: impl Fn(usize) -> &'a [T],
+) -> AlignedBuf<T> {
+    let panels = n.div_ceil(nr);
+    let mut buf = AlignedBuf::zeroed(panels * k * nr);
+    let data = buf.as_mut_slice();
+    for jp in 0..panels {
+        let cols = nr.min(n - jp * nr);
+        let panel = &mut data[jp * k * nr..(jp + 1) * k * nr];
+        for jj in 0..cols {
+            let src = &col(jp * nr + jj)[..k];
+            for (d, &v) in panel[jj..].iter_mut().step_by(nr).zip(src) {
+                *d = v;
+            }
+        }
+    }
+    buf
 }
 
 /// Packs B (k × n, element (p, j) from `get`) into `nr`-wide zero-padded k-major panels.

@@ -12,7 +12,7 @@ use crate::io::safetensors::Weights;
 /// A feed-forward activation: the gate's in a GLU, or the whole hidden layer's in T5's plain
 /// `relu` / `gelu` feed-forward.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FfnAct {
+pub enum FfnAct {
     Silu,
     GeluErf,
     GeluTanh,
@@ -20,7 +20,7 @@ pub(crate) enum FfnAct {
 }
 
 impl FfnAct {
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             FfnAct::Silu => "silu",
             FfnAct::GeluErf => "gelu (erf)",
@@ -30,7 +30,7 @@ impl FfnAct {
     }
 
     /// The conventional name of the gated feed-forward built on this activation.
-    pub(crate) fn glu_name(self) -> &'static str {
+    pub fn glu_name(self) -> &'static str {
         match self {
             FfnAct::Silu => "SwiGLU",
             FfnAct::GeluErf | FfnAct::GeluTanh => "GeGLU",
@@ -39,7 +39,7 @@ impl FfnAct {
     }
 
     /// The backend activation.
-    pub(crate) fn act(self) -> Act {
+    pub fn act(self) -> Act {
         match self {
             FfnAct::Silu => Act::Silu,
             FfnAct::GeluErf => Act::GeluErf,
@@ -49,13 +49,13 @@ impl FfnAct {
     }
 
     /// On a whole buffer, in place.
-    pub(crate) fn apply(self, be: &dyn GpuCompute, x: ViewMut) {
+    pub fn apply(self, be: &dyn GpuCompute, x: ViewMut) {
         be.activation(x, self.act());
     }
 }
 
 /// Scratch of a [`GatedFfn`] forward, allocated once per batch.
-pub(crate) struct FfnBuffers {
+pub struct FfnBuffers {
     /// `[rows, 2 * intermediate]`: `[gate | up]` per row.
     gate_up: Tensor,
     /// `[rows, intermediate]`
@@ -63,7 +63,7 @@ pub(crate) struct FfnBuffers {
 }
 
 impl FfnBuffers {
-    pub(crate) fn new(be: &dyn GpuCompute, rows: usize, intermediate: usize) -> Self {
+    pub fn new(be: &dyn GpuCompute, rows: usize, intermediate: usize) -> Self {
         FfnBuffers {
             gate_up: be.zeros(rows * 2 * intermediate),
             hidden: be.zeros(rows * intermediate),
@@ -73,7 +73,7 @@ impl FfnBuffers {
 
 /// `down(act(gate(x)) * up(x))`; the product is elementwise (one rounding per element, the
 /// same on every tier).
-pub(crate) struct GatedFfn {
+pub struct GatedFfn {
     gate_up: Linear,
     down: Linear,
     act: FfnAct,
@@ -84,7 +84,7 @@ impl GatedFfn {
     /// `gate_up`: the gate part then the up part, each `[intermediate, hidden]` (or a single
     /// `[2 * intermediate, hidden]` tensor whose first half is the gate).
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn load(
+    pub fn load(
         be: &dyn GpuCompute,
         w: &Weights,
         gate_up: &[&str],
@@ -104,12 +104,12 @@ impl GatedFfn {
         })
     }
 
-    pub(crate) fn intermediate(&self) -> usize {
+    pub fn intermediate(&self) -> usize {
         self.intermediate
     }
 
     /// `out` gets `rows * hidden`.
-    pub(crate) fn forward(
+    pub fn forward(
         &self,
         be: &dyn GpuCompute,
         x: View,

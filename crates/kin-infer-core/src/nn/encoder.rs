@@ -9,7 +9,7 @@ use super::{LayerNorm, Linear};
 use crate::backend::{Act, AttnBias, GpuCompute, Positions, SeqSpan, Tensor};
 
 /// An encoder layer's feed-forward.
-pub(crate) enum EncoderFfn {
+pub enum EncoderFfn {
     /// `output(act(intermediate(x)))`, `intermediate` producing `width` features.
     Plain {
         intermediate: Linear,
@@ -31,28 +31,28 @@ impl EncoderFfn {
 }
 
 /// One post-LN layer.
-pub(crate) struct PostLnLayer {
+pub struct PostLnLayer {
     /// q, k, v fused: `[3 · inner, hidden]`.
-    pub(crate) qkv: Linear,
-    pub(crate) attn_out: Linear,
-    pub(crate) attn_norm: LayerNorm,
-    pub(crate) ffn: EncoderFfn,
-    pub(crate) out_norm: LayerNorm,
+    pub qkv: Linear,
+    pub attn_out: Linear,
+    pub attn_norm: LayerNorm,
+    pub ffn: EncoderFfn,
+    pub out_norm: LayerNorm,
 }
 
 /// The attention every layer of a forward pass shares.
-pub(crate) struct SelfAttention<'a> {
-    pub(crate) spans: &'a [SeqSpan],
-    pub(crate) heads: usize,
-    pub(crate) head_dim: usize,
-    pub(crate) scale: f32,
-    pub(crate) bias: Option<AttnBias<'a>>,
+pub struct SelfAttention<'a> {
+    pub spans: &'a [SeqSpan],
+    pub heads: usize,
+    pub head_dim: usize,
+    pub scale: f32,
+    pub bias: Option<AttnBias<'a>>,
     /// Rotary q/k: the tables and each packed row's position.
-    pub(crate) rope: Option<(RotaryChunk<'a>, &'a [u32])>,
+    pub rope: Option<(RotaryChunk<'a>, &'a [u32])>,
 }
 
 /// Scratch of a forward pass, allocated once for the batch.
-pub(crate) struct EncoderBuffers {
+pub struct EncoderBuffers {
     qkv: Tensor,
     ctx: Tensor,
     tmp: Tensor,
@@ -62,7 +62,7 @@ pub(crate) struct EncoderBuffers {
 
 impl EncoderBuffers {
     /// For `rows` tokens of `hidden`, attention `inner` wide, and `layer`'s feed-forward.
-    pub(crate) fn new(
+    pub fn new(
         be: &dyn GpuCompute,
         rows: usize,
         hidden: usize,
@@ -85,7 +85,7 @@ impl EncoderBuffers {
 
 impl PostLnLayer {
     /// Runs the layer on the `rows` rows of `x`, in place.
-    pub(crate) fn forward(
+    pub fn forward(
         &self,
         be: &dyn GpuCompute,
         x: &mut Tensor,

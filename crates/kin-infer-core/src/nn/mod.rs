@@ -3,16 +3,16 @@
 //! They hold backend-prepared weights and call only [`GpuCompute`] operations.
 
 pub mod dense;
-pub(crate) mod embeddings;
-pub(crate) mod encoder;
-pub(crate) mod ffn;
-pub(crate) mod norm;
+pub mod embeddings;
+pub mod encoder;
+pub mod ffn;
+pub mod norm;
 pub mod pooling;
 pub mod rope;
-pub(crate) mod rope_config;
+pub mod rope_config;
 
 pub use norm::LayerNorm;
-pub(crate) use norm::{Norm, RmsNorm};
+pub use norm::{Norm, RmsNorm};
 
 use crate::backend::{DeviceMatrix, GpuCompute, Tensor, View, ViewMut};
 use crate::error::Result;

@@ -12,18 +12,18 @@ use std::path::Path;
 /// The largest size any one config field may declare (a width, a count of layers, heads or
 /// positions): far above real models, and small enough that a product of two stays far from
 /// overflowing `usize`.
-pub(crate) const MAX_SIZE: usize = 1 << 24;
+pub const MAX_SIZE: usize = 1 << 24;
 
 /// A `config.json` object and its path (for errors).
-pub(crate) struct ConfigFields<'a> {
+pub struct ConfigFields<'a> {
     /// The raw object, for the few nested keys a family reads itself.
-    pub(crate) v: &'a Value,
+    pub v: &'a Value,
     path: &'a Path,
 }
 
 impl<'a> ConfigFields<'a> {
     /// Fails with a JSON error unless the file holds an object.
-    pub(crate) fn new(v: &'a Value, path: &'a Path) -> Result<Self> {
+    pub fn new(v: &'a Value, path: &'a Path) -> Result<Self> {
         if !v.is_object() {
             return Err(InferError::Json {
                 path: path.to_path_buf(),
@@ -33,7 +33,7 @@ impl<'a> ConfigFields<'a> {
         Ok(ConfigFields { v, path })
     }
 
-    pub(crate) fn err(&self, field: &str, reason: impl Into<String>) -> InferError {
+    pub fn err(&self, field: &str, reason: impl Into<String>) -> InferError {
         InferError::Config {
             path: self.path.to_path_buf(),
             field: field.into(),
@@ -42,21 +42,21 @@ impl<'a> ConfigFields<'a> {
     }
 
     /// The value of `field`, `None` when absent or null.
-    pub(crate) fn get(&self, field: &str) -> Option<&'a Value> {
+    pub fn get(&self, field: &str) -> Option<&'a Value> {
         self.v.get(field).filter(|x| !x.is_null())
     }
 
     /// Present and not null.
-    pub(crate) fn has(&self, field: &str) -> bool {
+    pub fn has(&self, field: &str) -> bool {
         self.get(field).is_some()
     }
 
-    pub(crate) fn opt_usize(&self, field: &str) -> Result<Option<usize>> {
+    pub fn opt_usize(&self, field: &str) -> Result<Option<usize>> {
         self.opt_usize_any(&[field])
     }
 
     /// The first present of `names` (the Hub spelling first, then aliases), as an integer.
-    pub(crate) fn opt_usize_any(&self, names: &[&str]) -> Result<Option<usize>> {
+    pub fn opt_usize_any(&self, names: &[&str]) -> Result<Option<usize>> {
         for n in names {
             if let Some(x) = self.get(n) {
                 return x.as_u64().map(|v| Some(v as usize)).ok_or_else(|| {
@@ -69,7 +69,7 @@ impl<'a> ConfigFields<'a> {
 
     /// A non-negative integer, `default` when absent (an error naming `field` when there is
     /// no default).
-    pub(crate) fn usize(&self, field: &str, default: Option<usize>) -> Result<usize> {
+    pub fn usize(&self, field: &str, default: Option<usize>) -> Result<usize> {
         match (self.opt_usize(field)?, default) {
             (Some(n), _) | (None, Some(n)) => Ok(n),
             (None, None) => Err(self.err(field, "missing")),
@@ -78,7 +78,7 @@ impl<'a> ConfigFields<'a> {
 
     /// A size within `1..=2^24` (first present of `names`, else `default`); errors name the
     /// first spelling.
-    pub(crate) fn dim(&self, names: &[&str], default: Option<usize>) -> Result<usize> {
+    pub fn dim(&self, names: &[&str], default: Option<usize>) -> Result<usize> {
         match (self.opt_usize_any(names)?, default) {
             (Some(v), _) | (None, Some(v)) => self.positive(names[0], v),
             (None, None) => Err(self.err(names[0], "missing")),
@@ -86,7 +86,7 @@ impl<'a> ConfigFields<'a> {
     }
 
     /// A signed integer (DeBERTa uses negative values as "unset").
-    pub(crate) fn int(&self, field: &str, default: Option<i64>) -> Result<i64> {
+    pub fn int(&self, field: &str, default: Option<i64>) -> Result<i64> {
         match (self.get(field), default) {
             (Some(x), _) => x
                 .as_i64()
@@ -97,7 +97,7 @@ impl<'a> ConfigFields<'a> {
     }
 
     /// A signed integer that must be a size within `1..=2^24`.
-    pub(crate) fn size(&self, field: &str, default: Option<i64>) -> Result<usize> {
+    pub fn size(&self, field: &str, default: Option<i64>) -> Result<usize> {
         let n = self.int(field, default)?;
         if !(1..=MAX_SIZE as i64).contains(&n) {
             return Err(self.err(field, format!("{n} is out of range (1..={MAX_SIZE})")));
@@ -105,7 +105,7 @@ impl<'a> ConfigFields<'a> {
         Ok(n as usize)
     }
 
-    pub(crate) fn f64(&self, field: &str, default: f64) -> Result<f64> {
+    pub fn f64(&self, field: &str, default: f64) -> Result<f64> {
         match self.get(field) {
             None => Ok(default),
             Some(x) => x
@@ -114,7 +114,7 @@ impl<'a> ConfigFields<'a> {
         }
     }
 
-    pub(crate) fn bool(&self, field: &str, default: bool) -> Result<bool> {
+    pub fn bool(&self, field: &str, default: bool) -> Result<bool> {
         match self.get(field) {
             None => Ok(default),
             Some(x) => x
@@ -123,7 +123,7 @@ impl<'a> ConfigFields<'a> {
         }
     }
 
-    pub(crate) fn opt_str(&self, field: &str) -> Result<Option<&'a str>> {
+    pub fn opt_str(&self, field: &str) -> Result<Option<&'a str>> {
         match self.get(field) {
             None => Ok(None),
             Some(x) => x
@@ -134,7 +134,7 @@ impl<'a> ConfigFields<'a> {
     }
 
     /// A string, `default` when absent (an error naming `field` when there is no default).
-    pub(crate) fn str(&self, field: &str, default: Option<&str>) -> Result<String> {
+    pub fn str(&self, field: &str, default: Option<&str>) -> Result<String> {
         match (self.opt_str(field)?, default) {
             (Some(s), _) | (None, Some(s)) => Ok(s.to_string()),
             (None, None) => Err(self.err(field, "missing")),
@@ -142,7 +142,7 @@ impl<'a> ConfigFields<'a> {
     }
 
     /// A list of strings, or the legacy `"a|b"` spelling; lower-cased and trimmed.
-    pub(crate) fn str_list(&self, field: &str) -> Result<Vec<String>> {
+    pub fn str_list(&self, field: &str) -> Result<Vec<String>> {
         let items: Vec<String> = match self.get(field) {
             None => vec![],
             Some(Value::String(s)) => s.split('|').map(String::from).collect(),
@@ -165,7 +165,7 @@ impl<'a> ConfigFields<'a> {
     }
 
     /// Every size must be in `1..=2^24`.
-    pub(crate) fn check_sizes(&self, sizes: &[(&str, usize)]) -> Result<()> {
+    pub fn check_sizes(&self, sizes: &[(&str, usize)]) -> Result<()> {
         for &(field, v) in sizes {
             self.positive(field, v)?;
         }
@@ -173,7 +173,7 @@ impl<'a> ConfigFields<'a> {
     }
 
     /// `v` if it is a size within `1..=2^24`.
-    pub(crate) fn positive(&self, field: &str, v: usize) -> Result<usize> {
+    pub fn positive(&self, field: &str, v: usize) -> Result<usize> {
         if v == 0 || v > MAX_SIZE {
             return Err(self.err(field, format!("{v} is out of range (1..={MAX_SIZE})")));
         }
@@ -181,7 +181,7 @@ impl<'a> ConfigFields<'a> {
     }
 
     /// `v` if it is finite and > 1 (a rotary base).
-    pub(crate) fn positive_f64(&self, field: &str, v: f64) -> Result<f64> {
+    pub fn positive_f64(&self, field: &str, v: f64) -> Result<f64> {
         if v.is_finite() && v > 1.0 {
             Ok(v)
         } else {
@@ -190,14 +190,14 @@ impl<'a> ConfigFields<'a> {
     }
 
     /// A finite, non-negative epsilon read from `field` (`default` when absent).
-    pub(crate) fn eps(&self, field: &str, default: f64) -> Result<f32> {
+    pub fn eps(&self, field: &str, default: f64) -> Result<f32> {
         let v = self.f64(field, default)?;
         self.check_eps(field, v)
     }
 
     /// `v` as an epsilon if it is finite and non-negative (for families that validate it after
     /// their other fields, so the first error reported stays the same).
-    pub(crate) fn check_eps(&self, field: &str, v: f64) -> Result<f32> {
+    pub fn check_eps(&self, field: &str, v: f64) -> Result<f32> {
         if v.is_finite() && v >= 0.0 {
             Ok(v as f32)
         } else {
@@ -206,13 +206,13 @@ impl<'a> ConfigFields<'a> {
     }
 
     /// `pad_token_id` (default `default`), checked against the vocabulary.
-    pub(crate) fn pad_token_id(&self, default: usize, vocab: usize) -> Result<u32> {
+    pub fn pad_token_id(&self, default: usize, vocab: usize) -> Result<u32> {
         let pad = self.opt_usize("pad_token_id")?.unwrap_or(default);
         self.check_pad(pad, vocab)
     }
 
     /// `pad` if it lies inside the vocabulary.
-    pub(crate) fn check_pad(&self, pad: usize, vocab: usize) -> Result<u32> {
+    pub fn check_pad(&self, pad: usize, vocab: usize) -> Result<u32> {
         if pad >= vocab {
             return Err(self.err(
                 "pad_token_id",
@@ -224,7 +224,7 @@ impl<'a> ConfigFields<'a> {
 
     /// `dtype` (transformers 5.x) or `torch_dtype` (the Hub's older spelling); both are
     /// type-checked when present.
-    pub(crate) fn dtype(&self) -> Result<Option<String>> {
+    pub fn dtype(&self) -> Result<Option<String>> {
         Ok(self
             .opt_str("dtype")?
             .or(self.opt_str("torch_dtype")?)
