@@ -1,7 +1,8 @@
-//! inmotion: the inMotion edge models (lejepa, t_jepa, ts_jepa, cf_jepa, sigreg) on the
-//! kin-infer compute seam (its backend ops and shared blocks). An artifact directory (specs in docs/inmotion-artifact.md) is read
-//! once by [`Model::load`] (meta.json → [`meta::Meta`], model.safetensors → [`weights::Store`],
-//! validated, dequantized and packed), then [`Model::classify`] runs windows without
+//! inmotion: the inMotion edge models (lejepa, t_jepa, ts_jepa, cf_jepa, sigreg) on
+//! kin-infer-core's compute seam (its backend ops and shared blocks). An artifact directory
+//! (specs in docs/inmotion-artifact.md) is read once by [`Model::load`] (meta.json →
+//! [`meta::Meta`], model.safetensors → [`weights::Store`], validated, dequantized and
+//! prepared on the backend), then [`Model::classify`] runs windows without
 //! allocating. [`golden`] proves parity with PyTorch, [`eval`] scores a labelled CSV.
 
 pub mod error;

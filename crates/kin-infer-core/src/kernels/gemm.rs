@@ -245,6 +245,9 @@ pub(crate) fn pack_col_slices<'a, T: Copy + Default + 'a>(
 ) -> AlignedBuf<T> {
     let panels = n.div_ceil(nr);
     let mut buf = AlignedBuf::zeroed(panels * k * nr);
+    if k == 0 {
+        return buf;
+    }
     let data = buf.as_mut_slice();
     for jp in 0..panels {
         let cols = nr.min(n - jp * nr);
