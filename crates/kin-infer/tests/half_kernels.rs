@@ -3,7 +3,7 @@
 //! of the generic tier's f32 packing of the widened weight (random shapes with odd tails,
 //! strides, KC blocking, bias, threads, foreign panel widths). Unsupported tiers are skipped.
 
-use kin_infer::kernels::{for_tier, Kernels, PackedMatrix, PanelFormat, Tier};
+use kin_infer::kernels::{for_tier, Kernels, PackedMatrix, Tier, WeightFormat};
 use proptest::prelude::*;
 
 fn tiers() -> Vec<Kernels> {
@@ -128,13 +128,13 @@ fn check(m: usize, k: usize, n: usize, pad: usize, seed: u64, with_bias: bool, b
     // Reference: the existing f32 path on the widened weight, generic tier.
     let want = run(&gen, &a, lda, m, &gen.pack_rows(&wf, n, k, k), bias, ldc);
     let fmt = if bf16 {
-        PanelFormat::Bf16
+        WeightFormat::Bf16
     } else {
-        PanelFormat::F16
+        WeightFormat::F16
     };
     for kern in tiers() {
         let f32p = kern.pack_rows(&wf, n, k, k);
-        assert_eq!(f32p.format(), PanelFormat::F32);
+        assert_eq!(f32p.format(), WeightFormat::F32);
         let got = run(&kern, &a, lda, m, &f32p, bias, ldc);
         assert_same("f32 packing", kern.tier(), &got, &want);
 
@@ -242,4 +242,42 @@ fn f16_all_values_widen_exactly() {
         let got = run(&kern, &a, k, 1, &hp, None, n);
         assert_same("f16 all values", kern.tier(), &got, &want);
     }
+}
+
+/// The formats' scalar reference dequantizer (the one every tier's panel loads must match)
+/// agrees with the `half` crate on every 16-bit pattern, and reads F32 bytes as stored.
+#[test]
+fn reference_dequantizer_matches_half_on_every_pattern() {
+    let bits: Vec<u16> = (0..=u16::MAX).collect();
+    let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+    for (fmt, reference) in [
+        (
+            WeightFormat::Bf16,
+            (|b| half::bf16::from_bits(b).to_f32()) as fn(u16) -> f32,
+        ),
+        (WeightFormat::F16, |b| half::f16::from_bits(b).to_f32()),
+    ] {
+        assert_eq!((fmt.block_len(), fmt.block_bytes()), (1, 2));
+        let mut out = vec![0.0f32; bits.len()];
+        fmt.dequantize(&bytes, &mut out);
+        for (&b, &v) in bits.iter().zip(&out) {
+            let want = reference(b);
+            assert!(
+                v.to_bits() == want.to_bits() || (v.is_nan() && want.is_nan()),
+                "{} {b:#06x}: {v} vs {want}",
+                fmt.name()
+            );
+            assert!(v.to_bits() == fmt.widen(b).to_bits() || v.is_nan());
+        }
+    }
+    let vals = fill(7, 33);
+    let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let mut out = vec![0.0f32; vals.len()];
+    WeightFormat::F32.dequantize(&bytes, &mut out);
+    assert_eq!(out, vals);
+    assert_eq!(
+        WeightFormat::ALL.map(WeightFormat::index),
+        [0, 1, 2],
+        "index is the position in ALL (every tier's kernel table is in this order)"
+    );
 }

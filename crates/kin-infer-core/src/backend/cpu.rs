@@ -11,7 +11,7 @@ use super::{
 };
 use crate::error::Result;
 use crate::io::safetensors::TensorData;
-use crate::kernels::{self, math, HalfFormat, Kernels, Tier};
+use crate::kernels::{self, math, Kernels, Tier, WeightFormat};
 use crate::nn::pooling::{Pooling, PoolingMode};
 use crate::nn::rope::RotaryChunk;
 use rayon::prelude::*;
@@ -196,11 +196,13 @@ impl GpuCompute for CpuCompute {
         }
     }
 
-    fn prepare_matrix_half(&self, parts: &[&[u16]], k: usize, format: HalfFormat) -> DeviceMatrix {
-        let packed = match format {
-            HalfFormat::Bf16 => self.k.pack_rows_concat_bf16(parts, k),
-            HalfFormat::F16 => self.k.pack_rows_concat_f16(parts, k),
-        };
+    fn prepare_matrix_half(
+        &self,
+        parts: &[&[u16]],
+        k: usize,
+        format: WeightFormat,
+    ) -> DeviceMatrix {
+        let packed = self.k.pack_rows_concat_half(parts, k, format);
         DeviceMatrix {
             n: packed.n(),
             k,

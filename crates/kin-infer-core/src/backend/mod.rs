@@ -25,7 +25,7 @@ pub use deberta::DisentangledTerms;
 use crate::error::Result;
 use crate::io::safetensors::{MatrixData, TensorData};
 use crate::io::Activation;
-use crate::kernels::{HalfFormat, PackedMatrix, Tier};
+use crate::kernels::{PackedMatrix, Tier, WeightFormat};
 use crate::nn::pooling::Pooling;
 use crate::nn::rope::RotaryChunk;
 use std::ops::{Bound, RangeBounds};
@@ -294,7 +294,8 @@ pub trait GpuCompute: Send + Sync {
     fn prepare_matrix(&self, parts: &[&[f32]], k: usize) -> DeviceMatrix;
     /// [`GpuCompute::prepare_matrix`] over weights stored as raw bf16/f16 bits, kept in that
     /// type where the backend can (the CPU widens them inside its micro-kernels).
-    fn prepare_matrix_half(&self, parts: &[&[u16]], k: usize, format: HalfFormat) -> DeviceMatrix;
+    fn prepare_matrix_half(&self, parts: &[&[u16]], k: usize, format: WeightFormat)
+        -> DeviceMatrix;
     /// Prepares weights as loaded ([`MatrixData`]): half panels when every part is stored in
     /// the same half type, else f32.
     fn prepare_weights(&self, parts: &[&MatrixData], k: usize) -> DeviceMatrix {

@@ -6,7 +6,7 @@
 //! because checkpoints saved from task heads nest the encoder under one.
 
 use crate::error::{InferError, Result};
-use crate::kernels::HalfFormat;
+use crate::kernels::WeightFormat;
 use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
 use std::collections::{BTreeMap, HashMap};
@@ -14,23 +14,9 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Storage type of a tensor on disk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StorageDtype {
-    F32,
-    F16,
-    BF16,
-}
-
-impl StorageDtype {
-    pub fn name(self) -> &'static str {
-        match self {
-            StorageDtype::F32 => "F32",
-            StorageDtype::F16 => "F16",
-            StorageDtype::BF16 => "BF16",
-        }
-    }
-}
+/// Storage type of a tensor on disk: one of the kernels' [`WeightFormat`]s (the container's
+/// dtype maps onto the one description of a stored weight).
+pub type StorageDtype = WeightFormat;
 
 #[derive(Clone, Debug)]
 struct TensorEntry {
@@ -77,7 +63,7 @@ impl TensorData {
 /// and are widened inside the GEMM micro-kernels (exactly, so the products are the f32 bits).
 pub enum MatrixData {
     F32(TensorData),
-    Half(HalfFormat, Vec<u16>),
+    Half(WeightFormat, Vec<u16>),
 }
 
 impl MatrixData {
@@ -315,8 +301,8 @@ impl WeightStore {
     /// [`WeightStore::read`] does.
     pub fn read_matrix(&self, name: &str, expected: &[usize]) -> Result<MatrixData> {
         let half = match self.tensors.get(name).map(|e| e.dtype) {
-            Some(Dtype::BF16) => HalfFormat::Bf16,
-            Some(Dtype::F16) => HalfFormat::F16,
+            Some(Dtype::BF16) => WeightFormat::Bf16,
+            Some(Dtype::F16) => WeightFormat::F16,
             _ => return Ok(MatrixData::F32(self.read(name, expected)?)),
         };
         let (e, shard) = self.entry(name, expected)?;
@@ -337,9 +323,9 @@ impl WeightStore {
             )
         });
         names.first().map(|n| match self.tensors[*n].dtype {
-            Dtype::F16 => StorageDtype::F16,
-            Dtype::BF16 => StorageDtype::BF16,
-            _ => StorageDtype::F32,
+            Dtype::F16 => WeightFormat::F16,
+            Dtype::BF16 => WeightFormat::Bf16,
+            _ => WeightFormat::F32,
         })
     }
 }

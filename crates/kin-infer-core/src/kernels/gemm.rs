@@ -11,14 +11,15 @@
 //! (row block × column block) tiles of C; k is never split across threads, and the blocking
 //! (KC) depends on k only.
 
-use super::{Ops, PackedMatrix};
+use super::{Ops, PackedMatrix, WeightFormat};
 use rayon::prelude::*;
 use std::cell::RefCell;
 
 /// One MR×NR micro-kernel call.
 ///
-/// `a`: kc·MR floats (for each p, MR row values); `b`: kc·NR floats (for each p, NR column
-/// values); `c`: an MR×NR tile with row stride `ldc`. If `load`, the accumulators start from
+/// `a`: kc·MR floats (for each p, MR row values); `b`: kc·NR stored values of the panel's
+/// [`WeightFormat`] (for each p, NR column values; f32, or bf16/f16 bits widened exactly in
+/// registers, so the products are the f32 path's bits); `c`: an MR×NR tile with row stride `ldc`. If `load`, the accumulators start from
 /// `c` (a previous KC block's partial sums), else from 0.0. Then for p in 0..kc every
 /// accumulator does `acc = fma(a[p][r], b[p][j], acc)`. Finally, if `bias` is non-null,
 /// `acc += bias[j]` (NR floats there), and the tile is stored to `c`.
@@ -28,7 +29,7 @@ use std::cell::RefCell;
 pub(crate) type MicroKernel = unsafe fn(
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    b: *const u8,
     c: *mut f32,
     ldc: usize,
     load: bool,
@@ -142,16 +143,6 @@ impl<T: Copy + Default> Clone for AlignedBuf<T> {
     }
 }
 
-impl Panels {
-    /// Bytes per stored element.
-    fn elem_bytes(&self) -> usize {
-        match self {
-            Panels::F32(_) => 4,
-            Panels::Bf16(_) | Panels::F16(_) => 2,
-        }
-    }
-}
-
 impl<T> std::fmt::Debug for AlignedBuf<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -163,29 +154,36 @@ impl<T> std::fmt::Debug for AlignedBuf<T> {
     }
 }
 
-/// The packed B panels in their storage type: f32, or raw bf16/f16 bits that the half
-/// micro-kernels widen in registers (exactly, so the products are the f32 path's bits).
+/// The packed B panels in their [`WeightFormat`]'s storage: f32 values, or raw 16-bit
+/// patterns of a half format (widened exactly inside the micro-kernels).
 #[derive(Clone, Debug)]
-pub(crate) enum Panels {
-    F32(AlignedBuf<f32>),
-    Bf16(AlignedBuf<u16>),
-    F16(AlignedBuf<u16>),
+pub(crate) struct Panels {
+    pub(crate) format: WeightFormat,
+    pub(crate) data: PanelData,
 }
 
-/// One MR×NR micro-kernel call over half-precision B panels (`b`: kc·NR raw bf16 or f16
-/// values); otherwise the [`MicroKernel`] contract, with B widened exactly to f32.
-///
-/// # Safety
-/// As [`MicroKernel`].
-pub(crate) type HalfKernel = unsafe fn(
-    kc: usize,
-    a: *const f32,
-    b: *const u16,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    bias: *const f32,
-);
+/// Panel storage by element width (a block format would add its bytes here).
+#[derive(Clone, Debug)]
+pub(crate) enum PanelData {
+    F32(AlignedBuf<f32>),
+    U16(AlignedBuf<u16>),
+}
+
+impl Panels {
+    pub(crate) fn f32(buf: AlignedBuf<f32>) -> Panels {
+        Panels {
+            format: WeightFormat::F32,
+            data: PanelData::F32(buf),
+        }
+    }
+    /// The first stored element, untyped (the micro-kernels cast it back by format).
+    fn as_ptr(&self) -> *const u8 {
+        match &self.data {
+            PanelData::F32(v) => v.as_slice().as_ptr().cast(),
+            PanelData::U16(v) => v.as_slice().as_ptr().cast(),
+        }
+    }
+}
 
 /// bf16 bits to f32 (exact).
 #[inline(always)]
@@ -273,7 +271,7 @@ pub(crate) fn pack(
         k,
         n,
         nr,
-        buf: Panels::F32(pack_panels(nr, k, n, get)),
+        buf: Panels::f32(pack_panels(nr, k, n, get)),
     }
 }
 
@@ -286,10 +284,11 @@ pub(crate) fn pack_into(
     n: usize,
     get: impl Fn(usize, usize) -> f32,
 ) {
-    if !matches!(dst.buf, Panels::F32(_)) {
-        dst.buf = Panels::F32(AlignedBuf::zeroed(0));
+    if !matches!(dst.buf.data, PanelData::F32(_)) {
+        dst.buf = Panels::f32(AlignedBuf::zeroed(0));
     }
-    let Panels::F32(buf) = &mut dst.buf else {
+    dst.buf.format = WeightFormat::F32;
+    let PanelData::F32(buf) = &mut dst.buf.data else {
         unreachable!("set to f32 above")
     };
     fill_panels(buf, nr, k, n, get);
@@ -501,11 +500,10 @@ unsafe fn block(
     if scratch.len() < need {
         scratch.resize(need, 0.0);
     }
-    let cold_b = b.k * b.n * b.buf.elem_bytes() >= PREFETCH_MIN_BYTES;
-    let bdata = match &b.buf {
-        Panels::F32(v) => BData::F32(v.as_slice().as_ptr()),
-        Panels::Bf16(v) => BData::Bf16(v.as_slice().as_ptr()),
-        Panels::F16(v) => BData::F16(v.as_slice().as_ptr()),
+    let cold_b = b.k * b.n * b.buf.format.block_bytes() >= PREFETCH_MIN_BYTES;
+    let bdata = BData {
+        format: b.buf.format,
+        ptr: b.buf.as_ptr(),
     };
     let mut p0 = 0;
     loop {
@@ -538,11 +536,8 @@ unsafe fn block(
                     let ct = c.add(ip0 * mr * ldc + j0);
                     let a = scratch.as_ptr();
                     let stride = k * nr;
-                    match bdata {
-                        BData::F32(b) => (r4.f32)(kc, a, b.add(boff), stride, ct, load, bias_ptr),
-                        BData::Bf16(b) => (r4.bf16)(kc, a, b.add(boff), stride, ct, load, bias_ptr),
-                        BData::F16(b) => (r4.f16)(kc, a, b.add(boff), stride, ct, load, bias_ptr),
-                    }
+                    let b = bdata.at(boff);
+                    (r4[bdata.format.index()])(kc, a, b, stride, ct, load, bias_ptr)
                 }
                 jp += 4;
                 continue;
@@ -619,38 +614,18 @@ unsafe fn block(
 pub(crate) type Row4Kernel = unsafe fn(
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    b: *const u8,
     bstride: usize,
     c: *mut f32,
     load: bool,
     bias: *const f32,
 );
 
-/// [`Row4Kernel`] over bf16/f16 panels (widened exactly in registers).
-pub(crate) type Row4HalfKernel = unsafe fn(
-    kc: usize,
-    a: *const f32,
-    b: *const u16,
-    bstride: usize,
-    c: *mut f32,
-    load: bool,
-    bias: *const f32,
-);
-
-/// A tier's one-row, four-panel kernels, per storage type.
+/// The packed B data of one product: its format and first stored element.
 #[derive(Clone, Copy)]
-pub(crate) struct Row4Kernels {
-    pub f32: Row4Kernel,
-    pub bf16: Row4HalfKernel,
-    pub f16: Row4HalfKernel,
-}
-
-/// The packed B data of one product, by storage type.
-#[derive(Clone, Copy)]
-enum BData {
-    F32(*const f32),
-    Bf16(*const u16),
-    F16(*const u16),
+struct BData {
+    format: WeightFormat,
+    ptr: *const u8,
 }
 
 /// Hints the cache lines of `start + lo .. start + hi` (bytes) into the cache. Only a hint:
@@ -675,17 +650,19 @@ fn prefetch(start: *const u8, lo: usize, hi: usize) {
 }
 
 impl BData {
-    /// The bytes of `len` elements at element offset `off`.
-    fn byte_range(self, off: usize, len: usize) -> (*const u8, usize) {
-        match self {
-            // SAFETY (all three): `off` is a panel start inside the buffer (callers pass
-            // `(jp + 1)·k·nr + p0·nr` for an existing panel jp + 1).
-            BData::F32(b) => (unsafe { b.add(off) } as *const u8, len * 4),
-            BData::Bf16(b) | BData::F16(b) => (unsafe { b.add(off) } as *const u8, len * 2),
-        }
+    /// The stored element at element offset `off`.
+    fn at(self, off: usize) -> *const u8 {
+        // SAFETY: `off` is an element offset inside the panel buffer (callers pass panel
+        // starts and k offsets of existing panels).
+        unsafe { self.ptr.add(off * self.format.block_bytes()) }
     }
 
-    /// Runs the tier's `rows`-row micro-kernel for this storage type on the panel at `off`.
+    /// The bytes of `len` elements at element offset `off`.
+    fn byte_range(self, off: usize, len: usize) -> (*const u8, usize) {
+        (self.at(off), len * self.format.block_bytes())
+    }
+
+    /// Runs the tier's `rows`-row micro-kernel for this format on the panel at `off`.
     ///
     /// # Safety
     /// As [`MicroKernel`], for the panel at `off`.
@@ -704,11 +681,7 @@ impl BData {
         bias: *const f32,
     ) {
         unsafe {
-            match self {
-                BData::F32(b) => ops.kernel[rows - 1](kc, a, b.add(off), c, ldc, load, bias),
-                BData::Bf16(b) => ops.kernel_bf16[rows - 1](kc, a, b.add(off), c, ldc, load, bias),
-                BData::F16(b) => ops.kernel_f16[rows - 1](kc, a, b.add(off), c, ldc, load, bias),
-            }
+            ops.kernels[self.format.index()][rows - 1](kc, a, self.at(off), c, ldc, load, bias)
         }
     }
 }

@@ -10,9 +10,13 @@ use super::{gemm, tree16, tree16_max, Ops};
 pub(crate) static OPS: Ops = Ops {
     mr: MR,
     nr: NR,
-    kernel: rows_table!(kernel_generic, [1, 2, 3, 4]),
-    kernel_bf16: rows_table!(kernel_half::<true>, [1, 2, 3, 4]),
-    kernel_f16: rows_table!(kernel_half::<false>, [1, 2, 3, 4]),
+    // How this tier runs a micro-kernel over each weight format (WeightFormat::index
+    // order: F32, BF16, F16); each loads a panel row as f32 lanes its own way.
+    kernels: [
+        rows_table!(kernel_generic, [1, 2, 3, 4]),
+        rows_table!(kernel_half::<true>, [1, 2, 3, 4]),
+        rows_table!(kernel_half::<false>, [1, 2, 3, 4]),
+    ],
     row4: None,
     sum,
     dot,
@@ -138,12 +142,13 @@ const NR: usize = 16;
 unsafe fn kernel_generic<const R: usize>(
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    b: *const u8,
     c: *mut f32,
     ldc: usize,
     load: bool,
     bias: *const f32,
 ) {
+    let b = b.cast::<f32>();
     // SAFETY: the driver guarantees kc·MR floats at `a`, kc·NR at `b`, an MR×NR tile at `c`
     // (row stride ldc) and NR floats at `bias` when non-null.
     unsafe {
@@ -173,12 +178,13 @@ unsafe fn kernel_generic<const R: usize>(
 unsafe fn kernel_half<const BF16: bool, const R: usize>(
     kc: usize,
     a: *const f32,
-    b: *const u16,
+    b: *const u8,
     c: *mut f32,
     ldc: usize,
     load: bool,
     bias: *const f32,
 ) {
+    let b = b.cast::<u16>();
     // SAFETY: as `kernel_generic`, with kc·NR u16 values at `b`.
     unsafe {
         let mut acc = [[0.0f32; NR]; R];

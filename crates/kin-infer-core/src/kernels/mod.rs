@@ -26,6 +26,7 @@ macro_rules! rows_table {
     };
 }
 
+pub mod format;
 mod gemm;
 mod generic;
 pub mod math;
@@ -156,17 +157,16 @@ pub(crate) struct Ops {
     /// Micro-kernel register tile (rows × columns); `nr` is also the packed-B panel width.
     pub mr: usize,
     pub nr: usize,
-    /// `kernel[r - 1]` computes an r×NR tile (A panels packed r rows wide), r = 1..=mr: a
-    /// short row panel (decode's single row, a prompt's last rows) does only its own rows'
-    /// work. Every variant accumulates each output element in the same k order.
-    pub kernel: &'static [gemm::MicroKernel],
-    /// The same tile over bf16 / f16 B panels, widened exactly in registers.
-    pub kernel_bf16: &'static [gemm::HalfKernel],
-    pub kernel_f16: &'static [gemm::HalfKernel],
+    /// `kernels[format.index()][r - 1]` computes an r×NR tile (A panels packed r rows wide)
+    /// over B panels stored in `format`, r = 1..=mr: a short row panel (decode's single row, a
+    /// prompt's last rows) does only its own rows' work. Every variant accumulates each output
+    /// element in the same k order, and a stored format's kernel gives the bits of the f32
+    /// kernel over its dequantized values.
+    pub kernels: PerFormat<&'static [gemm::MicroKernel]>,
     /// One row across four adjacent panels (decode's matrix-vector product): four times the
     /// independent accumulator chains of `kernel[0]`, so a single row is bound by memory, not
     /// by FMA latency. Same per-output k order. `None`: the driver calls `kernel[0]` per panel.
-    pub row4: Option<gemm::Row4Kernels>,
+    pub row4: Option<PerFormat<gemm::Row4Kernel>>,
     pub sum: fn(&[f32]) -> f32,
     pub dot: fn(&[f32], &[f32]) -> f32,
     /// Canonical max (16 lanes, `a > b ? a : b`, tree16 order), -inf for an empty slice.
@@ -198,38 +198,14 @@ pub(crate) struct Ops {
     pub softmax_scaled: Option<fn(&mut [f32], f32)>,
 }
 
-/// Storage type of a [`PackedMatrix`]'s panels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PanelFormat {
-    F32,
-    /// Raw bf16 bits, widened (exactly) inside the micro-kernel.
-    Bf16,
-    /// Raw IEEE f16 bits, widened (exactly) inside the micro-kernel.
-    F16,
-}
-
-/// A half-precision storage type of weights (raw 16-bit patterns).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum HalfFormat {
-    Bf16,
-    F16,
-}
-
-impl HalfFormat {
-    /// The exact f32 value of one stored 16-bit pattern.
-    pub fn widen(self, bits: u16) -> f32 {
-        match self {
-            HalfFormat::Bf16 => gemm::bf16_to_f32(bits),
-            HalfFormat::F16 => gemm::f16_to_f32(bits),
-        }
-    }
-}
+use format::PerFormat;
+pub use format::WeightFormat;
 
 /// A right-hand matrix B (k × n) packed once for [`Kernels::matmul`]: panels of `nr` columns
 /// (zero-padded), each k-major (`nr` values per p), 64-byte aligned. `nr` is the packing tier's
 /// micro-kernel width; a matrix packed by another tier is repacked on use (same bits, slower).
-/// The panels keep the weight's storage type ([`PanelFormat`]): a bf16/f16 matrix takes half
-/// the memory and bandwidth, and gives the same bits as the f32 packing of its widened values.
+/// The panels keep the weight's storage ([`WeightFormat`]): a bf16/f16 matrix takes half the
+/// memory and bandwidth, and gives the same bits as the f32 packing of its widened values.
 #[derive(Clone, Debug)]
 pub struct PackedMatrix {
     k: usize,
@@ -245,7 +221,7 @@ impl PackedMatrix {
             k: 0,
             n: 0,
             nr: 1,
-            buf: gemm::Panels::F32(gemm::AlignedBuf::zeroed(0)),
+            buf: gemm::Panels::f32(gemm::AlignedBuf::zeroed(0)),
         }
     }
     pub fn k(&self) -> usize {
@@ -259,12 +235,8 @@ impl PackedMatrix {
         self.nr
     }
     /// Storage type of the panels.
-    pub fn format(&self) -> PanelFormat {
-        match self.buf {
-            gemm::Panels::F32(_) => PanelFormat::F32,
-            gemm::Panels::Bf16(_) => PanelFormat::Bf16,
-            gemm::Panels::F16(_) => PanelFormat::F16,
-        }
+    pub fn format(&self) -> WeightFormat {
+        self.buf.format
     }
     fn index(&self, p: usize, j: usize) -> usize {
         assert!(p < self.k && j < self.n, "PackedMatrix::get out of range");
@@ -273,33 +245,33 @@ impl PackedMatrix {
     /// Element B[p][j] (widened to f32 for half-precision panels).
     pub fn get(&self, p: usize, j: usize) -> f32 {
         let i = self.index(p, j);
-        match &self.buf {
-            gemm::Panels::F32(v) => v.as_slice()[i],
-            gemm::Panels::Bf16(v) => gemm::bf16_to_f32(v.as_slice()[i]),
-            gemm::Panels::F16(v) => gemm::f16_to_f32(v.as_slice()[i]),
+        match &self.buf.data {
+            gemm::PanelData::F32(v) => v.as_slice()[i],
+            gemm::PanelData::U16(v) => self.buf.format.widen(v.as_slice()[i]),
         }
     }
     /// Raw stored bits of B[p][j] for half-precision panels.
     fn get_bits(&self, p: usize, j: usize) -> u16 {
         let i = self.index(p, j);
-        match &self.buf {
-            gemm::Panels::Bf16(v) | gemm::Panels::F16(v) => v.as_slice()[i],
-            gemm::Panels::F32(_) => unreachable!("get_bits on f32 panels"),
+        match &self.buf.data {
+            gemm::PanelData::U16(v) => v.as_slice()[i],
+            gemm::PanelData::F32(_) => unreachable!("get_bits on f32 panels"),
         }
     }
     /// The same matrix packed with panel width `nr`, keeping the storage type.
     fn repack(&self, nr: usize) -> PackedMatrix {
         let (k, n) = (self.k, self.n);
-        let buf = match &self.buf {
-            gemm::Panels::F32(_) => {
-                gemm::Panels::F32(gemm::pack_panels(nr, k, n, |p, j| self.get(p, j)))
+        let data = match &self.buf.data {
+            gemm::PanelData::F32(_) => {
+                gemm::PanelData::F32(gemm::pack_panels(nr, k, n, |p, j| self.get(p, j)))
             }
-            gemm::Panels::Bf16(_) => {
-                gemm::Panels::Bf16(gemm::pack_panels(nr, k, n, |p, j| self.get_bits(p, j)))
+            gemm::PanelData::U16(_) => {
+                gemm::PanelData::U16(gemm::pack_panels(nr, k, n, |p, j| self.get_bits(p, j)))
             }
-            gemm::Panels::F16(_) => {
-                gemm::Panels::F16(gemm::pack_panels(nr, k, n, |p, j| self.get_bits(p, j)))
-            }
+        };
+        let buf = gemm::Panels {
+            format: self.buf.format,
+            data,
         };
         PackedMatrix { k, n, nr, buf }
     }
@@ -310,12 +282,12 @@ fn half_packed(
     k: usize,
     n: usize,
     panels: gemm::AlignedBuf<u16>,
-    fmt: PanelFormat,
+    fmt: WeightFormat,
 ) -> PackedMatrix {
-    let buf = match fmt {
-        PanelFormat::Bf16 => gemm::Panels::Bf16(panels),
-        PanelFormat::F16 => gemm::Panels::F16(panels),
-        PanelFormat::F32 => unreachable!("half_packed with f32"),
+    assert!(fmt.is_half(), "half_packed with {}", fmt.name());
+    let buf = gemm::Panels {
+        format: fmt,
+        data: gemm::PanelData::U16(panels),
     };
     PackedMatrix { k, n, nr, buf }
 }
@@ -394,7 +366,7 @@ impl Kernels {
             k,
             n,
             nr,
-            buf: gemm::Panels::F32(gemm::pack_col_slices(nr, k, n, row)),
+            buf: gemm::Panels::f32(gemm::pack_col_slices(nr, k, n, row)),
         }
     }
 
@@ -419,22 +391,22 @@ impl Kernels {
     /// micro-kernel widens them (exactly), so `matmul` returns the bits of the f32 packing of
     /// the widened weight with half the memory traffic.
     pub fn pack_rows_bf16(&self, w: &[u16], n: usize, k: usize, ldw: usize) -> PackedMatrix {
-        self.pack_rows_half(w, n, k, ldw, PanelFormat::Bf16)
+        self.pack_rows_half(w, n, k, ldw, WeightFormat::Bf16)
     }
 
     /// [`Self::pack_rows`] for an IEEE f16 weight given as raw bits (see [`Self::pack_rows_bf16`]).
     pub fn pack_rows_f16(&self, w: &[u16], n: usize, k: usize, ldw: usize) -> PackedMatrix {
-        self.pack_rows_half(w, n, k, ldw, PanelFormat::F16)
+        self.pack_rows_half(w, n, k, ldw, WeightFormat::F16)
     }
 
     /// [`Self::pack_rows_concat`] for bf16 weights given as raw bits (see [`Self::pack_rows_bf16`]).
     pub fn pack_rows_concat_bf16(&self, parts: &[&[u16]], k: usize) -> PackedMatrix {
-        self.pack_rows_concat_half(parts, k, PanelFormat::Bf16)
+        self.pack_rows_concat_half(parts, k, WeightFormat::Bf16)
     }
 
     /// [`Self::pack_rows_concat`] for IEEE f16 weights given as raw bits.
     pub fn pack_rows_concat_f16(&self, parts: &[&[u16]], k: usize) -> PackedMatrix {
-        self.pack_rows_concat_half(parts, k, PanelFormat::F16)
+        self.pack_rows_concat_half(parts, k, WeightFormat::F16)
     }
 
     fn pack_rows_half(
@@ -443,7 +415,7 @@ impl Kernels {
         n: usize,
         k: usize,
         ldw: usize,
-        fmt: PanelFormat,
+        fmt: WeightFormat,
     ) -> PackedMatrix {
         if n > 0 && k > 0 {
             assert!(
@@ -455,7 +427,16 @@ impl Kernels {
         half_packed(self.ops.nr, k, n, panels, fmt)
     }
 
-    fn pack_rows_concat_half(&self, parts: &[&[u16]], k: usize, fmt: PanelFormat) -> PackedMatrix {
+    /// [`Self::pack_rows_concat`] for weights of a 16-bit format given as raw bits.
+    ///
+    /// # Panics
+    /// If `fmt` is not a 16-bit format.
+    pub fn pack_rows_concat_half(
+        &self,
+        parts: &[&[u16]],
+        k: usize,
+        fmt: WeightFormat,
+    ) -> PackedMatrix {
         let rows: Vec<&[u16]> = parts
             .iter()
             .flat_map(|p| {

@@ -13,9 +13,13 @@ use std::arch::aarch64::*;
 pub(crate) static OPS: Ops = Ops {
     mr: MR,
     nr: NR,
-    kernel: rows_table!(kernel_6x16, [1, 2, 3, 4, 5, 6]),
-    kernel_bf16: rows_table!(kernel_6x16_half::<true>, [1, 2, 3, 4, 5, 6]),
-    kernel_f16: rows_table!(kernel_6x16_half::<false>, [1, 2, 3, 4, 5, 6]),
+    // How this tier runs a micro-kernel over each weight format (WeightFormat::index
+    // order: F32, BF16, F16); each loads a panel row as f32 lanes its own way.
+    kernels: [
+        rows_table!(kernel_6x16, [1, 2, 3, 4, 5, 6]),
+        rows_table!(kernel_6x16_half::<true>, [1, 2, 3, 4, 5, 6]),
+        rows_table!(kernel_6x16_half::<false>, [1, 2, 3, 4, 5, 6]),
+    ],
     row4: None,
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
@@ -286,12 +290,13 @@ const NR: usize = 16;
 unsafe fn kernel_6x16<const R: usize>(
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    b: *const u8,
     c: *mut f32,
     ldc: usize,
     load: bool,
     bias: *const f32,
 ) {
+    let b = b.cast::<f32>();
     unsafe {
         let mut acc = [[vdupq_n_f32(0.0); 4]; R];
         if load {
@@ -359,12 +364,13 @@ unsafe fn widen4_f16(p: *const u16) -> float32x4_t {
 unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(
     kc: usize,
     a: *const f32,
-    b: *const u16,
+    b: *const u8,
     c: *mut f32,
     ldc: usize,
     load: bool,
     bias: *const f32,
 ) {
+    let b = b.cast::<u16>();
     unsafe {
         let mut acc = [[vdupq_n_f32(0.0); 4]; R];
         if load {

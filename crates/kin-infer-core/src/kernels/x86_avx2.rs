@@ -13,14 +13,14 @@ use std::arch::x86_64::*;
 pub(crate) static OPS: Ops = Ops {
     mr: MR,
     nr: NR,
-    kernel: rows_table!(kernel_6x16, [1, 2, 3, 4, 5, 6]),
-    kernel_bf16: rows_table!(kernel_6x16_half::<true>, [1, 2, 3, 4, 5, 6]),
-    kernel_f16: rows_table!(kernel_6x16_half::<false>, [1, 2, 3, 4, 5, 6]),
-    row4: Some(super::gemm::Row4Kernels {
-        f32: row4_f32,
-        bf16: row4_half::<true>,
-        f16: row4_half::<false>,
-    }),
+    // How this tier runs a micro-kernel over each weight format (WeightFormat::index
+    // order: F32, BF16, F16); each loads a panel row as f32 lanes its own way.
+    kernels: [
+        rows_table!(kernel_6x16, [1, 2, 3, 4, 5, 6]),
+        rows_table!(kernel_6x16_half::<true>, [1, 2, 3, 4, 5, 6]),
+        rows_table!(kernel_6x16_half::<false>, [1, 2, 3, 4, 5, 6]),
+    ],
+    row4: Some([row4_f32, row4_half::<true>, row4_half::<false>]),
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },
@@ -289,12 +289,13 @@ const NR: usize = 16;
 unsafe fn kernel_6x16<const R: usize>(
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    b: *const u8,
     c: *mut f32,
     ldc: usize,
     load: bool,
     bias: *const f32,
 ) {
+    let b = b.cast::<f32>();
     unsafe {
         let mut c0 = [_mm256_setzero_ps(); R];
         let mut c1 = [_mm256_setzero_ps(); R];
@@ -350,12 +351,13 @@ unsafe fn widen8<const BF16: bool>(p: *const u16) -> __m256 {
 unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(
     kc: usize,
     a: *const f32,
-    b: *const u16,
+    b: *const u8,
     c: *mut f32,
     ldc: usize,
     load: bool,
     bias: *const f32,
 ) {
+    let b = b.cast::<u16>();
     unsafe {
         let mut c0 = [_mm256_setzero_ps(); R];
         let mut c1 = [_mm256_setzero_ps(); R];
@@ -435,12 +437,13 @@ unsafe fn gemv(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
 unsafe fn row4_f32(
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    b: *const u8,
     bstride: usize,
     c: *mut f32,
     load: bool,
     bias: *const f32,
 ) {
+    let b = b.cast::<f32>();
     unsafe {
         let mut acc = [_mm256_setzero_ps(); 8];
         if load {
@@ -466,12 +469,13 @@ unsafe fn row4_f32(
 unsafe fn row4_half<const BF16: bool>(
     kc: usize,
     a: *const f32,
-    b: *const u16,
+    b: *const u8,
     bstride: usize,
     c: *mut f32,
     load: bool,
     bias: *const f32,
 ) {
+    let b = b.cast::<u16>();
     unsafe {
         let mut acc = [_mm256_setzero_ps(); 8];
         if load {

@@ -12,23 +12,23 @@ use std::arch::x86_64::*;
 pub(crate) static OPS: Ops = Ops {
     mr: MR,
     nr: NR,
-    kernel: rows_table!(
-        kernel_14x32,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
-    ),
-    kernel_bf16: rows_table!(
-        kernel_14x32_half::<true>,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
-    ),
-    kernel_f16: rows_table!(
-        kernel_14x32_half::<false>,
-        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
-    ),
-    row4: Some(super::gemm::Row4Kernels {
-        f32: row4_f32,
-        bf16: row4_half::<true>,
-        f16: row4_half::<false>,
-    }),
+    // How this tier runs a micro-kernel over each weight format (WeightFormat::index
+    // order: F32, BF16, F16); each loads a panel row as f32 lanes its own way.
+    kernels: [
+        rows_table!(
+            kernel_14x32,
+            [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+        ),
+        rows_table!(
+            kernel_14x32_half::<true>,
+            [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+        ),
+        rows_table!(
+            kernel_14x32_half::<false>,
+            [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+        ),
+    ],
+    row4: Some([row4_f32, row4_half::<true>, row4_half::<false>]),
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },
@@ -306,12 +306,13 @@ const NR: usize = 32;
 unsafe fn kernel_14x32<const R: usize>(
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    b: *const u8,
     c: *mut f32,
     ldc: usize,
     load: bool,
     bias: *const f32,
 ) {
+    let b = b.cast::<f32>();
     unsafe {
         let mut c0 = [_mm512_setzero_ps(); R];
         let mut c1 = [_mm512_setzero_ps(); R];
@@ -367,12 +368,13 @@ unsafe fn widen16<const BF16: bool>(p: *const u16) -> __m512 {
 unsafe fn kernel_14x32_half<const BF16: bool, const R: usize>(
     kc: usize,
     a: *const f32,
-    b: *const u16,
+    b: *const u8,
     c: *mut f32,
     ldc: usize,
     load: bool,
     bias: *const f32,
 ) {
+    let b = b.cast::<u16>();
     unsafe {
         let mut c0 = [_mm512_setzero_ps(); R];
         let mut c1 = [_mm512_setzero_ps(); R];
@@ -433,12 +435,13 @@ unsafe fn kernel_14x32_half<const BF16: bool, const R: usize>(
 unsafe fn row4_f32(
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    b: *const u8,
     bstride: usize,
     c: *mut f32,
     load: bool,
     bias: *const f32,
 ) {
+    let b = b.cast::<f32>();
     unsafe {
         let mut acc = [_mm512_setzero_ps(); 8];
         if load {
@@ -464,12 +467,13 @@ unsafe fn row4_f32(
 unsafe fn row4_half<const BF16: bool>(
     kc: usize,
     a: *const f32,
-    b: *const u16,
+    b: *const u8,
     bstride: usize,
     c: *mut f32,
     load: bool,
     bias: *const f32,
 ) {
+    let b = b.cast::<u16>();
     unsafe {
         let mut acc = [_mm512_setzero_ps(); 8];
         if load {

@@ -17,9 +17,13 @@ use std::arch::x86_64::*;
 pub(crate) static OPS: Ops = Ops {
     mr: MR,
     nr: NR,
-    kernel: rows_table!(kernel_6x8, [1, 2, 3, 4, 5, 6]),
-    kernel_bf16: rows_table!(kernel_6x8_half::<true>, [1, 2, 3, 4, 5, 6]),
-    kernel_f16: rows_table!(kernel_6x8_half::<false>, [1, 2, 3, 4, 5, 6]),
+    // How this tier runs a micro-kernel over each weight format (WeightFormat::index
+    // order: F32, BF16, F16); each loads a panel row as f32 lanes its own way.
+    kernels: [
+        rows_table!(kernel_6x8, [1, 2, 3, 4, 5, 6]),
+        rows_table!(kernel_6x8_half::<true>, [1, 2, 3, 4, 5, 6]),
+        rows_table!(kernel_6x8_half::<false>, [1, 2, 3, 4, 5, 6]),
+    ],
     row4: None,
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
@@ -312,12 +316,13 @@ const NR: usize = 8;
 unsafe fn kernel_6x8<const R: usize>(
     kc: usize,
     a: *const f32,
-    b: *const f32,
+    b: *const u8,
     c: *mut f32,
     ldc: usize,
     load: bool,
     bias: *const f32,
 ) {
+    let b = b.cast::<f32>();
     unsafe {
         let mut c0 = [_mm_setzero_ps(); R];
         let mut c1 = [_mm_setzero_ps(); R];
@@ -375,12 +380,13 @@ unsafe fn store<const R: usize>(
 unsafe fn kernel_6x8_half<const BF16: bool, const R: usize>(
     kc: usize,
     a: *const f32,
-    b: *const u16,
+    b: *const u8,
     c: *mut f32,
     ldc: usize,
     load: bool,
     bias: *const f32,
 ) {
+    let b = b.cast::<u16>();
     unsafe {
         let mut c0 = [_mm_setzero_ps(); R];
         let mut c1 = [_mm_setzero_ps(); R];
