@@ -7,18 +7,66 @@
 
 use crate::error::{InferError, Result};
 use serde_json::Value;
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// The largest size any one config field may declare (a width, a count of layers, heads or
 /// positions): far above real models, and small enough that a product of two stays far from
 /// overflowing `usize`.
 pub const MAX_SIZE: usize = 1 << 24;
 
-/// A `config.json` object and its path (for errors).
+/// A model's configuration as families read it: an object with the Hub's `config.json` keys,
+/// and where it came from. `config.json` is one container ([`ConfigSource::json`]); another
+/// (GGUF's metadata, next) fills the same object with its values under the Hub's keys
+/// ([`ConfigSource::from_object`]) and gives, for errors, its own key of each field it filled,
+/// so one typed reader ([`ConfigFields`]) validates both with the same wording.
+pub struct ConfigSource {
+    value: Value,
+    path: PathBuf,
+    /// Hub key → the container's own key (empty for config.json).
+    keys: BTreeMap<String, String>,
+}
+
+impl ConfigSource {
+    /// Reads `path` (a `config.json`).
+    pub fn json(path: &Path) -> Result<Self> {
+        Ok(ConfigSource {
+            value: super::read_json(path)?,
+            path: path.to_path_buf(),
+            keys: BTreeMap::new(),
+        })
+    }
+
+    /// A config another container filled: `value` under the Hub's keys, `path` the container
+    /// file, `keys` each filled field's key in that container.
+    pub fn from_object(value: Value, path: PathBuf, keys: BTreeMap<String, String>) -> Self {
+        ConfigSource { value, path, keys }
+    }
+
+    /// The raw object.
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The file errors name.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The typed reader over it.
+    pub fn fields(&self) -> Result<ConfigFields<'_>> {
+        let mut f = ConfigFields::new(&self.value, &self.path)?;
+        f.keys = Some(&self.keys);
+        Ok(f)
+    }
+}
+
+/// The typed reader of a config object (see [`ConfigSource`]), naming its file in errors.
 pub struct ConfigFields<'a> {
     /// The raw object, for the few nested keys a family reads itself.
     pub v: &'a Value,
     path: &'a Path,
+    keys: Option<&'a BTreeMap<String, String>>,
 }
 
 impl<'a> ConfigFields<'a> {
@@ -30,13 +78,23 @@ impl<'a> ConfigFields<'a> {
                 reason: "expected a JSON object".into(),
             });
         }
-        Ok(ConfigFields { v, path })
+        Ok(ConfigFields {
+            v,
+            path,
+            keys: None,
+        })
     }
 
     pub fn err(&self, field: &str, reason: impl Into<String>) -> InferError {
+        // A field another container filled is named by its key there too.
+        let top = field.split('.').next().unwrap_or(field);
+        let field = match self.keys.and_then(|k| k.get(top)) {
+            Some(own) => format!("{field} (`{own}` in the file)"),
+            None => field.to_string(),
+        };
         InferError::Config {
             path: self.path.to_path_buf(),
-            field: field.into(),
+            field,
             reason: reason.into(),
         }
     }
@@ -229,5 +287,38 @@ impl<'a> ConfigFields<'a> {
             .opt_str("dtype")?
             .or(self.opt_str("torch_dtype")?)
             .map(String::from))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn another_container_names_its_own_key_in_errors() {
+        let keys = BTreeMap::from([(
+            "max_position_embeddings".to_string(),
+            "llama.context_length".to_string(),
+        )]);
+        let src = ConfigSource::from_object(
+            json!({"max_position_embeddings": -3}),
+            PathBuf::from("model.gguf"),
+            keys,
+        );
+        let f = src.fields().unwrap();
+        let e = f
+            .usize("max_position_embeddings", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("model.gguf"), "{e}");
+        assert!(e.contains("`llama.context_length` in the file"), "{e}");
+        // config.json: the field alone.
+        let plain = ConfigFields::new(src.value(), Path::new("config.json")).unwrap();
+        let e = plain
+            .usize("max_position_embeddings", None)
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("in the file"), "{e}");
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod config_fields;
 pub mod safetensors;
+pub mod source;
 
 use crate::error::{InferError, Result};
 use std::path::Path;

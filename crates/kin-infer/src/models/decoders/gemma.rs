@@ -33,18 +33,41 @@ use super::{
 };
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
-use crate::io::config_fields::ConfigFields;
-use crate::io::safetensors::{WeightStore, Weights};
+use crate::io::config_fields::{ConfigFields, ConfigSource};
+use crate::io::safetensors::WeightStore;
+use crate::io::source::{Layout, WeightSource};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::Rotary;
 use crate::nn::rope_config::{object, RopeDict};
 use crate::nn::{Linear, Norm, RmsNorm};
 use rayon::prelude::*;
 use serde_json::Value;
-use std::path::Path;
 
-const PREFIXES: &[&str] = &[""];
-const PROBE: &str = "model.embed_tokens.weight";
+/// Gemma 2's layout: LLaMA's names (Gemma's own), but `post_attention_layernorm` normalizes
+/// the attention output and the feed-forward has a norm on each side.
+static LAYOUT_2: Layout = Layout {
+    name: "safetensors, Hugging Face Gemma 2",
+    prefixes: &[""],
+    globals: &[
+        ("token_embd", "model.embed_tokens"),
+        ("output_norm", "model.norm"),
+        ("output", "lm_head"),
+    ],
+    layer_prefix: "model.layers.",
+    layer: &[
+        ("attn_norm", "input_layernorm"),
+        ("attn_q", "self_attn.q_proj"),
+        ("attn_k", "self_attn.k_proj"),
+        ("attn_v", "self_attn.v_proj"),
+        ("attn_output", "self_attn.o_proj"),
+        ("post_attention_norm", "post_attention_layernorm"),
+        ("ffn_norm", "pre_feedforward_layernorm"),
+        ("ffn_gate", "mlp.gate_proj"),
+        ("ffn_up", "mlp.up_proj"),
+        ("ffn_down", "mlp.down_proj"),
+        ("post_ffw_norm", "post_feedforward_layernorm"),
+    ],
+};
 
 /// A validated Gemma / Gemma 2 config.
 #[derive(Clone, Debug)]
@@ -272,26 +295,32 @@ pub struct Gemma {
 
 /// Loads a Gemma model from `config` (its parsed `config.json` is `v`) and `store`.
 pub fn load(
-    config: &Path,
-    v: &Value,
+    config: &ConfigSource,
     store: &WeightStore,
     be: &dyn GpuCompute,
 ) -> Result<Box<dyn Decoder>> {
-    Ok(Box::new(Gemma::load(config, v, store, be)?))
+    Ok(Box::new(Gemma::load(config, store, be)?))
 }
 
 impl Gemma {
-    fn load(config: &Path, v: &Value, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
-        let f = ConfigFields::new(v, config)?;
+    fn load(config: &ConfigSource, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
+        let f = config.fields()?;
         let cfg = GemmaConfig::parse(&f)?;
-        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
+        let layout = if cfg.v2 {
+            &LAYOUT_2
+        } else {
+            &super::llama::LAYOUT
+        };
+        let src = WeightSource::open(store, layout)?;
+        let w = src.weights();
+        let embd = format!("{}.weight", src.global("token_embd"));
         let (h, q_dim, kv_dim) = (
             cfg.hidden,
             cfg.heads * cfg.head_dim,
             cfg.kv_heads * cfg.head_dim,
         );
         // Unscaled: the tied head reads it as is; the stack scales the gathered rows.
-        let embed = be.upload(w.get(PROBE, &[cfg.vocab, h])?.to_vec());
+        let embed = be.upload(w.get(&embd, &[cfg.vocab, h])?.to_vec());
         let norm = |name: &str| -> Result<Norm> {
             let weight = one_plus(&w.get(name, &[h])?);
             Ok(Norm::Rms(RmsNorm::from_weight(be, weight, cfg.eps)))
@@ -299,37 +328,36 @@ impl Gemma {
         let blocks = (0..cfg.layers)
             .into_par_iter()
             .map(|i| -> Result<Block> {
-                let p = format!("model.layers.{i}");
-                let a = format!("{p}.self_attn");
+                let t = |name: &str| src.layer(i, name);
+                let tw = |name: &str| format!("{}.weight", t(name));
                 let mut parts = Vec::with_capacity(3);
-                for (name, rows) in [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)] {
-                    parts.push(w.get_matrix(&format!("{a}.{name}.weight"), &[rows, h])?);
+                for (name, rows) in [("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)] {
+                    parts.push(w.get_matrix(&tw(name), &[rows, h])?);
                 }
                 let slices: Vec<&_> = parts.iter().collect();
                 // Gemma: the post-attention norm is the pre-feed-forward norm. Gemma 2: it
                 // normalizes the attention output, and the feed-forward has its own two.
-                let post_attn = norm(&format!("{p}.post_attention_layernorm.weight"))?;
                 let residual = if cfg.v2 {
                     Residual::Sandwich {
-                        post_attn,
-                        pre_ffn: norm(&format!("{p}.pre_feedforward_layernorm.weight"))?,
-                        post_ffn: norm(&format!("{p}.post_feedforward_layernorm.weight"))?,
+                        post_attn: norm(&tw("post_attention_norm"))?,
+                        pre_ffn: norm(&tw("ffn_norm"))?,
+                        post_ffn: norm(&tw("post_ffw_norm"))?,
                     }
                 } else {
                     Residual::Sequential {
-                        ffn_norm: post_attn,
+                        ffn_norm: norm(&tw("ffn_norm"))?,
                     }
                 };
                 Ok(Block {
-                    attn_norm: norm(&format!("{p}.input_layernorm.weight"))?,
+                    attn_norm: norm(&tw("attn_norm"))?,
                     qkv: Linear::from_parts(be, be.prepare_weights(&slices, h), None),
-                    o: Linear::load_with(be, &w, &[&format!("{a}.o_proj")], q_dim, h, false)?,
+                    o: Linear::load_with(be, w, &[&t("attn_output")], q_dim, h, false)?,
                     residual,
                     mlp: Mlp::Gated(GatedFfn::load(
                         be,
-                        &w,
-                        &[&format!("{p}.mlp.gate_proj"), &format!("{p}.mlp.up_proj")],
-                        &format!("{p}.mlp.down_proj"),
+                        w,
+                        &[&t("ffn_gate"), &t("ffn_up")],
+                        &t("ffn_down"),
                         h,
                         cfg.intermediate,
                         false,
@@ -347,11 +375,11 @@ impl Gemma {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let final_norm = norm("model.norm.weight")?;
+        let final_norm = norm(&format!("{}.weight", src.global("output_norm")))?;
         let lm_head = if cfg.tied {
-            Linear::tied(be, &w, PROBE, h, cfg.vocab, None)?
+            Linear::tied(be, w, &embd, h, cfg.vocab, None)?
         } else {
-            Linear::load_with(be, &w, &["lm_head"], h, cfg.vocab, false)?
+            Linear::load_with(be, w, &[&src.global("output")], h, cfg.vocab, false)?
         };
         let rotary = Rotary::new(cfg.head_dim, cfg.rope_theta, false, cfg.max_positions);
         let mut attention = attention_kind(cfg.heads, cfg.kv_heads);

@@ -23,16 +23,34 @@ use super::block::{Block, Mlp, Residual, Rope, Stack};
 use super::{token_ids, Decoder, DecoderSpec, KvCache, LogitsRows};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
-use crate::io::config_fields::ConfigFields;
+use crate::io::config_fields::{ConfigFields, ConfigSource};
 use crate::io::safetensors::{WeightStore, Weights};
+use crate::io::source::{Layout, WeightSource};
 use crate::nn::ffn::FfnAct;
 use crate::nn::{LayerNorm, Linear, Norm};
 use rayon::prelude::*;
-use serde_json::Value;
-use std::path::Path;
 
-const PREFIXES: &[&str] = &["transformer.", ""];
-const PROBE: &str = "wte.weight";
+/// Hugging Face's GPT-2 layout, in logical names (`io::source`); `transformer.` nests it when
+/// saved from `GPT2LMHeadModel`.
+static LAYOUT: Layout = Layout {
+    name: "safetensors, Hugging Face GPT-2",
+    prefixes: &["transformer.", ""],
+    globals: &[
+        ("token_embd", "wte"),
+        ("position_embd", "wpe"),
+        ("output_norm", "ln_f"),
+        ("output", "lm_head"),
+    ],
+    layer_prefix: "h.",
+    layer: &[
+        ("attn_norm", "ln_1"),
+        ("attn_qkv", "attn.c_attn"),
+        ("attn_output", "attn.c_proj"),
+        ("ffn_norm", "ln_2"),
+        ("ffn_up", "mlp.c_fc"),
+        ("ffn_down", "mlp.c_proj"),
+    ],
+};
 
 /// A validated GPT-2 config.
 #[derive(Clone, Debug)]
@@ -158,43 +176,44 @@ pub struct Gpt2 {
 
 /// Loads a GPT-2 model from `config` (its parsed `config.json` is `v`) and `store`.
 pub fn load(
-    config: &Path,
-    v: &Value,
+    config: &ConfigSource,
     store: &WeightStore,
     be: &dyn GpuCompute,
 ) -> Result<Box<dyn Decoder>> {
-    Ok(Box::new(Gpt2::load(config, v, store, be)?))
+    Ok(Box::new(Gpt2::load(config, store, be)?))
 }
 
 impl Gpt2 {
     pub(crate) fn load(
-        config: &Path,
-        v: &Value,
+        config: &ConfigSource,
         store: &WeightStore,
         be: &dyn GpuCompute,
     ) -> Result<Self> {
-        let f = ConfigFields::new(v, config)?;
+        let f = config.fields()?;
         let cfg = Gpt2Config::parse(&f)?;
-        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
+        let src = WeightSource::open(store, &LAYOUT)?;
+        let w = src.weights();
         let h = cfg.hidden;
-        let embed = be.upload(w.get(PROBE, &[cfg.vocab, h])?.to_vec());
-        let wpe = be.upload(w.get("wpe.weight", &[cfg.positions, h])?.to_vec());
-        let ln = |name: &str| LayerNorm::load(be, &w, name, h, cfg.eps).map(Norm::Layer);
+        let embd = format!("{}.weight", src.global("token_embd"));
+        let embed = be.upload(w.get(&embd, &[cfg.vocab, h])?.to_vec());
+        let wpe = format!("{}.weight", src.global("position_embd"));
+        let wpe = be.upload(w.get(&wpe, &[cfg.positions, h])?.to_vec());
+        let ln = |name: &str| LayerNorm::load(be, w, name, h, cfg.eps).map(Norm::Layer);
         let blocks = (0..cfg.layers)
             .into_par_iter()
             .map(|i| -> Result<Block> {
-                let p = format!("h.{i}");
+                let t = |name: &str| src.layer(i, name);
                 Ok(Block {
-                    attn_norm: ln(&format!("{p}.ln_1"))?,
-                    qkv: conv1d(be, &w, &format!("{p}.attn.c_attn"), h, 3 * h)?,
-                    o: conv1d(be, &w, &format!("{p}.attn.c_proj"), h, h)?,
+                    attn_norm: ln(&t("attn_norm"))?,
+                    qkv: conv1d(be, w, &t("attn_qkv"), h, 3 * h)?,
+                    o: conv1d(be, w, &t("attn_output"), h, h)?,
                     residual: Residual::Sequential {
-                        ffn_norm: ln(&format!("{p}.ln_2"))?,
+                        ffn_norm: ln(&t("ffn_norm"))?,
                     },
                     mlp: Mlp::Plain {
-                        fc1: conv1d(be, &w, &format!("{p}.mlp.c_fc"), h, cfg.inner)?,
+                        fc1: conv1d(be, w, &t("ffn_up"), h, cfg.inner)?,
                         act: cfg.act,
-                        fc2: conv1d(be, &w, &format!("{p}.mlp.c_proj"), cfg.inner, h)?,
+                        fc2: conv1d(be, w, &t("ffn_down"), cfg.inner, h)?,
                         width: cfg.inner,
                     },
                     attn: AttnShape {
@@ -208,13 +227,14 @@ impl Gpt2 {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let final_norm = ln("ln_f")?;
+        let final_norm = ln(&src.global("output_norm"))?;
         let lm_head = if cfg.tied {
-            Linear::tied(be, &w, PROBE, h, cfg.vocab, None)?
+            Linear::tied(be, w, &embd, h, cfg.vocab, None)?
         } else {
             // `lm_head` sits beside `transformer.`, not under it.
-            let top = Weights::with_prefixes(store, &[""], "lm_head.weight")?;
-            Linear::load_with(be, &top, &["lm_head"], h, cfg.vocab, false)?
+            let head = src.global("output");
+            let top = Weights::with_prefixes(store, &[""], &format!("{head}.weight"))?;
+            Linear::load_with(be, &top, &[&head], h, cfg.vocab, false)?
         };
         let spec = DecoderSpec {
             model_type: "gpt2".into(),

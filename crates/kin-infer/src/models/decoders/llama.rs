@@ -36,18 +36,39 @@ use super::{
 };
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
-use crate::io::config_fields::ConfigFields;
-use crate::io::safetensors::{WeightStore, Weights};
+use crate::io::config_fields::{ConfigFields, ConfigSource};
+use crate::io::safetensors::WeightStore;
+use crate::io::source::{Layout, WeightSource};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::{RopeScaling, Rotary};
 use crate::nn::rope_config::{object, RopeDict};
 use crate::nn::{Linear, Norm, RmsNorm};
 use rayon::prelude::*;
 use serde_json::Value;
-use std::path::Path;
 
-const PREFIXES: &[&str] = &[""];
-const PROBE: &str = "model.embed_tokens.weight";
+/// Hugging Face's LLaMA layout (Mistral and Qwen2 share it), in logical names
+/// (`io::source`). Also Gemma's.
+pub(crate) static LAYOUT: Layout = Layout {
+    name: "safetensors, Hugging Face LLaMA",
+    prefixes: &[""],
+    globals: &[
+        ("token_embd", "model.embed_tokens"),
+        ("output_norm", "model.norm"),
+        ("output", "lm_head"),
+    ],
+    layer_prefix: "model.layers.",
+    layer: &[
+        ("attn_norm", "input_layernorm"),
+        ("attn_q", "self_attn.q_proj"),
+        ("attn_k", "self_attn.k_proj"),
+        ("attn_v", "self_attn.v_proj"),
+        ("attn_output", "self_attn.o_proj"),
+        ("ffn_norm", "post_attention_layernorm"),
+        ("ffn_gate", "mlp.gate_proj"),
+        ("ffn_up", "mlp.up_proj"),
+        ("ffn_down", "mlp.down_proj"),
+    ],
+};
 
 /// Which member of the LLaMA layout a checkpoint is (from `model_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -342,54 +363,54 @@ pub struct Llama {
 
 impl Llama {
     pub(crate) fn load(
-        config: &Path,
-        v: &Value,
+        config: &ConfigSource,
         store: &WeightStore,
         be: &dyn GpuCompute,
     ) -> Result<Self> {
-        let f = ConfigFields::new(v, config)?;
+        let f = config.fields()?;
         let cfg = LlamaConfig::parse(&f)?;
-        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
+        let src = WeightSource::open(store, &LAYOUT)?;
+        let w = src.weights();
+        let embd = format!("{}.weight", src.global("token_embd"));
         let (h, q_dim, kv_dim) = (
             cfg.hidden,
             cfg.heads * cfg.head_dim,
             cfg.kv_heads * cfg.head_dim,
         );
         let qkv_dim = q_dim + 2 * kv_dim;
-        let embed = be.upload(w.get(PROBE, &[cfg.vocab, h])?.to_vec());
+        let embed = be.upload(w.get(&embd, &[cfg.vocab, h])?.to_vec());
         let blocks = (0..cfg.layers)
             .into_par_iter()
             .map(|i| -> Result<Block> {
-                let p = format!("model.layers.{i}");
-                let a = format!("{p}.self_attn");
+                let t = |name: &str| src.layer(i, name);
                 let mut parts = Vec::with_capacity(3);
                 let mut bias = Vec::with_capacity(if cfg.qkv_bias { qkv_dim } else { 0 });
-                for (name, rows) in [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)] {
-                    parts.push(w.get_matrix(&format!("{a}.{name}.weight"), &[rows, h])?);
+                for (name, rows) in [("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)] {
+                    parts.push(w.get_matrix(&format!("{}.weight", t(name)), &[rows, h])?);
                     if cfg.qkv_bias {
-                        bias.extend_from_slice(&w.get(&format!("{a}.{name}.bias"), &[rows])?);
+                        bias.extend_from_slice(&w.get(&format!("{}.bias", t(name)), &[rows])?);
                     }
                 }
                 let slices: Vec<&_> = parts.iter().collect();
                 let rms = |name: &str| {
-                    RmsNorm::load(be, &w, &format!("{p}.{name}.weight"), h, cfg.eps).map(Norm::Rms)
+                    RmsNorm::load(be, w, &format!("{}.weight", t(name)), h, cfg.eps).map(Norm::Rms)
                 };
                 Ok(Block {
-                    attn_norm: rms("input_layernorm")?,
+                    attn_norm: rms("attn_norm")?,
                     qkv: Linear::from_parts(
                         be,
                         be.prepare_weights(&slices, h),
                         cfg.qkv_bias.then_some(bias),
                     ),
-                    o: Linear::load_with(be, &w, &[&format!("{a}.o_proj")], q_dim, h, false)?,
+                    o: Linear::load_with(be, w, &[&t("attn_output")], q_dim, h, false)?,
                     residual: Residual::Sequential {
-                        ffn_norm: rms("post_attention_layernorm")?,
+                        ffn_norm: rms("ffn_norm")?,
                     },
                     mlp: Mlp::Gated(GatedFfn::load(
                         be,
-                        &w,
-                        &[&format!("{p}.mlp.gate_proj"), &format!("{p}.mlp.up_proj")],
-                        &format!("{p}.mlp.down_proj"),
+                        w,
+                        &[&t("ffn_gate"), &t("ffn_up")],
+                        &t("ffn_down"),
                         h,
                         cfg.intermediate,
                         false,
@@ -407,11 +428,12 @@ impl Llama {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let final_norm = Norm::Rms(RmsNorm::load(be, &w, "model.norm.weight", h, cfg.eps)?);
+        let out_norm = format!("{}.weight", src.global("output_norm"));
+        let final_norm = Norm::Rms(RmsNorm::load(be, w, &out_norm, h, cfg.eps)?);
         let lm_head = if cfg.tied {
-            Linear::tied(be, &w, PROBE, h, cfg.vocab, None)?
+            Linear::tied(be, w, &embd, h, cfg.vocab, None)?
         } else {
-            Linear::load_with(be, &w, &["lm_head"], h, cfg.vocab, false)?
+            Linear::load_with(be, w, &[&src.global("output")], h, cfg.vocab, false)?
         };
         let rotary = Rotary::with_scaling(
             cfg.head_dim,

@@ -21,7 +21,7 @@ pub use cache::KvCache;
 
 use crate::backend::GpuCompute;
 use crate::error::{InferError, Result};
-use crate::io::config_fields::ConfigFields;
+use crate::io::config_fields::{ConfigFields, ConfigSource};
 use crate::io::safetensors::WeightStore;
 use serde_json::Value;
 use std::path::Path;
@@ -161,8 +161,9 @@ pub fn load_decoder(dir: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>>
     if !config.is_file() {
         return Err(InferError::ModelNotFound(dir.display().to_string()));
     }
-    let v: serde_json::Value = crate::io::read_json(&config)?;
-    let model_type = v
+    let source = ConfigSource::json(&config)?;
+    let model_type = source
+        .value()
         .get("model_type")
         .and_then(|t| t.as_str())
         .unwrap_or("")
@@ -170,19 +171,19 @@ pub fn load_decoder(dir: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>>
     match model_type.as_str() {
         "llama" | "mistral" | "qwen2" => {
             let store = WeightStore::open_dir(dir)?;
-            Ok(Box::new(llama::Llama::load(&config, &v, &store, be)?))
+            Ok(Box::new(llama::Llama::load(&source, &store, be)?))
         }
         "gpt2" => {
             let store = WeightStore::open_dir(dir)?;
-            gpt2::load(&config, &v, &store, be)
+            gpt2::load(&source, &store, be)
         }
         "phi" | "phi3" => {
             let store = WeightStore::open_dir(dir)?;
-            phi::load(&config, &v, &store, be)
+            phi::load(&source, &store, be)
         }
         "gemma" | "gemma2" => {
             let store = WeightStore::open_dir(dir)?;
-            gemma::load(&config, &v, &store, be)
+            gemma::load(&source, &store, be)
         }
         _ => Err(InferError::UnsupportedModel {
             path: config,

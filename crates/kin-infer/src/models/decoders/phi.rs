@@ -43,17 +43,57 @@ use super::{
 };
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
-use crate::io::config_fields::ConfigFields;
-use crate::io::safetensors::{WeightStore, Weights};
+use crate::io::config_fields::{ConfigFields, ConfigSource};
+use crate::io::safetensors::WeightStore;
+use crate::io::source::{Layout, WeightSource};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::{ln_f64, pow_f64, RopeTable, SwitchedRotary};
 use crate::nn::rope_config::{object, RopeDict};
 use crate::nn::{LayerNorm, Linear, Norm, RmsNorm};
 use rayon::prelude::*;
 use serde_json::Value;
-use std::path::Path;
 
-const PROBE: &str = "model.embed_tokens.weight";
+/// Hugging Face's Phi (phi-1/2) layout, in logical names (`io::source`).
+static LAYOUT: Layout = Layout {
+    name: "safetensors, Hugging Face Phi",
+    prefixes: &[""],
+    globals: &[
+        ("token_embd", "model.embed_tokens"),
+        ("output_norm", "model.final_layernorm"),
+        ("output", "lm_head"),
+    ],
+    layer_prefix: "model.layers.",
+    layer: &[
+        ("attn_norm", "input_layernorm"),
+        ("attn_q", "self_attn.q_proj"),
+        ("attn_k", "self_attn.k_proj"),
+        ("attn_v", "self_attn.v_proj"),
+        ("attn_output", "self_attn.dense"),
+        ("ffn_up", "mlp.fc1"),
+        ("ffn_down", "mlp.fc2"),
+    ],
+};
+
+/// Hugging Face's Phi-3 layout: fused q/k/v, and the fused gate-and-up projection (`ffn_up`
+/// with twice the rows, as GGUF names it).
+static LAYOUT_3: Layout = Layout {
+    name: "safetensors, Hugging Face Phi-3",
+    prefixes: &[""],
+    globals: &[
+        ("token_embd", "model.embed_tokens"),
+        ("output_norm", "model.norm"),
+        ("output", "lm_head"),
+    ],
+    layer_prefix: "model.layers.",
+    layer: &[
+        ("attn_norm", "input_layernorm"),
+        ("attn_qkv", "self_attn.qkv_proj"),
+        ("attn_output", "self_attn.o_proj"),
+        ("ffn_norm", "post_attention_layernorm"),
+        ("ffn_up", "mlp.gate_up_proj"),
+        ("ffn_down", "mlp.down_proj"),
+    ],
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Family {
@@ -336,30 +376,30 @@ pub struct Phi {
 
 /// Loads a Phi / Phi-3 model from `config` (parsed as `v`) and `store`.
 pub fn load(
-    config: &Path,
-    v: &Value,
+    config: &ConfigSource,
     store: &WeightStore,
     be: &dyn GpuCompute,
 ) -> Result<Box<dyn Decoder>> {
-    Ok(Box::new(Phi::load(config, v, store, be)?))
+    Ok(Box::new(Phi::load(config, store, be)?))
 }
 
 impl Phi {
     pub(crate) fn load(
-        config: &Path,
-        v: &Value,
+        config: &ConfigSource,
         store: &WeightStore,
         be: &dyn GpuCompute,
     ) -> Result<Self> {
-        let f = ConfigFields::new(v, config)?;
+        let f = config.fields()?;
         let cfg = PhiConfig::parse(&f)?;
-        let w = Weights::with_prefixes(store, &[""], PROBE)?;
+        let phi = cfg.family == Family::Phi;
+        let src = WeightSource::open(store, if phi { &LAYOUT } else { &LAYOUT_3 })?;
+        let w = src.weights();
+        let embd = format!("{}.weight", src.global("token_embd"));
         let h = cfg.hidden;
         let q_dim = cfg.heads * cfg.head_dim;
         let kv_dim = cfg.kv_heads * cfg.head_dim;
         let qkv_dim = q_dim + 2 * kv_dim;
-        let embed = be.upload(w.get(PROBE, &[cfg.vocab, h])?.to_vec());
-        let phi = cfg.family == Family::Phi;
+        let embed = be.upload(w.get(&embd, &[cfg.vocab, h])?.to_vec());
         let shape = AttnShape {
             heads: cfg.heads,
             kv_heads: cfg.kv_heads,
@@ -368,63 +408,54 @@ impl Phi {
             window: cfg.window,
             softcap: None,
         };
-        let rms = |name: &str| RmsNorm::load(be, &w, name, h, cfg.eps).map(Norm::Rms);
+        let rms = |name: &str| RmsNorm::load(be, w, name, h, cfg.eps).map(Norm::Rms);
         let blocks = (0..cfg.layers)
             .into_par_iter()
             .map(|i| -> Result<Block> {
-                let p = format!("model.layers.{i}");
-                let a = format!("{p}.self_attn");
+                let t = |name: &str| src.layer(i, name);
                 Ok(if phi {
                     let mut parts = Vec::with_capacity(3);
                     let mut bias = Vec::with_capacity(qkv_dim);
-                    for (name, rows) in [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)]
+                    for (name, rows) in [("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)]
                     {
-                        parts.push(w.get_matrix(&format!("{a}.{name}.weight"), &[rows, h])?);
-                        bias.extend_from_slice(&w.get(&format!("{a}.{name}.bias"), &[rows])?);
+                        parts.push(w.get_matrix(&format!("{}.weight", t(name)), &[rows, h])?);
+                        bias.extend_from_slice(&w.get(&format!("{}.bias", t(name)), &[rows])?);
                     }
                     let slices: Vec<&_> = parts.iter().collect();
-                    let linear = |name: &str, i, o| {
-                        Linear::load_with(be, &w, &[&format!("{p}.{name}")], i, o, true)
-                    };
+                    let linear =
+                        |name: &str, i, o| Linear::load_with(be, w, &[&t(name)], i, o, true);
                     Block {
                         attn_norm: Norm::Layer(LayerNorm::load(
                             be,
-                            &w,
-                            &format!("{p}.input_layernorm"),
+                            w,
+                            &t("attn_norm"),
                             h,
                             cfg.eps,
                         )?),
                         qkv: Linear::from_parts(be, be.prepare_weights(&slices, h), Some(bias)),
-                        o: linear("self_attn.dense", q_dim, h)?,
+                        o: linear("attn_output", q_dim, h)?,
                         residual: Residual::Parallel,
                         mlp: Mlp::Plain {
-                            fc1: linear("mlp.fc1", h, cfg.intermediate)?,
+                            fc1: linear("ffn_up", h, cfg.intermediate)?,
                             act: cfg.act,
-                            fc2: linear("mlp.fc2", cfg.intermediate, h)?,
+                            fc2: linear("ffn_down", cfg.intermediate, h)?,
                             width: cfg.intermediate,
                         },
                         attn: shape,
                     }
                 } else {
                     Block {
-                        attn_norm: rms(&format!("{p}.input_layernorm.weight"))?,
-                        qkv: Linear::load_with(
-                            be,
-                            &w,
-                            &[&format!("{a}.qkv_proj")],
-                            h,
-                            qkv_dim,
-                            false,
-                        )?,
-                        o: Linear::load_with(be, &w, &[&format!("{a}.o_proj")], q_dim, h, false)?,
+                        attn_norm: rms(&format!("{}.weight", t("attn_norm")))?,
+                        qkv: Linear::load_with(be, w, &[&t("attn_qkv")], h, qkv_dim, false)?,
+                        o: Linear::load_with(be, w, &[&t("attn_output")], q_dim, h, false)?,
                         residual: Residual::Sequential {
-                            ffn_norm: rms(&format!("{p}.post_attention_layernorm.weight"))?,
+                            ffn_norm: rms(&format!("{}.weight", t("ffn_norm")))?,
                         },
                         mlp: Mlp::Gated(GatedFfn::load(
                             be,
-                            &w,
-                            &[&format!("{p}.mlp.gate_up_proj")],
-                            &format!("{p}.mlp.down_proj"),
+                            w,
+                            &[&t("ffn_up")],
+                            &t("ffn_down"),
                             h,
                             cfg.intermediate,
                             false,
@@ -439,24 +470,25 @@ impl Phi {
         let final_norm = if phi {
             Norm::Layer(LayerNorm::load(
                 be,
-                &w,
-                "model.final_layernorm",
+                w,
+                &src.global("output_norm"),
                 h,
                 cfg.eps,
             )?)
         } else {
-            rms("model.norm.weight")?
+            rms(&format!("{}.weight", src.global("output_norm")))?
         };
         // Phi's head has a bias (also when its weight is tied), Phi-3's none.
         let lm_head = if cfg.tied {
             let bias = if phi {
-                Some(w.get("lm_head.bias", &[cfg.vocab])?.to_vec())
+                let head_bias = format!("{}.bias", src.global("output"));
+                Some(w.get(&head_bias, &[cfg.vocab])?.to_vec())
             } else {
                 None
             };
-            Linear::tied(be, &w, PROBE, h, cfg.vocab, bias)?
+            Linear::tied(be, w, &embd, h, cfg.vocab, bias)?
         } else {
-            Linear::load_with(be, &w, &["lm_head"], h, cfg.vocab, phi)?
+            Linear::load_with(be, w, &[&src.global("output")], h, cfg.vocab, phi)?
         };
         let mut attention = attention_kind(cfg.heads, cfg.kv_heads);
         if phi {
