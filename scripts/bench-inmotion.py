@@ -126,8 +126,8 @@ def ort_median_us(art, iterations, warmup):
     return statistics.median(ts) * 1e6
 
 
-def rust_median_us(art, iterations, warmup):
-    r = subprocess.run([BIN, "bench", "--artifact", art, "--iterations", str(iterations), "--warmup", str(warmup),
+def rust_median_us(art, iterations, warmup, binary=BIN):
+    r = subprocess.run([binary, "bench", "--artifact", art, "--iterations", str(iterations), "--warmup", str(warmup),
                         "--json"], capture_output=True, text=True)
     if r.returncode:
         print(f"inmotion-infer bench {art} failed ({r.returncode}): {r.stderr.strip()}", file=sys.stderr)
@@ -143,6 +143,8 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--families", default=",".join(FAMILIES))
     p.add_argument("--csv", help="also write the grid as CSV here")
+    p.add_argument("--base-bin", help="a baseline inmotion-infer (e.g. the previous main's build), "
+                                      "measured interleaved in the same run as its own column")
     a = p.parse_args(argv)
     fams = a.families.split(",")
     fmts = a.formats.split(",")
@@ -166,7 +168,7 @@ def main(argv=None):
             print(f"{d}: no artifact and no torch to build it; skipped", file=sys.stderr)
             continue
         arts[(f, q)] = d
-    best = {c: {"torch": None, "ort": None, "rust": None} for c in arts}
+    best = {c: {"torch": None, "ort": None, "rust": None, "base": None} for c in arts}
 
     def keep(c, col, v):
         if v is not None:
@@ -180,14 +182,16 @@ def main(argv=None):
                 keep(c, "ort", ort_median_us(d, a.iterations, a.warmup))
             if rust_ok:
                 keep(c, "rust", rust_median_us(d, a.iterations, a.warmup))
+            if a.base_bin:
+                keep(c, "base", rust_median_us(d, a.iterations, a.warmup, a.base_bin))
         print(f"run {r + 1}/{a.runs} done", file=sys.stderr)
 
     def fmt(v):
         return "-" if v is None else f"{v:.0f}"
 
     print(f"per window, batch 1, one thread, best median of {a.runs} interleaved runs, microseconds")
-    print("| model | format | PyTorch eager | ONNX Runtime | inmotion-infer | vs PyTorch | vs ORT |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | format | PyTorch eager | ONNX Runtime | inmotion-infer (base) | inmotion-infer | vs PyTorch | vs ORT |")
+    print("|---|---|---|---|---|---|---|---|")
     rows = []
 
     def ratio(x, y):
@@ -198,11 +202,12 @@ def main(argv=None):
 
     for (f, q), b in best.items():
         sp, so = ratio(b["torch"], b["rust"]), ratio(b["ort"], b["rust"])
-        print(f"| {f} | {q} | {fmt(b['torch'])} | {fmt(b['ort'])} | {fmt(b['rust'])} | {rfmt(sp)} | {rfmt(so)} |")
-        rows.append((f, q, b["torch"], b["ort"], b["rust"], sp, so))
+        print(f"| {f} | {q} | {fmt(b['torch'])} | {fmt(b['ort'])} | {fmt(b['base'])} | {fmt(b['rust'])} "
+              f"| {rfmt(sp)} | {rfmt(so)} |")
+        rows.append((f, q, b["torch"], b["ort"], b["base"], b["rust"], sp, so))
     if a.csv:
         with open(a.csv, "w") as fh:
-            fh.write("model,format,torch_us,ort_us,inmotion_us,speedup_torch,speedup_ort\n")
+            fh.write("model,format,torch_us,ort_us,base_us,inmotion_us,speedup_torch,speedup_ort\n")
             for r in rows:
                 fh.write(",".join("" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v)) for v in r) + "\n")
     return 0

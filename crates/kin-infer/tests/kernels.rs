@@ -545,3 +545,51 @@ fn tier_parse_and_unsupported_tier_error() {
     let k = kin_infer::kernels::kernels().unwrap();
     assert!(k.tier().supported());
 }
+
+/// Packing into a reused buffer (attention's per-head keys and values) gives the panels of a
+/// fresh packing, whatever size the buffer last held, on every tier.
+#[test]
+fn packing_into_a_reused_buffer_matches_a_fresh_packing() {
+    let (_, all) = tiers();
+    for k in &all {
+        let mut rows_buf = PackedMatrix::empty();
+        let mut cols_buf = PackedMatrix::empty();
+        for (n, kk, ld) in [
+            (42, 32, 96),
+            (5, 3, 7),
+            (64, 16, 16),
+            (1, 1, 1),
+            (33, 40, 41),
+            (0, 4, 4),
+        ] {
+            let w = fill((n * 31 + kk) as u64, n.max(1) * ld + kk);
+            let fresh = k.pack_rows(&w, n, kk, ld);
+            k.pack_rows_into(&mut rows_buf, &w, n, kk, ld);
+            let b = fill((n * 17 + kk) as u64, kk.max(1) * ld + n);
+            let fresh_c = k.pack_cols(&b, kk, n.min(ld), ld);
+            k.pack_cols_into(&mut cols_buf, &b, kk, n.min(ld), ld);
+            for (f, r) in [(&fresh, &rows_buf), (&fresh_c, &cols_buf)] {
+                assert_eq!(
+                    (f.k(), f.n(), f.panel_width()),
+                    (r.k(), r.n(), r.panel_width())
+                );
+                for p in 0..f.k() {
+                    for j in 0..f.n() {
+                        assert_eq!(
+                            f.get(p, j).to_bits(),
+                            r.get(p, j).to_bits(),
+                            "{:?}",
+                            k.tier()
+                        );
+                    }
+                }
+            }
+            // The padding columns are zero too: the GEMM over both gives the same bits.
+            let a = fill(3, 3 * kk.max(1));
+            let (mut c1, mut c2) = (vec![0.0; 3 * n], vec![0.0; 3 * n]);
+            k.matmul(&a, kk, 3, &fresh, None, &mut c1, n);
+            k.matmul(&a, kk, 3, &rows_buf, None, &mut c2, n);
+            assert_eq!(c1, c2);
+        }
+    }
+}

@@ -467,7 +467,9 @@ impl Kernels {
                 "pack_rows: w too short"
             );
         }
-        gemm::pack_into(dst, self.ops.nr, k, n, |p, j| w[j * ldw + p])
+        let nr = self.ops.nr;
+        let buf = gemm::f32_panels_of(dst, k, n, nr);
+        gemm::fill_col_slices(buf, nr, k, n, |j| &w[j * ldw..j * ldw + k]);
     }
 
     /// [`Self::pack_cols`] into `dst`, reusing its allocation when large enough.
@@ -485,7 +487,9 @@ impl Kernels {
                 "pack_cols: b too short"
             );
         }
-        gemm::pack_into(dst, self.ops.nr, k, n, |p, j| b[p * ldb + j])
+        let nr = self.ops.nr;
+        let buf = gemm::f32_panels_of(dst, k, n, nr);
+        gemm::fill_row_slices(buf, nr, k, n, |p| &b[p * ldb..p * ldb + n]);
     }
 
     /// Packs `b` (k rows of n, row stride `ldb`) so that `matmul` computes `a · b`.
