@@ -132,8 +132,25 @@ macro_rules! map {
             let $v = V(_mm256_loadu_ps(p.add(i)));
             _mm256_storeu_ps(p.add(i), ($vbody).0);
         }
-        generic::map(&mut x[main..], |$s| $sbody);
+        if main < n {
+            // The tail as one masked vector: every tier's math is one op sequence over
+            // `Lanes`, so a lane computes the scalar path's bits (`$sbody`, kept as the
+            // reference). Masked lanes read 0.0 and are never stored. Short rows (attention's
+            // 42 keys) otherwise pay a scalar exp per tail element.
+            let mask = tail_mask8(n - main);
+            let $v = V(_mm256_maskload_ps(p.add(main), mask));
+            _mm256_maskstore_ps(p.add(main), mask, ($vbody).0);
+        }
+        let _ = |$s: f32| $sbody;
     }};
+}
+
+/// Lanes `0..rem` of a 256-bit mask set (`rem` < 8).
+#[inline(always)]
+unsafe fn tail_mask8(rem: usize) -> __m256i {
+    const ON: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
+    // SAFETY: rem < 8, so the 8 lanes read lie inside ON.
+    unsafe { _mm256_loadu_si256(ON.as_ptr().add(8 - rem).cast()) }
 }
 
 #[target_feature(enable = "avx2,fma")]
