@@ -10,7 +10,7 @@
 use super::{AttnShape, SeqSpan};
 use crate::kernels::{math, Kernels, PackedMatrix};
 use rayon::prelude::*;
-use std::cell::RefCell;
+use std::cell::Cell;
 
 /// Query rows per causal attention pass (bounds the score scratch; results do not depend on
 /// it).
@@ -68,8 +68,12 @@ struct HeadScratch {
 }
 
 thread_local! {
-    static HEAD: RefCell<Option<HeadScratch>> = const { RefCell::new(None) };
+    static HEAD: Cell<Option<HeadScratch>> = const { Cell::new(None) };
 }
+
+/// Scratch larger than this (floats, all buffers together) is dropped after the call rather
+/// than kept for the thread's life (a 4096-token sequence's scores alone are 16 M floats).
+const KEEP_FLOATS: usize = 1 << 22;
 
 /// Attention of head `h` of sequence `s` into `sc.ctx` (`len × head_dim`).
 #[allow(clippy::too_many_arguments)]
@@ -124,18 +128,25 @@ fn head(
     );
 }
 
-/// Runs `f` with this thread's head scratch.
+/// Runs `f` with this thread's head scratch. The scratch is taken out of its cell for the
+/// call, not borrowed: the GEMM inside may fork, and while it waits rayon can run another
+/// head task on this thread, which then finds the cell empty and uses a fresh scratch.
 fn with_scratch<R>(f: impl FnOnce(&mut HeadScratch) -> R) -> R {
-    HEAD.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let sc = slot.get_or_insert_with(|| HeadScratch {
-            keys: PackedMatrix::empty(),
-            values: PackedMatrix::empty(),
-            scores: Vec::new(),
-            ctx: Vec::new(),
-        });
-        f(sc)
-    })
+    let mut sc = HEAD.take().unwrap_or_else(|| HeadScratch {
+        keys: PackedMatrix::empty(),
+        values: PackedMatrix::empty(),
+        scores: Vec::new(),
+        ctx: Vec::new(),
+    });
+    let r = f(&mut sc);
+    let kept = sc.scores.capacity()
+        + sc.ctx.capacity()
+        + (sc.keys.k() * sc.keys.n())
+        + (sc.values.k() * sc.values.n());
+    if kept <= KEEP_FLOATS {
+        HEAD.set(Some(sc));
+    }
+    r
 }
 
 /// Copies one head's context rows into their columns of `out`.

@@ -5,13 +5,17 @@
 
 use super::{DeviceMatrix, Inner, SeqSpan};
 use crate::kernels::Kernels;
-use std::cell::RefCell;
+use std::cell::Cell;
 
 thread_local! {
     /// im2col rows and one group's output, reused: after the first call of a given size the
-    /// convolution allocates nothing (the edge runtime's contract).
-    static SCRATCH: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// convolution allocates nothing (the edge runtime's contract). Taken out of the cell for
+    /// the call (the GEMM inside may fork and let this thread run another convolution).
+    static SCRATCH: Cell<Option<(Vec<f32>, Vec<f32>)>> = const { Cell::new(None) };
 }
+
+/// Scratch larger than this (floats) is dropped after the call, not kept for the thread's life.
+const KEEP_FLOATS: usize = 1 << 22;
 
 /// See [`super::GpuCompute::grouped_conv1d`]: `x` rows of `channels` inputs, `out` rows of
 /// `groups.len() · o` outputs, `bias` of that width.
@@ -32,8 +36,9 @@ pub(super) fn grouped_conv1d(
     let cg = h / groups.len();
     let og = groups[0].n;
     let width = og * groups.len();
-    SCRATCH.with(|cell| {
-        let (cols, part) = &mut *cell.borrow_mut();
+    let mut scratch = SCRATCH.take().unwrap_or_default();
+    {
+        let (cols, part) = &mut scratch;
         cols.resize(total * kernel * cg, 0.0);
         for (g, w) in groups.iter().enumerate() {
             let Inner::Cpu(packed) = &w.inner;
@@ -78,5 +83,8 @@ pub(super) fn grouped_conv1d(
                 dst[g * og..(g + 1) * og].copy_from_slice(src);
             }
         }
-    });
+    }
+    if scratch.0.capacity() + scratch.1.capacity() <= KEEP_FLOATS {
+        SCRATCH.set(Some(scratch));
+    }
 }

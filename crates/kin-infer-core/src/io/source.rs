@@ -6,10 +6,12 @@
 //! `blk.3.attn_q`). Logical names are GGUF's tensor vocabulary (the `gguf` package's
 //! `constants.py`), so a GGUF layout is the identity and every other container is a table:
 //!
-//! - global: `token_embd`, `position_embd`, `output_norm`, `output`;
+//! - global: `token_embd`, `token_types`, `position_embd`, `token_embd_norm`, `output_norm`,
+//!   `output`;
 //! - per layer: `attn_norm`, `attn_q`, `attn_k`, `attn_v`, `attn_qkv` (fused), `attn_output`,
-//!   `post_attention_norm`, `ffn_norm`, `ffn_gate`, `ffn_up`, `ffn_down`, `post_ffw_norm`
-//!   (as in GGUF, a fused gate-and-up projection is `ffn_up` with twice the rows).
+//!   `attn_output_norm`, `post_attention_norm`, `ffn_norm`, `ffn_gate`, `ffn_up`, `ffn_down`,
+//!   `post_ffw_norm`, `layer_output_norm` (as in GGUF, a fused gate-and-up projection is
+//!   `ffn_up` with twice the rows).
 //!
 //! Names are bases: the shared blocks append `.weight` / `.bias`, as both containers spell them.
 
@@ -67,9 +69,19 @@ pub struct WeightSource<'a> {
 impl<'a> WeightSource<'a> {
     /// `store` through `layout`, its prefix resolved by probing for `token_embd`'s weight.
     pub fn open(store: &'a WeightStore, layout: &'static Layout) -> Result<Self> {
+        Self::open_with_prefixes(store, layout, layout.prefixes)
+    }
+
+    /// [`WeightSource::open`] with the prefixes to try given by the caller (BERT's depend on
+    /// the architecture: `bert.`, `roberta.`, ...).
+    pub fn open_with_prefixes(
+        store: &'a WeightStore,
+        layout: &'static Layout,
+        prefixes: &[&str],
+    ) -> Result<Self> {
         let probe = format!("{}.weight", layout.global("token_embd"));
         Ok(WeightSource {
-            weights: Weights::with_prefixes(store, layout.prefixes, &probe)?,
+            weights: Weights::with_prefixes(store, prefixes, &probe)?,
             layout,
         })
     }

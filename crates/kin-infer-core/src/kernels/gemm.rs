@@ -79,7 +79,9 @@ const MAP_BYTES: usize = 1 << 18;
 
 impl<T: Copy + Default> AlignedBuf<T> {
     pub(crate) fn zeroed(len: usize) -> Self {
-        let bytes = len * std::mem::size_of::<T>();
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .expect("AlignedBuf: size overflows usize");
         if bytes >= MAP_BYTES {
             if let Ok(m) = memmap2::MmapOptions::new().len(bytes).populate().map_anon() {
                 return AlignedBuf {

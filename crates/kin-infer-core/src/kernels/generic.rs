@@ -173,7 +173,7 @@ unsafe fn kernel_generic<const R: usize>(
     }
 }
 
-/// Generic micro-kernel over bf16 (`BF16`) or f16 B panels; contract in [`gemm::HalfKernel`].
+/// Generic micro-kernel over bf16 (`BF16`) or f16 B panels; contract in [`gemm::MicroKernel`].
 /// Each B row is widened exactly, then the same FMA sequence as [`kernel_generic`] runs.
 unsafe fn kernel_half<const BF16: bool, const R: usize>(
     kc: usize,

@@ -359,7 +359,7 @@ unsafe fn widen4_f16(p: *const u16) -> float32x4_t {
 }
 
 /// NEON micro-kernel over bf16/f16 B panels: [`kernel_6x16`] with each B row widened exactly
-/// in registers; contract in [`super::gemm::HalfKernel`].
+/// in registers; contract in [`super::gemm::MicroKernel`].
 #[target_feature(enable = "neon")]
 unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(
     kc: usize,

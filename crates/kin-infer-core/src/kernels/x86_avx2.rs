@@ -363,7 +363,7 @@ unsafe fn widen8<const BF16: bool>(p: *const u16) -> __m256 {
 }
 
 /// AVX2 micro-kernel over bf16/f16 B panels: [`kernel_6x16`] with each B row widened exactly
-/// in registers; contract in [`super::gemm::HalfKernel`]. The tier requires F16C.
+/// in registers; contract in [`super::gemm::MicroKernel`]. The tier requires F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(
     kc: usize,

@@ -363,7 +363,7 @@ unsafe fn widen16<const BF16: bool>(p: *const u16) -> __m512 {
 }
 
 /// AVX-512 micro-kernel over bf16/f16 B panels: [`kernel_14x32`] with each B row widened
-/// exactly in registers; contract in [`super::gemm::HalfKernel`].
+/// exactly in registers; contract in [`super::gemm::MicroKernel`].
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn kernel_14x32_half<const BF16: bool, const R: usize>(
     kc: usize,

@@ -9,15 +9,38 @@
 use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
 use crate::io::config::BertConfig;
-use crate::io::safetensors::{WeightStore, Weights};
+use crate::io::safetensors::WeightStore;
+use crate::io::source::{Layout, WeightSource};
 use crate::models::{pack_spans, Encoder, EncoderSpec};
 use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
 use crate::nn::{LayerNorm, Linear};
 use rayon::prelude::*;
 
-/// Tensor every checkpoint of the family holds; used to find the weight prefix.
-const PROBE: &str = "embeddings.word_embeddings.weight";
+/// Hugging Face's BERT layout (RoBERTa and XLM-RoBERTa share it), in logical names (GGUF's
+/// BERT vocabulary, `io::source`); the prefix (`bert.`, `roberta.`, ...) is the
+/// architecture's.
+static LAYOUT: Layout = Layout {
+    name: "safetensors, Hugging Face BERT",
+    prefixes: &[""],
+    globals: &[
+        ("token_embd", "embeddings.word_embeddings"),
+        ("token_types", "embeddings.token_type_embeddings"),
+        ("position_embd", "embeddings.position_embeddings"),
+        ("token_embd_norm", "embeddings.LayerNorm"),
+    ],
+    layer_prefix: "encoder.layer.",
+    layer: &[
+        ("attn_q", "attention.self.query"),
+        ("attn_k", "attention.self.key"),
+        ("attn_v", "attention.self.value"),
+        ("attn_output", "attention.output.dense"),
+        ("attn_output_norm", "attention.output.LayerNorm"),
+        ("ffn_up", "intermediate.dense"),
+        ("ffn_down", "output.dense"),
+        ("layer_output_norm", "output.LayerNorm"),
+    ],
+};
 
 struct Embeddings {
     /// `[vocab_size, hidden]`, usually borrowed from the map: only looked-up rows are read.
@@ -40,49 +63,43 @@ pub struct BertModel {
 
 impl BertModel {
     pub fn load(cfg: BertConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
-        let w = Weights::with_prefixes(store, cfg.architecture.weight_prefixes(), PROBE)?;
+        let src =
+            WeightSource::open_with_prefixes(store, &LAYOUT, cfg.architecture.weight_prefixes())?;
+        let w = src.weights();
+        let g = |name: &str| format!("{}.weight", src.global(name));
         let h = cfg.hidden_size;
         let eps = cfg.layer_norm_eps;
         let emb = Embeddings {
-            word: be.upload_weights(w.get(PROBE, &[cfg.vocab_size, h])?),
-            position: be.upload_weights(w.get(
-                "embeddings.position_embeddings.weight",
-                &[cfg.max_position_embeddings, h],
-            )?),
-            token_type: be.upload_weights(w.get(
-                "embeddings.token_type_embeddings.weight",
-                &[cfg.type_vocab_size, h],
-            )?),
-            norm: LayerNorm::load(be, &w, "embeddings.LayerNorm", h, eps)?,
+            word: be.upload_weights(w.get(&g("token_embd"), &[cfg.vocab_size, h])?),
+            position: be
+                .upload_weights(w.get(&g("position_embd"), &[cfg.max_position_embeddings, h])?),
+            token_type: be.upload_weights(w.get(&g("token_types"), &[cfg.type_vocab_size, h])?),
+            norm: LayerNorm::load(be, w, &src.global("token_embd_norm"), h, eps)?,
         };
         // Layers pack in parallel: load time is dominated by touching and packing weights.
         let layers = (0..cfg.num_hidden_layers)
             .into_par_iter()
             .map(|i| {
-                let p = format!("encoder.layer.{i}");
-                let ln = |name: &str| LayerNorm::load(be, &w, &format!("{p}.{name}"), h, eps);
-                let linear = |name: &str, i, o| Linear::load(be, &w, &format!("{p}.{name}"), i, o);
+                let t = |name: &str| src.layer(i, name);
+                let ln = |name: &str| LayerNorm::load(be, w, &t(name), h, eps);
+                let linear = |name: &str, i, o| Linear::load(be, w, &t(name), i, o);
                 Ok(PostLnLayer {
                     qkv: Linear::load_fused(
                         be,
-                        &w,
-                        &[
-                            &format!("{p}.attention.self.query"),
-                            &format!("{p}.attention.self.key"),
-                            &format!("{p}.attention.self.value"),
-                        ],
+                        w,
+                        &[&t("attn_q"), &t("attn_k"), &t("attn_v")],
                         h,
                         h,
                     )?,
-                    attn_out: linear("attention.output.dense", h, h)?,
-                    attn_norm: ln("attention.output.LayerNorm")?,
+                    attn_out: linear("attn_output", h, h)?,
+                    attn_norm: ln("attn_output_norm")?,
                     ffn: EncoderFfn::Plain {
-                        intermediate: linear("intermediate.dense", h, cfg.intermediate_size)?,
+                        intermediate: linear("ffn_up", h, cfg.intermediate_size)?,
                         act: cfg.hidden_act.into(),
-                        output: linear("output.dense", cfg.intermediate_size, h)?,
+                        output: linear("ffn_down", cfg.intermediate_size, h)?,
                         width: cfg.intermediate_size,
                     },
-                    out_norm: ln("output.LayerNorm")?,
+                    out_norm: ln("layer_output_norm")?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
