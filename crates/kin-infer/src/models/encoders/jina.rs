@@ -18,7 +18,8 @@ use crate::backend::{AttnBias, GpuCompute, Tensor};
 use crate::error::{InferError, Result};
 use crate::io::config::ModelArchitecture;
 use crate::io::config_fields::ConfigFields;
-use crate::io::safetensors::{WeightStore, Weights};
+use crate::io::safetensors::WeightStore;
+use crate::io::source::{Layout, WeightSource};
 use crate::models::{pack_spans, Encoder, EncoderSpec};
 use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
@@ -31,7 +32,28 @@ use std::path::Path;
 /// Prefixes a JinaBERT checkpoint may nest its encoder under.
 const PREFIXES: &[&str] = &["", "bert.", "model.", "encoder_model."];
 /// Tensor every checkpoint of the family holds; used to find the weight prefix.
-const PROBE: &str = "embeddings.word_embeddings.weight";
+/// JinaBERT v2's Hugging Face layout, in logical names (GGUF's jina-bert-v2 vocabulary,
+/// `io::source`): the fused gate-and-up projection is `ffn_up` with twice the rows.
+static LAYOUT: Layout = Layout {
+    name: "safetensors, Hugging Face JinaBERT v2",
+    prefixes: PREFIXES,
+    globals: &[
+        ("token_embd", "embeddings.word_embeddings"),
+        ("token_types", "embeddings.token_type_embeddings"),
+        ("token_embd_norm", "embeddings.LayerNorm"),
+    ],
+    layer_prefix: "encoder.layer.",
+    layer: &[
+        ("attn_q", "attention.self.query"),
+        ("attn_k", "attention.self.key"),
+        ("attn_v", "attention.self.value"),
+        ("attn_output", "attention.output.dense"),
+        ("attn_output_norm", "attention.output.LayerNorm"),
+        ("ffn_up", "mlp.gated_layers"),
+        ("ffn_down", "mlp.wo"),
+        ("layer_output_norm", "mlp.layernorm"),
+    ],
+};
 
 #[derive(Clone, Debug)]
 struct JinaConfig {
@@ -154,7 +176,8 @@ pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<B
 
 impl JinaModel {
     fn load(cfg: JinaConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
-        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
+        let src = WeightSource::open(store, &LAYOUT)?;
+        let w = src.weights();
         let h = cfg.hidden_size;
         let eps = cfg.layer_norm_eps;
         for (name, what) in [
@@ -178,51 +201,35 @@ impl JinaModel {
         let layers = (0..cfg.num_hidden_layers)
             .into_par_iter()
             .map(|i| {
-                let p = format!("encoder.layer.{i}");
+                let t = |name: &str| src.layer(i, name);
                 Ok(PostLnLayer {
                     qkv: Linear::load_with(
                         be,
-                        &w,
-                        &[
-                            &format!("{p}.attention.self.query"),
-                            &format!("{p}.attention.self.key"),
-                            &format!("{p}.attention.self.value"),
-                        ],
+                        w,
+                        &[&t("attn_q"), &t("attn_k"), &t("attn_v")],
                         h,
                         h,
                         true,
                     )?,
-                    attn_out: Linear::load_with(
-                        be,
-                        &w,
-                        &[&format!("{p}.attention.output.dense")],
-                        h,
-                        h,
-                        true,
-                    )?,
-                    attn_norm: LayerNorm::load(
-                        be,
-                        &w,
-                        &format!("{p}.attention.output.LayerNorm"),
-                        h,
-                        eps,
-                    )?,
+                    attn_out: Linear::load_with(be, w, &[&t("attn_output")], h, h, true)?,
+                    attn_norm: LayerNorm::load(be, w, &t("attn_output_norm"), h, eps)?,
                     ffn: EncoderFfn::Gated(GatedFfn::load(
                         be,
-                        &w,
-                        &[&format!("{p}.mlp.gated_layers")],
-                        &format!("{p}.mlp.wo"),
+                        w,
+                        &[&t("ffn_up")],
+                        &t("ffn_down"),
                         h,
                         cfg.intermediate_size,
                         false,
                         true,
                         cfg.act,
                     )?),
-                    out_norm: LayerNorm::load(be, &w, &format!("{p}.mlp.layernorm"), h, eps)?,
+                    out_norm: LayerNorm::load(be, w, &t("layer_output_norm"), h, eps)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         let slopes = alibi_slopes(cfg.num_attention_heads);
+        let g = |name: &str| format!("{}.weight", src.global(name));
         let spec = EncoderSpec {
             architecture: ModelArchitecture::JinaBert,
             hidden_size: h,
@@ -248,12 +255,9 @@ impl JinaModel {
             dtype: cfg.dtype.clone(),
         };
         Ok(JinaModel {
-            word: be.upload_weights(w.get(PROBE, &[cfg.vocab_size, h])?),
-            token_type: be.upload_weights(w.get(
-                "embeddings.token_type_embeddings.weight",
-                &[cfg.type_vocab_size, h],
-            )?),
-            emb_norm: LayerNorm::load(be, &w, "embeddings.LayerNorm", h, eps)?,
+            word: be.upload_weights(w.get(&g("token_embd"), &[cfg.vocab_size, h])?),
+            token_type: be.upload_weights(w.get(&g("token_types"), &[cfg.type_vocab_size, h])?),
+            emb_norm: LayerNorm::load(be, w, &src.global("token_embd_norm"), h, eps)?,
             prefix: w.prefix().to_string(),
             cfg,
             spec,
