@@ -317,21 +317,6 @@ pub(crate) fn f32_panels_of(
     }
 }
 
-/// Packs B (k × n, element (p, j) from `get`) into `nr`-wide zero-padded k-major panels.
-pub(crate) fn pack(
-    nr: usize,
-    k: usize,
-    n: usize,
-    get: impl Fn(usize, usize) -> f32,
-) -> PackedMatrix {
-    PackedMatrix {
-        k,
-        n,
-        nr,
-        buf: Panels::f32(pack_panels(nr, k, n, get)),
-    }
-}
-
 /// Stores an accumulator tile (adding the bias if non-null): the generic/NEON epilogue.
 ///
 /// # Safety

@@ -350,13 +350,9 @@ impl Kernels {
     /// Packs `w` (n rows of k, row stride `ldw`, i.e. a torch `Linear` weight) so that
     /// `matmul` computes `a · wᵀ`.
     pub fn pack_rows(&self, w: &[f32], n: usize, k: usize, ldw: usize) -> PackedMatrix {
-        if n > 0 && k > 0 {
-            assert!(
-                ldw >= k && w.len() >= (n - 1) * ldw + k,
-                "pack_rows: w too short"
-            );
-        }
-        self.f32_panels(k, n, |j| &w[j * ldw..j * ldw + k])
+        let mut m = PackedMatrix::empty();
+        self.pack_rows_into(&mut m, w, n, k, ldw);
+        m
     }
 
     /// f32 panels from contiguous weight rows (see [`gemm::pack_col_slices`]).
@@ -494,13 +490,9 @@ impl Kernels {
 
     /// Packs `b` (k rows of n, row stride `ldb`) so that `matmul` computes `a · b`.
     pub fn pack_cols(&self, b: &[f32], k: usize, n: usize, ldb: usize) -> PackedMatrix {
-        if n > 0 && k > 0 {
-            assert!(
-                ldb >= n && b.len() >= (k - 1) * ldb + n,
-                "pack_cols: b too short"
-            );
-        }
-        gemm::pack(self.ops.nr, k, n, |p, j| b[p * ldb + j])
+        let mut m = PackedMatrix::empty();
+        self.pack_cols_into(&mut m, b, k, n, ldb);
+        m
     }
 
     /// `c[i][j] = bias[j] + Σ_p a[i][p]·b[p][j]` for m rows; `a` has row stride `lda`, `c` row
