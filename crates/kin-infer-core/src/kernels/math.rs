@@ -31,6 +31,10 @@ pub(crate) trait Lanes: Copy {
     fn is_nan(self) -> Self::Mask;
     /// `m ? a : b` per lane.
     fn select(m: Self::Mask, a: Self, b: Self) -> Self;
+    /// No lane of `m` set.
+    fn none(m: Self::Mask) -> bool;
+    /// Every lane of `m` set.
+    fn all(m: Self::Mask) -> bool;
     /// `2^self` for integral `self` in [-126, 127], built from exponent bits.
     fn pow2i(self) -> Self;
 
@@ -96,6 +100,14 @@ impl Lanes for f32 {
     #[inline(always)]
     fn is_nan(self) -> bool {
         f32::is_nan(self)
+    }
+    #[inline(always)]
+    fn none(m: bool) -> bool {
+        !m
+    }
+    #[inline(always)]
+    fn all(m: bool) -> bool {
+        m
     }
     #[inline(always)]
     fn select(m: bool, a: Self, b: Self) -> Self {
@@ -175,8 +187,23 @@ const ERF_SMALL: [f32; 6] = [
 pub(crate) fn erf_v<V: Lanes>(a: V) -> V {
     let t = a.abs();
     let s = a.mul(a);
-    // Both pieces are computed and one selected: SIMD has to, and the scalar code doing the
-    // same keeps one op sequence (the unused piece cannot affect the selected value).
+    let big_lanes = t.gt(V::splat(ERF_SPLIT));
+    // A lane's value is its own piece whatever the other lanes hold, so where every lane takes
+    // the same piece the other is not computed: the same bits, and (for the small piece) no
+    // exp. GELU inputs are mostly small (|x| < 1.31), often for a whole vector.
+    if V::none(big_lanes) {
+        return erf_small(a, s);
+    }
+    let big = erf_big(a, t, s);
+    if V::all(big_lanes) {
+        return big;
+    }
+    V::select(big_lanes, big, erf_small(a, s))
+}
+
+/// erf's large piece, `copysign(1 - exp(poly(|x|)), x)`.
+#[inline(always)]
+fn erf_big<V: Lanes>(a: V, t: V, s: V) -> V {
     let mut r = V::splat(ERF_BIG[0]).fma(t, V::splat(ERF_BIG[1]));
     let u = V::splat(ERF_BIG[2]).fma(t, V::splat(ERF_BIG[3]));
     r = r.fma(s, u);
@@ -184,15 +211,19 @@ pub(crate) fn erf_v<V: Lanes>(a: V) -> V {
     r = r.fma(t, V::splat(ERF_BIG[5]));
     r = r.fma(t, V::splat(ERF_BIG[6]));
     r = r.fma(t, t.neg());
-    let big = V::splat(1.0).sub(exp_v(r)).copysign(a);
+    V::splat(1.0).sub(exp_v(r)).copysign(a)
+}
+
+/// erf's small piece, `x + x·s·Q(s)` with `s = x²`.
+#[inline(always)]
+fn erf_small<V: Lanes>(a: V, s: V) -> V {
     let mut q = V::splat(ERF_SMALL[0]);
     q = q.fma(s, V::splat(ERF_SMALL[1]));
     q = q.fma(s, V::splat(ERF_SMALL[2]));
     q = q.fma(s, V::splat(ERF_SMALL[3]));
     q = q.fma(s, V::splat(ERF_SMALL[4]));
     q = q.fma(s, V::splat(ERF_SMALL[5]));
-    let small = q.fma(a, a);
-    V::select(t.gt(V::splat(ERF_SPLIT)), big, small)
+    q.fma(a, a)
 }
 
 // tanh: |x| > 0.55 uses 1 - 2/(e^{2|x|} + 1) (no cancellation there: the subtracted term is

@@ -101,6 +101,14 @@ impl Lanes for V {
         unsafe { vmvnq_u32(vceqq_f32(self.0, self.0)) }
     }
     #[inline(always)]
+    fn none(m: uint32x4_t) -> bool {
+        unsafe { vmaxvq_u32(m) == 0 }
+    }
+    #[inline(always)]
+    fn all(m: uint32x4_t) -> bool {
+        unsafe { vminvq_u32(m) == u32::MAX }
+    }
+    #[inline(always)]
     fn select(m: uint32x4_t, a: Self, b: Self) -> Self {
         unsafe { V(vbslq_f32(m, a.0, b.0)) }
     }

@@ -36,7 +36,7 @@ pub(crate) static OPS: Ops = Ops {
     axpy: |x, a, y| unsafe { axpy(x, a, y) },
     gemv: |a, b, ldb, out| unsafe { gemv(a, b, ldb, out) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
-    softmax_scaled: None,
+    softmax_scaled: Some(|x, s| unsafe { softmax_scaled(x, s) }),
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
 // after `Tier::Avx2.supported()` confirmed AVX2 and FMA at run time.
@@ -105,6 +105,14 @@ impl Lanes for V {
         unsafe { _mm256_cmp_ps::<_CMP_UNORD_Q>(self.0, self.0) }
     }
     #[inline(always)]
+    fn none(m: __m256) -> bool {
+        unsafe { _mm256_movemask_ps(m) == 0 }
+    }
+    #[inline(always)]
+    fn all(m: __m256) -> bool {
+        unsafe { _mm256_movemask_ps(m) == 0xff }
+    }
+    #[inline(always)]
     fn select(m: __m256, a: Self, b: Self) -> Self {
         // blendv takes the second source where the mask lane's sign bit is set.
         unsafe { V(_mm256_blendv_ps(b.0, a.0, m)) }
@@ -145,11 +153,11 @@ macro_rules! map {
     }};
 }
 
-/// Lanes `0..rem` of a 256-bit mask set (`rem` < 8).
+/// Lanes `0..rem` of a 256-bit mask set (`rem` <= 8).
 #[inline(always)]
 unsafe fn tail_mask8(rem: usize) -> __m256i {
     const ON: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
-    // SAFETY: rem < 8, so the 8 lanes read lie inside ON.
+    // SAFETY: rem <= 8, so the 8 lanes read lie inside ON.
     unsafe { _mm256_loadu_si256(ON.as_ptr().add(8 - rem).cast()) }
 }
 
@@ -294,6 +302,77 @@ unsafe fn max(x: &[f32]) -> f32 {
         let mut l = lanes(lo.0, hi.0);
         generic::max_lanes(&mut l, &x[main..]);
         tree16_max(l)
+    }
+}
+
+/// Fused `x *= s; softmax(x)`: the composite's exact sequence (see `Ops::softmax_scaled`):
+/// the max and the sum over the 16 canonical lanes (`lo` = lanes 0-7, `hi` = 8-15), the
+/// tail as masked lanes that leave their accumulator as the scalar tail would. One call
+/// instead of four: attention's rows are short (inMotion t_jepa: 42 keys), where the calls
+/// and the reloads cost as much as the exps.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn softmax_scaled(x: &mut [f32], s: f32) {
+    let n = x.len();
+    let p = x.as_mut_ptr();
+    let main = n - n % 16;
+    let rem = n - main;
+    // Tail: lanes 0..rem of the pair (lo, hi), each with its own mask.
+    let (mlo, mhi) = unsafe {
+        (
+            tail_mask8(rem.min(8)),
+            tail_mask8(rem.saturating_sub(8)),
+        )
+    };
+    unsafe {
+        let (mlo_f, mhi_f) = (_mm256_castsi256_ps(mlo), _mm256_castsi256_ps(mhi));
+        let sv = V::splat(s);
+        let ninf = V::splat(f32::NEG_INFINITY);
+        let (mut lo, mut hi) = (ninf, ninf);
+        for i in (0..main).step_by(16) {
+            let a = V(_mm256_loadu_ps(p.add(i))).mul(sv);
+            let b = V(_mm256_loadu_ps(p.add(i + 8))).mul(sv);
+            _mm256_storeu_ps(p.add(i), a.0);
+            _mm256_storeu_ps(p.add(i + 8), b.0);
+            lo = a.max_(lo);
+            hi = b.max_(hi);
+        }
+        if rem > 0 {
+            let a = V(_mm256_maskload_ps(p.add(main), mlo)).mul(sv);
+            let b = V(_mm256_maskload_ps(p.add(main + 8), mhi)).mul(sv);
+            _mm256_maskstore_ps(p.add(main), mlo, a.0);
+            _mm256_maskstore_ps(p.add(main + 8), mhi, b.0);
+            lo = V::select(mlo_f, a, ninf).max_(lo);
+            hi = V::select(mhi_f, b, ninf).max_(hi);
+        }
+        let m = V::splat(tree16_max(lanes(lo.0, hi.0)));
+        let (mut slo, mut shi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        for i in (0..main).step_by(16) {
+            let a = math::exp_v(V(_mm256_loadu_ps(p.add(i))).sub(m));
+            let b = math::exp_v(V(_mm256_loadu_ps(p.add(i + 8))).sub(m));
+            _mm256_storeu_ps(p.add(i), a.0);
+            _mm256_storeu_ps(p.add(i + 8), b.0);
+            slo = _mm256_add_ps(slo, a.0);
+            shi = _mm256_add_ps(shi, b.0);
+        }
+        if rem > 0 {
+            let a = math::exp_v(V(_mm256_maskload_ps(p.add(main), mlo)).sub(m));
+            let b = math::exp_v(V(_mm256_maskload_ps(p.add(main + 8), mhi)).sub(m));
+            _mm256_maskstore_ps(p.add(main), mlo, a.0);
+            _mm256_maskstore_ps(p.add(main + 8), mhi, b.0);
+            // A masked-off lane adds +0.0: exact, since a sum of exps is never -0.0.
+            slo = _mm256_add_ps(slo, _mm256_and_ps(a.0, mlo_f));
+            shi = _mm256_add_ps(shi, _mm256_and_ps(b.0, mhi_f));
+        }
+        let inv = V::splat(1.0 / tree16(lanes(slo, shi)));
+        for i in (0..main).step_by(8) {
+            _mm256_storeu_ps(p.add(i), V(_mm256_loadu_ps(p.add(i))).mul(inv).0);
+        }
+        if rem > 0 {
+            let a = V(_mm256_maskload_ps(p.add(main), mlo)).mul(inv);
+            let b = V(_mm256_maskload_ps(p.add(main + 8), mhi)).mul(inv);
+            _mm256_maskstore_ps(p.add(main), mlo, a.0);
+            _mm256_maskstore_ps(p.add(main + 8), mhi, b.0);
+        }
     }
 }
 

@@ -117,6 +117,14 @@ impl Lanes for V {
         unsafe { _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(self.0, self.0) }
     }
     #[inline(always)]
+    fn none(m: __mmask16) -> bool {
+        m == 0
+    }
+    #[inline(always)]
+    fn all(m: __mmask16) -> bool {
+        m == 0xffff
+    }
+    #[inline(always)]
     fn select(m: __mmask16, a: Self, b: Self) -> Self {
         // blend takes the second source where the mask bit is set.
         unsafe { V(_mm512_mask_blend_ps(m, b.0, a.0)) }

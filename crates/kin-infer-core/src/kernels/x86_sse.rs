@@ -106,6 +106,14 @@ impl Lanes for V {
         unsafe { _mm_cmpunord_ps(self.0, self.0) }
     }
     #[inline(always)]
+    fn none(m: __m128) -> bool {
+        unsafe { _mm_movemask_ps(m) == 0 }
+    }
+    #[inline(always)]
+    fn all(m: __m128) -> bool {
+        unsafe { _mm_movemask_ps(m) == 0xf }
+    }
+    #[inline(always)]
     fn select(m: __m128, a: Self, b: Self) -> Self {
         unsafe { V(_mm_blendv_ps(b.0, a.0, m)) }
     }
