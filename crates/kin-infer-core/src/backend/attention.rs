@@ -153,7 +153,10 @@ fn with_scratch<R>(f: impl FnOnce(&mut HeadScratch) -> R) -> R {
 fn scatter(ctx: &[f32], span: SeqSpan, h: usize, head_dim: usize, hidden: usize, out: &mut [f32]) {
     for i in 0..span.len {
         let dst = (span.start + i) * hidden + h * head_dim;
-        out[dst..dst + head_dim].copy_from_slice(&ctx[i * head_dim..(i + 1) * head_dim]);
+        crate::kernels::copy_short(
+            &mut out[dst..dst + head_dim],
+            &ctx[i * head_dim..(i + 1) * head_dim],
+        );
     }
 }
 

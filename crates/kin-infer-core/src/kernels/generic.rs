@@ -34,6 +34,7 @@ pub(crate) static OPS: Ops = Ops {
     gemv,
     affine,
     softmax_scaled: None,
+    pack_a_full: None,
 };
 
 /// Adds `x[i]` into lane `i % 16`; callers pass a tail that starts at a multiple of 16.

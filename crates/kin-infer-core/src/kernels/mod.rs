@@ -196,10 +196,14 @@ pub(crate) struct Ops {
     /// (canonical max, `exp(x - max)`, canonical sum, `* (1 / sum)`): short attention rows
     /// otherwise pay five calls and five passes. `None`: the composite runs.
     pub softmax_scaled: Option<fn(&mut [f32], f32)>,
+    /// Packs a full `mr`-row A panel (`panel[p·mr + r] = a[r·lda + p]`, `kc` columns) the
+    /// tier's fastest way; a copy, so it cannot change bits. `None`: the driver's scalar copy.
+    pub pack_a_full: Option<fn(&mut [f32], &[f32], usize, usize)>,
 }
 
 use format::PerFormat;
 pub use format::WeightFormat;
+pub(crate) use gemm::copy_short;
 
 /// A right-hand matrix B (k × n) packed once for [`Kernels::matmul`]: panels of `nr` columns
 /// (zero-padded), each k-major (`nr` values per p), 64-byte aligned. `nr` is the packing tier's

@@ -37,6 +37,7 @@ pub(crate) static OPS: Ops = Ops {
     gemv: |a, b, ldb, out| unsafe { gemv(a, b, ldb, out) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: Some(|x, s| unsafe { softmax_scaled(x, s) }),
+    pack_a_full: Some(|panel, a, lda, kc| unsafe { pack_a6(panel, a, lda, kc) }),
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
 // after `Tier::Avx2.supported()` confirmed AVX2 and FMA at run time.
@@ -372,6 +373,63 @@ unsafe fn softmax_scaled(x: &mut [f32], s: f32) {
             let b = V(_mm256_maskload_ps(p.add(main + 8), mhi)).mul(inv);
             _mm256_maskstore_ps(p.add(main), mlo, a.0);
             _mm256_maskstore_ps(p.add(main + 8), mhi, b.0);
+        }
+    }
+}
+
+/// A full 6-row A panel, `panel[p·6 + r] = a[r·lda + p]`: eight columns per step as an 8×8
+/// transpose in registers (rows 6 and 7 zero), where the scalar copy moves one float at a
+/// time (it was 6% of an inMotion t_jepa window, whose 42-token products pack A once per
+/// product for short n). Column q's 8-wide store spills two lanes into column q + 1's
+/// start, which the next store overwrites; the block's last column stores exactly 6.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn pack_a6(panel: &mut [f32], a: &[f32], lda: usize, kc: usize) {
+    assert!(panel.len() >= MR * kc && (kc == 0 || a.len() >= (MR - 1) * lda + kc));
+    let (src, dst) = (a.as_ptr(), panel.as_mut_ptr());
+    let mut p = 0;
+    // SAFETY: reads at r·lda + p + 0..8 with r < 6 and p + 8 <= kc, writes below 6·(p + 8):
+    // inside the lengths asserted above.
+    unsafe {
+        let z = _mm256_setzero_ps();
+        while p + 8 <= kc {
+            let r: [__m256; MR] = core::array::from_fn(|i| _mm256_loadu_ps(src.add(i * lda + p)));
+            let t0 = _mm256_unpacklo_ps(r[0], r[1]); // a0 b0 a1 b1 | a4 b4 a5 b5
+            let t1 = _mm256_unpackhi_ps(r[0], r[1]); // a2 b2 a3 b3 | a6 b6 a7 b7
+            let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+            let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+            let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+            let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+            let u0 = _mm256_shuffle_ps::<0x44>(t0, t2); // a0 b0 c0 d0 | a4 b4 c4 d4
+            let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2); // a1 .. d1 | a5 .. d5
+            let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+            let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+            let v0 = _mm256_shuffle_ps::<0x44>(t4, z); // e0 f0 0 0 | e4 f4 0 0
+            let v1 = _mm256_shuffle_ps::<0xEE>(t4, z);
+            let v2 = _mm256_shuffle_ps::<0x44>(t5, z);
+            let v3 = _mm256_shuffle_ps::<0xEE>(t5, z);
+            let cols = [
+                _mm256_permute2f128_ps::<0x20>(u0, v0),
+                _mm256_permute2f128_ps::<0x20>(u1, v1),
+                _mm256_permute2f128_ps::<0x20>(u2, v2),
+                _mm256_permute2f128_ps::<0x20>(u3, v3),
+                _mm256_permute2f128_ps::<0x31>(u0, v0),
+                _mm256_permute2f128_ps::<0x31>(u1, v1),
+                _mm256_permute2f128_ps::<0x31>(u2, v2),
+            ];
+            let d = dst.add(p * MR);
+            for (q, c) in cols.iter().enumerate() {
+                _mm256_storeu_ps(d.add(q * MR), *c);
+            }
+            let last = _mm256_permute2f128_ps::<0x31>(u3, v3);
+            _mm_storeu_ps(d.add(7 * MR), _mm256_castps256_ps128(last));
+            let hi = _mm256_extractf128_ps::<1>(last);
+            _mm_store_sd(d.add(7 * MR + 4).cast(), _mm_castps_pd(hi));
+            p += 8;
+        }
+        for p in p..kc {
+            for r in 0..MR {
+                *dst.add(p * MR + r) = *src.add(r * lda + p);
+            }
         }
     }
 }

@@ -45,6 +45,7 @@ pub(crate) static OPS: Ops = Ops {
     gemv: |a, b, ldb, out| unsafe { gemv(a, b, ldb, out) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: Some(|x, s| unsafe { softmax_scaled(x, s) }),
+    pack_a_full: None,
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
 // after `Tier::Avx512.supported()` confirmed the features at run time.

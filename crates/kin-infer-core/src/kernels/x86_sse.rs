@@ -41,6 +41,7 @@ pub(crate) static OPS: Ops = Ops {
     gemv: |a, b, ldb, out| unsafe { gemv(a, b, ldb, out) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: None,
+    pack_a_full: None,
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
 // after `Tier::Sse.supported()` confirmed SSE4.1 at run time.
