@@ -35,6 +35,7 @@ pub(crate) static OPS: Ops = Ops {
     affine,
     softmax_scaled: None,
     pack_a_full: None,
+    pack_rows_f32: None,
 };
 
 /// Adds `x[i]` into lane `i % 16`; callers pass a tail that starts at a multiple of 16.

@@ -199,6 +199,10 @@ pub(crate) struct Ops {
     /// Packs a full `mr`-row A panel (`panel[p·mr + r] = a[r·lda + p]`, `kc` columns) the
     /// tier's fastest way; a copy, so it cannot change bits. `None`: the driver's scalar copy.
     pub pack_a_full: Option<fn(&mut [f32], &[f32], usize, usize)>,
+    /// `(data, w, ldw, k, n)`: f32 B panels (width `nr`) from the `n` rows of `w` (row
+    /// stride `ldw`, `k` values each), every element of `data` written; a copy, so it cannot
+    /// change bits. `None`: the generic cache-blocked copy.
+    pub pack_rows_f32: Option<fn(&mut [f32], &[f32], usize, usize, usize)>,
 }
 
 use format::PerFormat;
@@ -469,7 +473,13 @@ impl Kernels {
         }
         let nr = self.ops.nr;
         let buf = gemm::f32_panels_of(dst, k, n, nr);
-        gemm::fill_col_slices(buf, nr, k, n, |j| &w[j * ldw..j * ldw + k]);
+        match self.ops.pack_rows_f32 {
+            Some(fast) => {
+                buf.reuse(n.div_ceil(nr) * k * nr);
+                fast(buf.as_mut_slice(), w, ldw, k, n)
+            }
+            None => gemm::fill_col_slices(buf, nr, k, n, |j| &w[j * ldw..j * ldw + k]),
+        }
     }
 
     /// [`Self::pack_cols`] into `dst`, reusing its allocation when large enough.

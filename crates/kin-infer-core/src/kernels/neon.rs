@@ -38,6 +38,7 @@ pub(crate) static OPS: Ops = Ops {
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: None,
     pack_a_full: None,
+    pack_rows_f32: None,
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
 // after `Tier::Neon.supported()` confirmed NEON at run time.

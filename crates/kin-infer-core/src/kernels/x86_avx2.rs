@@ -38,6 +38,7 @@ pub(crate) static OPS: Ops = Ops {
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: Some(|x, s| unsafe { softmax_scaled(x, s) }),
     pack_a_full: Some(|panel, a, lda, kc| unsafe { pack_a6(panel, a, lda, kc) }),
+    pack_rows_f32: Some(|data, w, ldw, k, n| unsafe { pack_rows16(data, w, ldw, k, n) }),
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
 // after `Tier::Avx2.supported()` confirmed AVX2 and FMA at run time.
@@ -377,11 +378,45 @@ unsafe fn softmax_scaled(x: &mut [f32], s: f32) {
     }
 }
 
+/// The 8×8 transpose of `r` (`out[q]` lane `i` = `r[i]` lane `q`): unpack pairs of rows,
+/// shuffle pairs of pairs, then swap 128-bit halves.
+#[inline(always)]
+unsafe fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+    unsafe {
+        let t0 = _mm256_unpacklo_ps(r[0], r[1]); // a0 b0 a1 b1 | a4 b4 a5 b5
+        let t1 = _mm256_unpackhi_ps(r[0], r[1]); // a2 b2 a3 b3 | a6 b6 a7 b7
+        let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+        let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+        let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+        let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+        let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+        let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2); // a0 b0 c0 d0 | a4 b4 c4 d4
+        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2); // a1 .. d1 | a5 .. d5
+        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+        let v0 = _mm256_shuffle_ps::<0x44>(t4, t6); // e0 f0 g0 h0 | e4 f4 g4 h4
+        let v1 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+        let v2 = _mm256_shuffle_ps::<0x44>(t5, t7);
+        let v3 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+        [
+            _mm256_permute2f128_ps::<0x20>(u0, v0),
+            _mm256_permute2f128_ps::<0x20>(u1, v1),
+            _mm256_permute2f128_ps::<0x20>(u2, v2),
+            _mm256_permute2f128_ps::<0x20>(u3, v3),
+            _mm256_permute2f128_ps::<0x31>(u0, v0),
+            _mm256_permute2f128_ps::<0x31>(u1, v1),
+            _mm256_permute2f128_ps::<0x31>(u2, v2),
+            _mm256_permute2f128_ps::<0x31>(u3, v3),
+        ]
+    }
+}
+
 /// A full 6-row A panel, `panel[p·6 + r] = a[r·lda + p]`: eight columns per step as an 8×8
-/// transpose in registers (rows 6 and 7 zero), where the scalar copy moves one float at a
-/// time (it was 6% of an inMotion t_jepa window, whose 42-token products pack A once per
-/// product for short n). Column q's 8-wide store spills two lanes into column q + 1's
-/// start, which the next store overwrites; the block's last column stores exactly 6.
+/// register transpose (rows 6 and 7 zero), where the scalar copy moves one float at a time
+/// (it was 6% of an inMotion t_jepa window, whose 42-token products pack A once per product
+/// for short n). Column q's 8-wide store spills two lanes into column q + 1's start, which
+/// the next store overwrites; the block's last column stores exactly 6.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn pack_a6(panel: &mut [f32], a: &[f32], lda: usize, kc: usize) {
     assert!(panel.len() >= MR * kc && (kc == 0 || a.len() >= (MR - 1) * lda + kc));
@@ -390,45 +425,70 @@ unsafe fn pack_a6(panel: &mut [f32], a: &[f32], lda: usize, kc: usize) {
     // SAFETY: reads at r·lda + p + 0..8 with r < 6 and p + 8 <= kc, writes below 6·(p + 8):
     // inside the lengths asserted above.
     unsafe {
-        let z = _mm256_setzero_ps();
         while p + 8 <= kc {
-            let r: [__m256; MR] = core::array::from_fn(|i| _mm256_loadu_ps(src.add(i * lda + p)));
-            let t0 = _mm256_unpacklo_ps(r[0], r[1]); // a0 b0 a1 b1 | a4 b4 a5 b5
-            let t1 = _mm256_unpackhi_ps(r[0], r[1]); // a2 b2 a3 b3 | a6 b6 a7 b7
-            let t2 = _mm256_unpacklo_ps(r[2], r[3]);
-            let t3 = _mm256_unpackhi_ps(r[2], r[3]);
-            let t4 = _mm256_unpacklo_ps(r[4], r[5]);
-            let t5 = _mm256_unpackhi_ps(r[4], r[5]);
-            let u0 = _mm256_shuffle_ps::<0x44>(t0, t2); // a0 b0 c0 d0 | a4 b4 c4 d4
-            let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2); // a1 .. d1 | a5 .. d5
-            let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-            let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
-            let v0 = _mm256_shuffle_ps::<0x44>(t4, z); // e0 f0 0 0 | e4 f4 0 0
-            let v1 = _mm256_shuffle_ps::<0xEE>(t4, z);
-            let v2 = _mm256_shuffle_ps::<0x44>(t5, z);
-            let v3 = _mm256_shuffle_ps::<0xEE>(t5, z);
-            let cols = [
-                _mm256_permute2f128_ps::<0x20>(u0, v0),
-                _mm256_permute2f128_ps::<0x20>(u1, v1),
-                _mm256_permute2f128_ps::<0x20>(u2, v2),
-                _mm256_permute2f128_ps::<0x20>(u3, v3),
-                _mm256_permute2f128_ps::<0x31>(u0, v0),
-                _mm256_permute2f128_ps::<0x31>(u1, v1),
-                _mm256_permute2f128_ps::<0x31>(u2, v2),
-            ];
+            let cols = transpose8(core::array::from_fn(|i| {
+                if i < MR {
+                    _mm256_loadu_ps(src.add(i * lda + p))
+                } else {
+                    _mm256_setzero_ps()
+                }
+            }));
             let d = dst.add(p * MR);
-            for (q, c) in cols.iter().enumerate() {
+            for (q, c) in cols[..7].iter().enumerate() {
                 _mm256_storeu_ps(d.add(q * MR), *c);
             }
-            let last = _mm256_permute2f128_ps::<0x31>(u3, v3);
-            _mm_storeu_ps(d.add(7 * MR), _mm256_castps256_ps128(last));
-            let hi = _mm256_extractf128_ps::<1>(last);
+            _mm_storeu_ps(d.add(7 * MR), _mm256_castps256_ps128(cols[7]));
+            let hi = _mm256_extractf128_ps::<1>(cols[7]);
             _mm_store_sd(d.add(7 * MR + 4).cast(), _mm_castps_pd(hi));
             p += 8;
         }
         for p in p..kc {
             for r in 0..MR {
                 *dst.add(p * MR + r) = *src.add(r * lda + p);
+            }
+        }
+    }
+}
+
+/// f32 B panels from the rows of `w` (`n` rows of `k`, row stride `ldw`; row j is column j
+/// of B), into `data` (`n.div_ceil(16)·k·16` floats, every one written): each full group of 8
+/// columns by 8×8 register transposes, the rest (a short last panel) by scalar copies and
+/// zero padding. Attention packs each head's keys this way per call.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn pack_rows16(data: &mut [f32], w: &[f32], ldw: usize, k: usize, n: usize) {
+    let panels = n.div_ceil(NR);
+    assert!(data.len() >= panels * k * NR);
+    assert!(n == 0 || k == 0 || (ldw >= k && w.len() >= (n - 1) * ldw + k));
+    let (src, dst) = (w.as_ptr(), data.as_mut_ptr());
+    // SAFETY: reads at j·ldw + p with j < n and p < k, writes below panels·k·16: inside the
+    // lengths asserted above.
+    unsafe {
+        for jp in 0..panels {
+            let panel = dst.add(jp * k * NR);
+            for g in 0..NR / 8 {
+                let j0 = jp * NR + g * 8;
+                let cols = n.saturating_sub(j0).min(8);
+                let mut p = 0;
+                if cols == 8 {
+                    while p + 8 <= k {
+                        let t = transpose8(core::array::from_fn(|i| {
+                            _mm256_loadu_ps(src.add((j0 + i) * ldw + p))
+                        }));
+                        for (q, v) in t.iter().enumerate() {
+                            _mm256_storeu_ps(panel.add((p + q) * NR + g * 8), *v);
+                        }
+                        p += 8;
+                    }
+                }
+                for p in p..k {
+                    for i in 0..8 {
+                        *panel.add(p * NR + g * 8 + i) = if i < cols {
+                            *src.add((j0 + i) * ldw + p)
+                        } else {
+                            0.0
+                        };
+                    }
+                }
             }
         }
     }

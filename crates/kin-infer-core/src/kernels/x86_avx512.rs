@@ -46,6 +46,7 @@ pub(crate) static OPS: Ops = Ops {
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: Some(|x, s| unsafe { softmax_scaled(x, s) }),
     pack_a_full: None,
+    pack_rows_f32: None,
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
 // after `Tier::Avx512.supported()` confirmed the features at run time.

@@ -42,6 +42,7 @@ pub(crate) static OPS: Ops = Ops {
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: None,
     pack_a_full: None,
+    pack_rows_f32: None,
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
 // after `Tier::Sse.supported()` confirmed SSE4.1 at run time.
