@@ -14,6 +14,12 @@
 //!   `ffn_up` with twice the rows).
 //!
 //! Names are bases: the shared blocks append `.weight` / `.bias`, as both containers spell them.
+//! Families GGUF has no vocabulary for (DeBERTa's relative tables, T5's relative bias, ALBERT's
+//! factorized embedding) name theirs in the same style, documented in their own tables.
+//!
+//! A table may list a logical name more than once: alternatives in order, and
+//! [`WeightSource`] takes the first the checkpoint holds (T5 keeps its embedding as `shared`
+//! or, in an encoder-only export, as `encoder.embed_tokens`).
 
 use super::safetensors::{WeightStore, Weights};
 use crate::error::Result;
@@ -27,35 +33,77 @@ pub struct Layout {
     pub prefixes: &'static [&'static str],
     /// Logical global name → physical base name.
     pub globals: &'static [(&'static str, &'static str)],
-    /// Physical prefix of layer `i` (`"model.layers."` → `model.layers.{i}.`).
+    /// Physical prefix of a layer, each `{}` standing for one index in turn:
+    /// `"model.layers.{}."` → `model.layers.3.`; ALBERT's shared layers
+    /// `"encoder.albert_layer_groups.{}.albert_layers.{}."` take (group, layer in group).
     pub layer_prefix: &'static str,
     /// Logical per-layer name → physical base name under the layer's prefix.
     pub layer: &'static [(&'static str, &'static str)],
 }
 
-fn lookup(table: &[(&'static str, &'static str)], logical: &str) -> Option<&'static str> {
-    table.iter().find(|(l, _)| *l == logical).map(|(_, p)| *p)
+/// Every physical name `logical` maps to, in the table's order.
+fn lookup<'t>(
+    table: &'t [(&'static str, &'static str)],
+    logical: &'t str,
+) -> impl Iterator<Item = &'static str> + 't {
+    table.iter().filter(move |(l, _)| *l == logical).map(|(_, p)| *p)
 }
 
 impl Layout {
-    /// The physical base name of a global tensor.
+    /// The physical base name of a global tensor (its first alternative).
     ///
     /// # Panics
     /// If the layout has no such tensor: a family asked for a name its own table lacks (a
     /// programming error every family's fixture test reaches, never a property of the input).
     pub fn global(&self, logical: &str) -> String {
-        match lookup(self.globals, logical) {
-            Some(p) => p.to_string(),
-            None => panic!("layout `{}` has no global tensor `{logical}`", self.name),
+        self.globals_named(logical)[0].to_string()
+    }
+
+    fn globals_named(&self, logical: &str) -> Vec<&'static str> {
+        let found: Vec<_> = lookup(self.globals, logical).collect();
+        if found.is_empty() {
+            panic!("layout `{}` has no global tensor `{logical}`", self.name);
         }
+        found
     }
 
     /// The physical base name of layer `i`'s tensor (panics as [`Layout::global`]).
     pub fn layer(&self, i: usize, logical: &str) -> String {
-        match lookup(self.layer, logical) {
-            Some(p) => format!("{}{i}.{p}", self.layer_prefix),
-            None => panic!("layout `{}` has no layer tensor `{logical}`", self.name),
+        self.layer_at(&[i], logical)
+    }
+
+    /// [`Layout::layer`] for a layer named by several indices (one per `{}` of
+    /// `layer_prefix`).
+    ///
+    /// # Panics
+    /// As [`Layout::global`], and if `indices` does not fill `layer_prefix`'s placeholders.
+    pub fn layer_at(&self, indices: &[usize], logical: &str) -> String {
+        self.layers_named(indices, logical).swap_remove(0)
+    }
+
+    /// Every alternative of a layer tensor, in the table's order (panics as
+    /// [`Layout::layer_at`]).
+    fn layers_named(&self, indices: &[usize], logical: &str) -> Vec<String> {
+        let found: Vec<_> = lookup(self.layer, logical).collect();
+        if found.is_empty() {
+            panic!("layout `{}` has no layer tensor `{logical}`", self.name);
         }
+        let parts: Vec<&str> = self.layer_prefix.split("{}").collect();
+        assert_eq!(
+            parts.len(),
+            indices.len() + 1,
+            "layout `{}`: `{}` takes {} indices, given {}",
+            self.name,
+            self.layer_prefix,
+            parts.len() - 1,
+            indices.len()
+        );
+        let mut prefix = parts[0].to_string();
+        for (i, part) in indices.iter().zip(&parts[1..]) {
+            prefix.push_str(&i.to_string());
+            prefix.push_str(part);
+        }
+        found.iter().map(|p| format!("{prefix}{p}")).collect()
     }
 }
 
@@ -79,11 +127,17 @@ impl<'a> WeightSource<'a> {
         layout: &'static Layout,
         prefixes: &[&str],
     ) -> Result<Self> {
-        let probe = format!("{}.weight", layout.global("token_embd"));
-        Ok(WeightSource {
-            weights: Weights::with_prefixes(store, prefixes, &probe)?,
-            layout,
-        })
+        // Any alternative of `token_embd` finds the prefix; a miss names the first.
+        let mut first_err = None;
+        for base in layout.globals_named("token_embd") {
+            match Weights::with_prefixes(store, prefixes, &format!("{base}.weight")) {
+                Ok(weights) => return Ok(WeightSource { weights, layout }),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        Err(first_err.expect("globals_named returns at least one name"))
     }
 
     /// The tensors, by physical name (what the blocks' loaders take).
@@ -95,14 +149,31 @@ impl<'a> WeightSource<'a> {
         self.layout
     }
 
-    /// Physical base name of a global tensor.
+    /// Physical base name of a global tensor: the first alternative the checkpoint holds
+    /// (as a `.weight` or a whole tensor), else the first (so a miss names it).
     pub fn global(&self, logical: &str) -> String {
-        self.layout.global(logical)
+        let names = self.layout.globals_named(logical);
+        self.first_held(names.iter().map(|n| n.to_string()).collect())
     }
 
-    /// Physical base name of layer `i`'s tensor.
+    /// Physical base name of layer `i`'s tensor (of its alternatives, as [`Self::global`]).
     pub fn layer(&self, i: usize, logical: &str) -> String {
-        self.layout.layer(i, logical)
+        self.layer_at(&[i], logical)
+    }
+
+    /// Physical base name of a layer named by several indices ([`Layout::layer_at`]).
+    pub fn layer_at(&self, indices: &[usize], logical: &str) -> String {
+        self.first_held(self.layout.layers_named(indices, logical))
+    }
+
+    /// The first of `names` the checkpoint holds as `{name}.weight` or as a whole tensor;
+    /// else the first, so that the loader's miss names it.
+    fn first_held(&self, mut names: Vec<String>) -> String {
+        let held = |b: &String| self.weights.contains(&format!("{b}.weight")) || self.weights.contains(b);
+        match names.iter().position(held) {
+            Some(i) => names.swap_remove(i),
+            None => names.swap_remove(0),
+        }
     }
 
     /// Whether the checkpoint holds `{global}.{part}` (an optional tensor: a bias, a head).
@@ -120,7 +191,7 @@ mod tests {
         name: "test",
         prefixes: &[""],
         globals: &[("token_embd", "model.embed_tokens")],
-        layer_prefix: "model.layers.",
+        layer_prefix: "model.layers.{}.",
         layer: &[("attn_q", "self_attn.q_proj")],
     };
 
@@ -128,6 +199,30 @@ mod tests {
     fn logical_names_map_to_physical_ones() {
         assert_eq!(T.global("token_embd"), "model.embed_tokens");
         assert_eq!(T.layer(3, "attn_q"), "model.layers.3.self_attn.q_proj");
+    }
+
+    static ALBERT_LIKE: Layout = Layout {
+        name: "test, two indices",
+        prefixes: &[""],
+        globals: &[("token_embd", "shared"), ("token_embd", "encoder.embed_tokens")],
+        layer_prefix: "groups.{}.layers.{}.",
+        layer: &[("attn_q", "attention.query")],
+    };
+
+    #[test]
+    fn a_layer_may_take_several_indices_and_a_global_alternatives() {
+        assert_eq!(ALBERT_LIKE.layer_at(&[1, 2], "attn_q"), "groups.1.layers.2.attention.query");
+        assert_eq!(ALBERT_LIKE.global("token_embd"), "shared");
+        assert_eq!(
+            ALBERT_LIKE.globals_named("token_embd"),
+            ["shared", "encoder.embed_tokens"]
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "takes 2 indices, given 1")]
+    fn a_layer_with_too_few_indices_is_named() {
+        ALBERT_LIKE.layer(0, "attn_q");
     }
 
     #[test]

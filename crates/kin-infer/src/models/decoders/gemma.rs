@@ -53,7 +53,7 @@ static LAYOUT_2: Layout = Layout {
         ("output_norm", "model.norm"),
         ("output", "lm_head"),
     ],
-    layer_prefix: "model.layers.",
+    layer_prefix: "model.layers.{}.",
     layer: &[
         ("attn_norm", "input_layernorm"),
         ("attn_q", "self_attn.q_proj"),

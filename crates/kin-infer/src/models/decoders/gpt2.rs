@@ -41,7 +41,7 @@ static LAYOUT: Layout = Layout {
         ("output_norm", "ln_f"),
         ("output", "lm_head"),
     ],
-    layer_prefix: "h.",
+    layer_prefix: "h.{}.",
     layer: &[
         ("attn_norm", "ln_1"),
         ("attn_qkv", "attn.c_attn"),

@@ -56,7 +56,7 @@ pub(crate) static LAYOUT: Layout = Layout {
         ("output_norm", "model.norm"),
         ("output", "lm_head"),
     ],
-    layer_prefix: "model.layers.",
+    layer_prefix: "model.layers.{}.",
     layer: &[
         ("attn_norm", "input_layernorm"),
         ("attn_q", "self_attn.q_proj"),

@@ -62,7 +62,7 @@ static LAYOUT: Layout = Layout {
         ("output_norm", "model.final_layernorm"),
         ("output", "lm_head"),
     ],
-    layer_prefix: "model.layers.",
+    layer_prefix: "model.layers.{}.",
     layer: &[
         ("attn_norm", "input_layernorm"),
         ("attn_q", "self_attn.q_proj"),
@@ -84,7 +84,7 @@ static LAYOUT_3: Layout = Layout {
         ("output_norm", "model.norm"),
         ("output", "lm_head"),
     ],
-    layer_prefix: "model.layers.",
+    layer_prefix: "model.layers.{}.",
     layer: &[
         ("attn_norm", "input_layernorm"),
         ("attn_qkv", "self_attn.qkv_proj"),

@@ -10,7 +10,8 @@ use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
 use crate::io::config::{Activation, ModelArchitecture};
 use crate::io::config_fields::ConfigFields;
-use crate::io::safetensors::{WeightStore, Weights};
+use crate::io::safetensors::WeightStore;
+use crate::io::source::{Layout, WeightSource};
 use crate::models::{pack_spans, Encoder, EncoderSpec};
 use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
@@ -20,8 +21,31 @@ use std::path::Path;
 
 /// Where checkpoints nest the encoder (`AlbertForMaskedLM` etc. save under `albert.`).
 const PREFIXES: &[&str] = &["", "albert.", "model.", "encoder_model."];
-/// Tensor every ALBERT checkpoint has; finds the prefix.
-const PROBE: &str = "encoder.embedding_hidden_mapping_in.weight";
+/// Hugging Face's ALBERT layout in logical names (GGUF's BERT vocabulary, `io::source`, plus
+/// `token_embd_proj`, the factorized embedding's map into the hidden size). A layer is named
+/// by (group, layer in group): layers share weights across the groups' repeats.
+static LAYOUT: Layout = Layout {
+    name: "safetensors, Hugging Face ALBERT",
+    prefixes: PREFIXES,
+    globals: &[
+        ("token_embd", "embeddings.word_embeddings"),
+        ("position_embd", "embeddings.position_embeddings"),
+        ("token_types", "embeddings.token_type_embeddings"),
+        ("token_embd_norm", "embeddings.LayerNorm"),
+        ("token_embd_proj", "encoder.embedding_hidden_mapping_in"),
+    ],
+    layer_prefix: "encoder.albert_layer_groups.{}.albert_layers.{}.",
+    layer: &[
+        ("attn_q", "attention.query"),
+        ("attn_k", "attention.key"),
+        ("attn_v", "attention.value"),
+        ("attn_output", "attention.dense"),
+        ("attn_output_norm", "attention.LayerNorm"),
+        ("ffn_up", "ffn"),
+        ("ffn_down", "ffn_output"),
+        ("layer_output_norm", "full_layer_layer_norm"),
+    ],
+};
 
 /// A validated ALBERT config.
 #[derive(Clone, Debug)]
@@ -144,21 +168,19 @@ pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<B
 impl AlbertModel {
     pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
         let cfg = AlbertConfig::from_file(config)?;
-        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
+        let src = WeightSource::open(store, &LAYOUT)?;
+        let w = src.weights();
+        let g = |name: &str| format!("{}.weight", src.global(name));
         let (e, h, eps) = (cfg.embedding_size, cfg.hidden_size, cfg.layer_norm_eps);
         let emb = Embeddings {
-            word: be
-                .upload_weights(w.get("embeddings.word_embeddings.weight", &[cfg.vocab_size, e])?),
-            position: be.upload_weights(w.get(
-                "embeddings.position_embeddings.weight",
-                &[cfg.max_position_embeddings, e],
-            )?),
-            token_type: be.upload_weights(w.get(
-                "embeddings.token_type_embeddings.weight",
-                &[cfg.type_vocab_size, e],
-            )?),
-            norm: LayerNorm::load(be, &w, "embeddings.LayerNorm", e, eps)?,
-            mapping_in: Linear::load(be, &w, "encoder.embedding_hidden_mapping_in", e, h)?,
+            word: be.upload_weights(w.get(&g("token_embd"), &[cfg.vocab_size, e])?),
+            position: be.upload_weights(
+                w.get(&g("position_embd"), &[cfg.max_position_embeddings, e])?,
+            ),
+            token_type: be
+                .upload_weights(w.get(&g("token_types"), &[cfg.type_vocab_size, e])?),
+            norm: LayerNorm::load(be, w, &src.global("token_embd_norm"), e, eps)?,
+            mapping_in: Linear::load(be, w, &src.global("token_embd_proj"), e, h)?,
         };
         let pairs: Vec<(usize, usize)> = (0..cfg.num_hidden_groups)
             .flat_map(|g| (0..cfg.inner_group_num).map(move |l| (g, l)))
@@ -166,32 +188,28 @@ impl AlbertModel {
         let layers = pairs
             .into_par_iter()
             .map(|(g, l)| {
-                let p = format!("encoder.albert_layer_groups.{g}.albert_layers.{l}");
-                let ln = |name: &str| LayerNorm::load(be, &w, &format!("{p}.{name}"), h, eps);
-                let linear = |name: &str, i, o| Linear::load(be, &w, &format!("{p}.{name}"), i, o);
+                let t = |name: &str| src.layer_at(&[g, l], name);
+                let ln = |name: &str| LayerNorm::load(be, w, &t(name), h, eps);
+                let linear = |name: &str, i, o| Linear::load(be, w, &t(name), i, o);
                 // transformers: LayerNorm(hidden + attn_output), then
                 // full_layer_layer_norm(ffn_output + attention_output).
                 Ok(PostLnLayer {
                     qkv: Linear::load_fused(
                         be,
-                        &w,
-                        &[
-                            &format!("{p}.attention.query"),
-                            &format!("{p}.attention.key"),
-                            &format!("{p}.attention.value"),
-                        ],
+                        w,
+                        &[&t("attn_q"), &t("attn_k"), &t("attn_v")],
                         h,
                         h,
                     )?,
-                    attn_out: linear("attention.dense", h, h)?,
-                    attn_norm: ln("attention.LayerNorm")?,
+                    attn_out: linear("attn_output", h, h)?,
+                    attn_norm: ln("attn_output_norm")?,
                     ffn: EncoderFfn::Plain {
-                        intermediate: linear("ffn", h, cfg.intermediate_size)?,
+                        intermediate: linear("ffn_up", h, cfg.intermediate_size)?,
                         act: cfg.hidden_act.into(),
-                        output: linear("ffn_output", cfg.intermediate_size, h)?,
+                        output: linear("ffn_down", cfg.intermediate_size, h)?,
                         width: cfg.intermediate_size,
                     },
-                    out_norm: ln("full_layer_layer_norm")?,
+                    out_norm: ln("layer_output_norm")?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

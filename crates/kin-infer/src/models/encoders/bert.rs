@@ -29,7 +29,7 @@ static LAYOUT: Layout = Layout {
         ("position_embd", "embeddings.position_embeddings"),
         ("token_embd_norm", "embeddings.LayerNorm"),
     ],
-    layer_prefix: "encoder.layer.",
+    layer_prefix: "encoder.layer.{}.",
     layer: &[
         ("attn_q", "attention.self.query"),
         ("attn_k", "attention.self.key"),

@@ -42,7 +42,7 @@ static LAYOUT: Layout = Layout {
         ("token_types", "embeddings.token_type_embeddings"),
         ("token_embd_norm", "embeddings.LayerNorm"),
     ],
-    layer_prefix: "encoder.layer.",
+    layer_prefix: "encoder.layer.{}.",
     layer: &[
         ("attn_q", "attention.self.query"),
         ("attn_k", "attention.self.key"),

@@ -13,7 +13,8 @@ use crate::backend::{AttnBias, GpuCompute, Tensor};
 use crate::error::{InferError, Result};
 use crate::io::config::ModelArchitecture;
 use crate::io::config_fields::ConfigFields;
-use crate::io::safetensors::{WeightStore, Weights};
+use crate::io::safetensors::WeightStore;
+use crate::io::source::{Layout, WeightSource};
 use crate::models::{pack_spans, Encoder, EncoderSpec};
 use crate::nn::ffn::FfnAct;
 use crate::nn::{Linear, RmsNorm};
@@ -23,8 +24,33 @@ use std::path::Path;
 /// Where a checkpoint may nest the encoder (`T5EncoderModel` and full `T5Model` /
 /// `T5ForConditionalGeneration` checkpoints use no prefix).
 const PREFIXES: &[&str] = &["", "t5.", "model.", "transformer."];
-/// Tensor every T5 encoder has; finds the prefix.
-const PROBE: &str = "encoder.block.0.layer.0.SelfAttention.q.weight";
+/// Hugging Face's T5 encoder layout in logical names (GGUF's T5 encoder vocabulary,
+/// `enc.blk.{i}.*`, `io::source`): `attn_rel_b` is the relative-position bias table (block 0
+/// only); a gated FFN is `ffn_gate` (`wi_0`) and `ffn_up` (`wi_1`), a plain one `ffn_up` (`wi`).
+/// Tied checkpoints hold the embedding as `shared`; some keep only the encoder's copy.
+static LAYOUT: Layout = Layout {
+    name: "safetensors, Hugging Face T5 encoder",
+    prefixes: PREFIXES,
+    globals: &[
+        ("token_embd", "shared"),
+        ("token_embd", "encoder.embed_tokens"),
+        ("output_norm", "encoder.final_layer_norm"),
+    ],
+    layer_prefix: "encoder.block.{}.",
+    layer: &[
+        ("attn_norm", "layer.0.layer_norm"),
+        ("attn_q", "layer.0.SelfAttention.q"),
+        ("attn_k", "layer.0.SelfAttention.k"),
+        ("attn_v", "layer.0.SelfAttention.v"),
+        ("attn_output", "layer.0.SelfAttention.o"),
+        ("attn_rel_b", "layer.0.SelfAttention.relative_attention_bias"),
+        ("ffn_norm", "layer.1.layer_norm"),
+        ("ffn_gate", "layer.1.DenseReluDense.wi_0"),
+        ("ffn_up", "layer.1.DenseReluDense.wi_1"),
+        ("ffn_up", "layer.1.DenseReluDense.wi"),
+        ("ffn_down", "layer.1.DenseReluDense.wo"),
+    ],
+};
 /// Sequence limit when the config names none (T5 has no position table; 512 is the limit the
 /// T5 tokenizers and sentence-t5 use).
 const DEFAULT_MAX_LEN: usize = 512;
@@ -175,65 +201,46 @@ pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<B
 impl T5Encoder {
     pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
         let cfg = T5Config::from_file(config)?;
-        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
+        let src = WeightSource::open(store, &LAYOUT)?;
+        let w = src.weights();
         let (h, inner, ff, eps) = (cfg.d_model, cfg.inner(), cfg.d_ff, cfg.eps);
-        // Tied checkpoints hold `shared.weight`; some keep only the encoder's copy.
-        let embed_name =
-            if w.contains("shared.weight") || !w.contains("encoder.embed_tokens.weight") {
-                "shared.weight"
-            } else {
-                "encoder.embed_tokens.weight"
-            };
-        let embed = be.upload_weights(w.get(embed_name, &[cfg.vocab_size, h])?);
+        let wt = |base: String| format!("{base}.weight");
+        let embed = be.upload_weights(w.get(&wt(src.global("token_embd")), &[cfg.vocab_size, h])?);
         let rel_bias = w
             .get(
-                "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+                &wt(src.layer(0, "attn_rel_b")),
                 &[cfg.num_buckets, cfg.num_heads],
             )?
             .to_vec();
         let blocks = (0..cfg.num_layers)
             .into_par_iter()
             .map(|i| {
-                let p = format!("encoder.block.{i}.layer");
-                let a = format!("{p}.0.SelfAttention");
-                let d = format!("{p}.1.DenseReluDense");
+                let t = |name: &str| src.layer(i, name);
+                let linear = |name: &str, i, o| Linear::load_with(be, w, &[&t(name)], i, o, false);
                 let (wi, wi_1) = if cfg.gated {
-                    (
-                        Linear::load_with(be, &w, &[&format!("{d}.wi_0")], h, ff, false)?,
-                        Some(Linear::load_with(
-                            be,
-                            &w,
-                            &[&format!("{d}.wi_1")],
-                            h,
-                            ff,
-                            false,
-                        )?),
-                    )
+                    (linear("ffn_gate", h, ff)?, Some(linear("ffn_up", h, ff)?))
                 } else {
-                    (
-                        Linear::load_with(be, &w, &[&format!("{d}.wi")], h, ff, false)?,
-                        None,
-                    )
+                    (linear("ffn_up", h, ff)?, None)
                 };
                 Ok(Block {
-                    attn_norm: RmsNorm::load(be, &w, &format!("{p}.0.layer_norm.weight"), h, eps)?,
+                    attn_norm: RmsNorm::load(be, w, &wt(t("attn_norm")), h, eps)?,
                     qkv: Linear::load_with(
                         be,
-                        &w,
-                        &[&format!("{a}.q"), &format!("{a}.k"), &format!("{a}.v")],
+                        w,
+                        &[&t("attn_q"), &t("attn_k"), &t("attn_v")],
                         h,
                         inner,
                         false,
                     )?,
-                    o: Linear::load_with(be, &w, &[&format!("{a}.o")], inner, h, false)?,
-                    ff_norm: RmsNorm::load(be, &w, &format!("{p}.1.layer_norm.weight"), h, eps)?,
+                    o: linear("attn_output", inner, h)?,
+                    ff_norm: RmsNorm::load(be, w, &wt(t("ffn_norm")), h, eps)?,
                     wi,
                     wi_1,
-                    wo: Linear::load_with(be, &w, &[&format!("{d}.wo")], ff, h, false)?,
+                    wo: linear("ffn_down", ff, h)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let final_norm = RmsNorm::load(be, &w, "encoder.final_layer_norm.weight", h, eps)?;
+        let final_norm = RmsNorm::load(be, w, &wt(src.global("output_norm")), h, eps)?;
         let buckets = (0..cfg.max_distance)
             .map(|n| bucket_of_distance(n, cfg.num_buckets, cfg.max_distance))
             .collect();
