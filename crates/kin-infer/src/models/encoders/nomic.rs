@@ -21,7 +21,8 @@ use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
 use crate::io::config::ModelArchitecture;
 use crate::io::config_fields::ConfigFields;
-use crate::io::safetensors::{WeightStore, Weights};
+use crate::io::safetensors::WeightStore;
+use crate::io::source::{self, WeightSource};
 use crate::models::{pack_spans, Encoder, EncoderSpec};
 use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
@@ -34,8 +35,50 @@ use std::path::Path;
 /// Prefixes a nomic-bert checkpoint may nest its encoder under (`nomic_bert.` is what
 /// transformers' task heads write).
 const PREFIXES: &[&str] = &["", "nomic_bert.", "bert.", "model.", "encoder_model."];
-/// Tensor every checkpoint of the family holds; used to find the weight prefix.
-const PROBE: &str = "embeddings.word_embeddings.weight";
+/// The published checkpoints' tensor names in logical names (GGUF's nomic-bert vocabulary,
+/// `io::source`): a fused `attn_qkv`, gate `fc12`, up `fc11`.
+static ORIGINAL_NAMES: source::Layout = source::Layout {
+    name: "safetensors, nomic-bert (original names)",
+    prefixes: PREFIXES,
+    globals: &[
+        ("token_embd", "embeddings.word_embeddings"),
+        ("token_types", "embeddings.token_type_embeddings"),
+        ("token_embd_norm", "emb_ln"),
+    ],
+    layer_prefix: "encoder.layers.{}.",
+    layer: &[
+        ("attn_qkv", "attn.Wqkv"),
+        ("attn_output", "attn.out_proj"),
+        ("attn_output_norm", "norm1"),
+        ("ffn_gate", "mlp.fc12"),
+        ("ffn_up", "mlp.fc11"),
+        ("ffn_down", "mlp.fc2"),
+        ("layer_output_norm", "norm2"),
+    ],
+};
+
+/// transformers 5.x's `NomicBertModel` names (separate q, k, v).
+static HF5_NAMES: source::Layout = source::Layout {
+    name: "safetensors, nomic-bert (transformers 5 names)",
+    prefixes: PREFIXES,
+    globals: &[
+        ("token_embd", "embeddings.word_embeddings"),
+        ("token_types", "embeddings.token_type_embeddings"),
+        ("token_embd_norm", "embeddings.LayerNorm"),
+    ],
+    layer_prefix: "layers.{}.",
+    layer: &[
+        ("attn_q", "self_attn.q_proj"),
+        ("attn_k", "self_attn.k_proj"),
+        ("attn_v", "self_attn.v_proj"),
+        ("attn_output", "self_attn.o_proj"),
+        ("attn_output_norm", "post_attention_layernorm"),
+        ("ffn_gate", "mlp.gate_proj"),
+        ("ffn_up", "mlp.up_proj"),
+        ("ffn_down", "mlp.down_proj"),
+        ("layer_output_norm", "post_mlp_layernorm"),
+    ],
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Layout {
@@ -307,7 +350,6 @@ pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<B
 
 impl NomicModel {
     fn load(cfg: NomicConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
-        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
         let h = cfg.hidden_size;
         let inner = cfg.inner();
         let ffn = cfg.intermediate_size;
@@ -315,111 +357,63 @@ impl NomicModel {
         let orig = cfg.layout == Layout::Original;
         // transformers 5.x reads both namings and *writes* the original one (its conversion
         // mapping runs in reverse on save), so the tensor naming is detected from the tensors,
-        // independently of which config form the checkpoint carries.
-        let orig_names =
-            w.contains("emb_ln.weight") || w.contains("encoder.layers.0.attn.Wqkv.weight");
-        let word = be.upload_weights(w.get(PROBE, &[cfg.vocab_size, h])?);
-        let token_type = be.upload_weights(w.get(
-            "embeddings.token_type_embeddings.weight",
-            &[cfg.type_vocab_size, h],
-        )?);
-        let emb_norm = LayerNorm::load(
-            be,
-            &w,
-            if orig_names {
-                "emb_ln"
-            } else {
-                "embeddings.LayerNorm"
-            },
-            h,
-            eps,
-        )?;
+        // independently of which config form the checkpoint carries. Both name the word
+        // embedding alike, so either finds the prefix.
+        let src = WeightSource::open(store, &ORIGINAL_NAMES)?;
+        let orig_names = src.has_global("token_embd_norm", "weight")
+            || src
+                .weights()
+                .contains(&format!("{}.weight", src.layer(0, "attn_qkv")));
+        let src = if orig_names {
+            src
+        } else {
+            WeightSource::open(store, &HF5_NAMES)?
+        };
+        let w = src.weights();
+        let g = |name: &str| format!("{}.weight", src.global(name));
+        let word = be.upload_weights(w.get(&g("token_embd"), &[cfg.vocab_size, h])?);
+        let token_type = be.upload_weights(w.get(&g("token_types"), &[cfg.type_vocab_size, h])?);
+        let emb_norm = LayerNorm::load(be, w, &src.global("token_embd_norm"), h, eps)?;
         let layers = (0..cfg.num_hidden_layers)
             .into_par_iter()
             .map(|i| {
-                Ok(if orig_names {
-                    let p = format!("encoder.layers.{i}");
-                    PostLnLayer {
-                        qkv: Linear::load_with(
-                            be,
-                            &w,
-                            &[&format!("{p}.attn.Wqkv")],
-                            h,
-                            3 * inner,
-                            cfg.qkv_bias,
-                        )?,
-                        attn_out: Linear::load_with(
-                            be,
-                            &w,
-                            &[&format!("{p}.attn.out_proj")],
-                            inner,
-                            h,
-                            cfg.qkv_bias,
-                        )?,
-                        attn_norm: LayerNorm::load(be, &w, &format!("{p}.norm1"), h, eps)?,
-                        // gate (fc12) first, then up (fc11): one GEMM, `act(gate) * up`.
-                        ffn: EncoderFfn::Gated(GatedFfn::load(
-                            be,
-                            &w,
-                            &[&format!("{p}.mlp.fc12"), &format!("{p}.mlp.fc11")],
-                            &format!("{p}.mlp.fc2"),
-                            h,
-                            ffn,
-                            cfg.fc1_bias,
-                            cfg.fc2_bias,
-                            cfg.act,
-                        )?),
-                        out_norm: LayerNorm::load(be, &w, &format!("{p}.norm2"), h, eps)?,
-                    }
+                let t = |name: &str| src.layer(i, name);
+                let qkv = if orig_names {
+                    Linear::load_with(be, w, &[&t("attn_qkv")], h, 3 * inner, cfg.qkv_bias)?
                 } else {
-                    let p = format!("layers.{i}");
-                    PostLnLayer {
-                        qkv: Linear::load_with(
-                            be,
-                            &w,
-                            &[
-                                &format!("{p}.self_attn.q_proj"),
-                                &format!("{p}.self_attn.k_proj"),
-                                &format!("{p}.self_attn.v_proj"),
-                            ],
-                            h,
-                            inner,
-                            cfg.qkv_bias,
-                        )?,
-                        attn_out: Linear::load_with(
-                            be,
-                            &w,
-                            &[&format!("{p}.self_attn.o_proj")],
-                            inner,
-                            h,
-                            cfg.qkv_bias,
-                        )?,
-                        attn_norm: LayerNorm::load(
-                            be,
-                            &w,
-                            &format!("{p}.post_attention_layernorm"),
-                            h,
-                            eps,
-                        )?,
-                        ffn: EncoderFfn::Gated(GatedFfn::load(
-                            be,
-                            &w,
-                            &[&format!("{p}.mlp.gate_proj"), &format!("{p}.mlp.up_proj")],
-                            &format!("{p}.mlp.down_proj"),
-                            h,
-                            ffn,
-                            cfg.fc1_bias,
-                            cfg.fc2_bias,
-                            cfg.act,
-                        )?),
-                        out_norm: LayerNorm::load(
-                            be,
-                            &w,
-                            &format!("{p}.post_mlp_layernorm"),
-                            h,
-                            eps,
-                        )?,
-                    }
+                    Linear::load_with(
+                        be,
+                        w,
+                        &[&t("attn_q"), &t("attn_k"), &t("attn_v")],
+                        h,
+                        inner,
+                        cfg.qkv_bias,
+                    )?
+                };
+                Ok(PostLnLayer {
+                    qkv,
+                    attn_out: Linear::load_with(
+                        be,
+                        w,
+                        &[&t("attn_output")],
+                        inner,
+                        h,
+                        cfg.qkv_bias,
+                    )?,
+                    attn_norm: LayerNorm::load(be, w, &t("attn_output_norm"), h, eps)?,
+                    // gate first, then up: one GEMM, `act(gate) * up`.
+                    ffn: EncoderFfn::Gated(GatedFfn::load(
+                        be,
+                        w,
+                        &[&t("ffn_gate"), &t("ffn_up")],
+                        &t("ffn_down"),
+                        h,
+                        ffn,
+                        cfg.fc1_bias,
+                        cfg.fc2_bias,
+                        cfg.act,
+                    )?),
+                    out_norm: LayerNorm::load(be, w, &t("layer_output_norm"), h, eps)?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
