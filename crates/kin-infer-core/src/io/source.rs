@@ -46,7 +46,10 @@ fn lookup<'t>(
     table: &'t [(&'static str, &'static str)],
     logical: &'t str,
 ) -> impl Iterator<Item = &'static str> + 't {
-    table.iter().filter(move |(l, _)| *l == logical).map(|(_, p)| *p)
+    table
+        .iter()
+        .filter(move |(l, _)| *l == logical)
+        .map(|(_, p)| *p)
 }
 
 impl Layout {
@@ -169,7 +172,8 @@ impl<'a> WeightSource<'a> {
     /// The first of `names` the checkpoint holds as `{name}.weight` or as a whole tensor;
     /// else the first, so that the loader's miss names it.
     fn first_held(&self, mut names: Vec<String>) -> String {
-        let held = |b: &String| self.weights.contains(&format!("{b}.weight")) || self.weights.contains(b);
+        let held =
+            |b: &String| self.weights.contains(&format!("{b}.weight")) || self.weights.contains(b);
         match names.iter().position(held) {
             Some(i) => names.swap_remove(i),
             None => names.swap_remove(0),
@@ -204,14 +208,20 @@ mod tests {
     static ALBERT_LIKE: Layout = Layout {
         name: "test, two indices",
         prefixes: &[""],
-        globals: &[("token_embd", "shared"), ("token_embd", "encoder.embed_tokens")],
+        globals: &[
+            ("token_embd", "shared"),
+            ("token_embd", "encoder.embed_tokens"),
+        ],
         layer_prefix: "groups.{}.layers.{}.",
         layer: &[("attn_q", "attention.query")],
     };
 
     #[test]
     fn a_layer_may_take_several_indices_and_a_global_alternatives() {
-        assert_eq!(ALBERT_LIKE.layer_at(&[1, 2], "attn_q"), "groups.1.layers.2.attention.query");
+        assert_eq!(
+            ALBERT_LIKE.layer_at(&[1, 2], "attn_q"),
+            "groups.1.layers.2.attention.query"
+        );
         assert_eq!(ALBERT_LIKE.global("token_embd"), "shared");
         assert_eq!(
             ALBERT_LIKE.globals_named("token_embd"),

@@ -329,9 +329,15 @@ pub(crate) fn fill_row_slices<'a>(
 /// at a time).
 #[inline(always)]
 pub(crate) fn copy_short(dst: &mut [f32], src: &[f32]) {
-    match (<&mut [f32; 16]>::try_from(&mut *dst), <&[f32; 16]>::try_from(src)) {
+    match (
+        <&mut [f32; 16]>::try_from(&mut *dst),
+        <&[f32; 16]>::try_from(src),
+    ) {
         (Ok(d), Ok(s)) => *d = *s,
-        _ => match (<&mut [f32; 32]>::try_from(&mut *dst), <&[f32; 32]>::try_from(src)) {
+        _ => match (
+            <&mut [f32; 32]>::try_from(&mut *dst),
+            <&[f32; 32]>::try_from(src),
+        ) {
             (Ok(d), Ok(s)) => *d = *s,
             _ => dst.copy_from_slice(src),
         },

@@ -319,12 +319,7 @@ unsafe fn softmax_scaled(x: &mut [f32], s: f32) {
     let main = n - n % 16;
     let rem = n - main;
     // Tail: lanes 0..rem of the pair (lo, hi), each with its own mask.
-    let (mlo, mhi) = unsafe {
-        (
-            tail_mask8(rem.min(8)),
-            tail_mask8(rem.saturating_sub(8)),
-        )
-    };
+    let (mlo, mhi) = unsafe { (tail_mask8(rem.min(8)), tail_mask8(rem.saturating_sub(8))) };
     unsafe {
         let (mlo_f, mhi_f) = (_mm256_castsi256_ps(mlo), _mm256_castsi256_ps(mhi));
         let sv = V::splat(s);

@@ -174,11 +174,9 @@ impl AlbertModel {
         let (e, h, eps) = (cfg.embedding_size, cfg.hidden_size, cfg.layer_norm_eps);
         let emb = Embeddings {
             word: be.upload_weights(w.get(&g("token_embd"), &[cfg.vocab_size, e])?),
-            position: be.upload_weights(
-                w.get(&g("position_embd"), &[cfg.max_position_embeddings, e])?,
-            ),
-            token_type: be
-                .upload_weights(w.get(&g("token_types"), &[cfg.type_vocab_size, e])?),
+            position: be
+                .upload_weights(w.get(&g("position_embd"), &[cfg.max_position_embeddings, e])?),
+            token_type: be.upload_weights(w.get(&g("token_types"), &[cfg.type_vocab_size, e])?),
             norm: LayerNorm::load(be, w, &src.global("token_embd_norm"), e, eps)?,
             mapping_in: Linear::load(be, w, &src.global("token_embd_proj"), e, h)?,
         };

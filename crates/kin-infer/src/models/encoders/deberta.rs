@@ -22,7 +22,8 @@ mod config;
 
 use crate::backend::{AttnBias, DeviceMatrix, GpuCompute, SeqSpan, Tensor};
 use crate::error::Result;
-use crate::io::safetensors::{WeightStore, Weights};
+use crate::io::safetensors::WeightStore;
+use crate::io::source::{Layout, WeightSource};
 use crate::models::{pack_spans, Encoder, EncoderSpec};
 use crate::nn::{LayerNorm, Linear};
 use attention::{RelIndex, RelTables};
@@ -33,8 +34,45 @@ use std::path::Path;
 
 /// Where DeBERTa checkpoints keep the encoder (`DebertaForMaskedLM` etc. nest it).
 const PREFIXES: &[&str] = &["", "deberta.", "model.", "encoder_model."];
-/// Tensor every checkpoint of the family holds; used to find the weight prefix.
-const PROBE: &str = "embeddings.word_embeddings.weight";
+/// Hugging Face's DeBERTa (v1 and v2) layout in logical names. GGUF has no DeBERTa
+/// vocabulary, so the BERT names (`io::source`) are extended in their style: `rel_embd` and
+/// `rel_embd_norm` (the relative-position table and its v2 LayerNorm), `conv`/`conv_norm` (v2's
+/// convolution), `token_embd_proj`; per layer v1's fused `attn_qkv` (`in_proj`) with its
+/// whole-tensor biases `attn_q_bias`/`attn_v_bias`, and the position projections `attn_rel_k`
+/// and `attn_rel_q` (v2's `pos_key_proj`/`pos_query_proj`, else v1's `pos_proj`/`pos_q_proj`).
+static LAYOUT: Layout = Layout {
+    name: "safetensors, Hugging Face DeBERTa",
+    prefixes: PREFIXES,
+    globals: &[
+        ("token_embd", "embeddings.word_embeddings"),
+        ("position_embd", "embeddings.position_embeddings"),
+        ("token_types", "embeddings.token_type_embeddings"),
+        ("token_embd_proj", "embeddings.embed_proj"),
+        ("token_embd_norm", "embeddings.LayerNorm"),
+        ("rel_embd", "encoder.rel_embeddings"),
+        ("rel_embd_norm", "encoder.LayerNorm"),
+        ("conv", "encoder.conv.conv"),
+        ("conv_norm", "encoder.conv.LayerNorm"),
+    ],
+    layer_prefix: "encoder.layer.{}.",
+    layer: &[
+        ("attn_q", "attention.self.query_proj"),
+        ("attn_k", "attention.self.key_proj"),
+        ("attn_v", "attention.self.value_proj"),
+        ("attn_qkv", "attention.self.in_proj"),
+        ("attn_q_bias", "attention.self.q_bias"),
+        ("attn_v_bias", "attention.self.v_bias"),
+        ("attn_rel_k", "attention.self.pos_key_proj"),
+        ("attn_rel_k", "attention.self.pos_proj"),
+        ("attn_rel_q", "attention.self.pos_query_proj"),
+        ("attn_rel_q", "attention.self.pos_q_proj"),
+        ("attn_output", "attention.output.dense"),
+        ("attn_output_norm", "attention.output.LayerNorm"),
+        ("ffn_up", "intermediate.dense"),
+        ("ffn_down", "output.dense"),
+        ("layer_output_norm", "output.LayerNorm"),
+    ],
+};
 /// Disentangled-bias floats held at once (per chunk of sequences): 32 MiB.
 const BIAS_BUDGET: usize = 1 << 23;
 
@@ -93,46 +131,43 @@ pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<B
 
 impl DebertaModel {
     fn load(cfg: DebertaConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
-        let w = Weights::with_prefixes(store, PREFIXES, PROBE)?;
+        let src = WeightSource::open(store, &LAYOUT)?;
+        let w = src.weights();
+        let g = |name: &str| format!("{}.weight", src.global(name));
         let h = cfg.hidden_size;
         let e = cfg.embedding_size;
         let eps = cfg.layer_norm_eps;
-        let emb = Embeddings {
-            word: be.upload_weights(w.get(PROBE, &[cfg.vocab_size, e])?),
-            position: if cfg.position_biased_input {
-                Some(be.upload_weights(w.get(
-                    "embeddings.position_embeddings.weight",
-                    &[cfg.max_position_embeddings, e],
-                )?))
-            } else {
-                None
-            },
-            token_type: if cfg.type_vocab_size > 0 {
-                Some(be.upload_weights(w.get(
-                    "embeddings.token_type_embeddings.weight",
-                    &[cfg.type_vocab_size, e],
-                )?))
-            } else {
-                None
-            },
-            proj: if e != h {
-                let t = w.get("embeddings.embed_proj.weight", &[h, e])?;
-                Some(Linear::from_parts(be, be.prepare_matrix(&[&t], e), None))
-            } else {
-                None
-            },
-            norm: LayerNorm::load(be, &w, "embeddings.LayerNorm", h, eps)?,
-        };
+        let emb =
+            Embeddings {
+                word: be.upload_weights(w.get(&g("token_embd"), &[cfg.vocab_size, e])?),
+                position: if cfg.position_biased_input {
+                    Some(be.upload_weights(
+                        w.get(&g("position_embd"), &[cfg.max_position_embeddings, e])?,
+                    ))
+                } else {
+                    None
+                },
+                token_type: if cfg.type_vocab_size > 0 {
+                    Some(be.upload_weights(w.get(&g("token_types"), &[cfg.type_vocab_size, e])?))
+                } else {
+                    None
+                },
+                proj: if e != h {
+                    let t = w.get(&g("token_embd_proj"), &[h, e])?;
+                    Some(Linear::from_parts(be, be.prepare_matrix(&[&t], e), None))
+                } else {
+                    None
+                },
+                norm: LayerNorm::load(be, w, &src.global("token_embd_norm"), h, eps)?,
+            };
 
         // The relative embedding table, LayerNorm'ed once (v2 `norm_rel_ebd`).
         let span = cfg.span();
         let rel_embeddings = if cfg.disentangled() {
-            let mut t = be.upload(
-                w.get("encoder.rel_embeddings.weight", &[2 * span, h])?
-                    .to_vec(),
-            );
+            let mut t = be.upload(w.get(&g("rel_embd"), &[2 * span, h])?.to_vec());
             if cfg.norm_rel_ebd {
-                LayerNorm::load(be, &w, "encoder.LayerNorm", h, eps)?.forward(be, t.at_mut(..));
+                LayerNorm::load(be, w, &src.global("rel_embd_norm"), h, eps)?
+                    .forward(be, t.at_mut(..));
             }
             Some(t)
         } else {
@@ -143,26 +178,15 @@ impl DebertaModel {
         let layers = (0..cfg.num_hidden_layers)
             .into_par_iter()
             .map(|i| {
-                let p = format!("encoder.layer.{i}");
-                let a = format!("{p}.attention.self");
-                let ln = |name: &str| LayerNorm::load(be, &w, &format!("{p}.{name}"), h, eps);
+                let t = |name: &str| src.layer(i, name);
+                let ln = |name: &str| LayerNorm::load(be, w, &t(name), h, eps);
                 let qkv = if cfg.v2 {
-                    Linear::load_fused(
-                        be,
-                        &w,
-                        &[
-                            &format!("{a}.query_proj"),
-                            &format!("{a}.key_proj"),
-                            &format!("{a}.value_proj"),
-                        ],
-                        h,
-                        h,
-                    )?
+                    Linear::load_fused(be, w, &[&t("attn_q"), &t("attn_k"), &t("attn_v")], h, h)?
                 } else {
-                    load_in_proj(be, &w, &a, h, cfg.num_attention_heads)?
+                    load_in_proj(be, &src, i, h, cfg.num_attention_heads)?
                 };
                 let rel = match &rel_embeddings {
-                    Some(t) => rel_tables(&cfg, be, &w, &a, &qkv, t, scale)?,
+                    Some(table) => rel_tables(&cfg, be, &src, i, &qkv, table, scale)?,
                     None => RelTables {
                         pos_key: None,
                         pos_query: None,
@@ -171,29 +195,17 @@ impl DebertaModel {
                 Ok(Layer {
                     qkv,
                     rel,
-                    attn_out: Linear::load(be, &w, &format!("{p}.attention.output.dense"), h, h)?,
-                    attn_norm: ln("attention.output.LayerNorm")?,
-                    intermediate: Linear::load(
-                        be,
-                        &w,
-                        &format!("{p}.intermediate.dense"),
-                        h,
-                        cfg.intermediate_size,
-                    )?,
-                    output: Linear::load(
-                        be,
-                        &w,
-                        &format!("{p}.output.dense"),
-                        cfg.intermediate_size,
-                        h,
-                    )?,
-                    out_norm: ln("output.LayerNorm")?,
+                    attn_out: Linear::load(be, w, &t("attn_output"), h, h)?,
+                    attn_norm: ln("attn_output_norm")?,
+                    intermediate: Linear::load(be, w, &t("ffn_up"), h, cfg.intermediate_size)?,
+                    output: Linear::load(be, w, &t("ffn_down"), cfg.intermediate_size, h)?,
+                    out_norm: ln("layer_output_norm")?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
 
         let conv = match &cfg.conv {
-            Some(c) => Some(load_conv(be, &w, c, h, eps)?),
+            Some(c) => Some(load_conv(be, &src, c, h, eps)?),
             None => None,
         };
         let index = RelIndex::new(
@@ -221,13 +233,14 @@ impl DebertaModel {
 /// transformers adds them to `in_proj(x)`).
 fn load_in_proj(
     be: &dyn GpuCompute,
-    w: &Weights,
-    a: &str,
+    src: &WeightSource,
+    layer: usize,
     h: usize,
     heads: usize,
 ) -> Result<Linear> {
+    let (w, t) = (src.weights(), |name: &str| src.layer(layer, name));
     let hd = h / heads;
-    let in_proj = w.get(&format!("{a}.in_proj.weight"), &[3 * h, h])?;
+    let in_proj = w.get(&format!("{}.weight", t("attn_qkv")), &[3 * h, h])?;
     let mut rows = Vec::with_capacity(3 * h * h);
     for part in 0..3 {
         for head in 0..heads {
@@ -235,9 +248,9 @@ fn load_in_proj(
             rows.extend_from_slice(&in_proj[r0 * h..(r0 + hd) * h]);
         }
     }
-    let mut bias = w.get(&format!("{a}.q_bias"), &[h])?.to_vec();
+    let mut bias = w.get(&t("attn_q_bias"), &[h])?.to_vec();
     bias.extend(std::iter::repeat_n(0.0, h));
-    bias.extend_from_slice(&w.get(&format!("{a}.v_bias"), &[h])?);
+    bias.extend_from_slice(&w.get(&t("attn_v_bias"), &[h])?);
     Ok(Linear::from_parts(
         be,
         be.prepare_matrix(&[&rows], h),
@@ -249,21 +262,23 @@ fn load_in_proj(
 fn rel_tables(
     cfg: &DebertaConfig,
     be: &dyn GpuCompute,
-    w: &Weights,
-    a: &str,
+    src: &WeightSource,
+    layer: usize,
     qkv: &Linear,
     rel: &Tensor,
     scale: f32,
 ) -> Result<RelTables> {
     let h = cfg.hidden_size;
     let rows = rel.len() / h;
+    let w = src.weights();
     let project = |name: &str, bias: bool| -> Result<Tensor> {
-        let wt = w.get(&format!("{a}.{name}.weight"), &[h, h])?;
+        let base = src.layer(layer, name);
+        let wt = w.get(&format!("{base}.weight"), &[h, h])?;
         let p = Linear::from_parts(
             be,
             be.prepare_matrix(&[&wt], h),
             if bias {
-                Some(w.get(&format!("{a}.{name}.bias"), &[h])?.to_vec())
+                Some(w.get(&format!("{base}.bias"), &[h])?.to_vec())
             } else {
                 None
             },
@@ -299,19 +314,19 @@ fn rel_tables(
     } else if let Some(s) = &shared {
         Some(part(s, 1))
     } else if cfg.v2 {
-        Some(project("pos_key_proj", true)?)
+        Some(project("attn_rel_k", true)?)
     } else {
-        Some(project("pos_proj", false)?)
+        Some(project("attn_rel_k", false)?)
     };
     let pos_query = if !cfg.p2c {
         None
     } else if let Some(s) = &shared {
         Some(part(s, 0))
     } else if cfg.v2 {
-        Some(project("pos_query_proj", true)?)
+        Some(project("attn_rel_q", true)?)
     } else {
         // v1: `pos_query_layer /= scale` before the product
-        let mut t = project("pos_q_proj", true)?;
+        let mut t = project("attn_rel_q", true)?;
         be.divide_columns(t.at_mut(..), h, 0, h, scale);
         Some(t)
     };
@@ -320,11 +335,18 @@ fn rel_tables(
 
 /// `conv.weight` `[hidden, hidden/groups, kernel]` regrouped per group to GEMM rows over
 /// im2col columns ordered `(tap, channel)`, as [`GpuCompute::grouped_conv1d`] takes them.
-fn load_conv(be: &dyn GpuCompute, w: &Weights, c: &ConvConfig, h: usize, eps: f32) -> Result<Conv> {
+fn load_conv(
+    be: &dyn GpuCompute,
+    src: &WeightSource,
+    c: &ConvConfig,
+    h: usize,
+    eps: f32,
+) -> Result<Conv> {
+    let (w, conv) = (src.weights(), src.global("conv"));
     let cg = h / c.groups;
     let k = c.kernel;
-    let weight = w.get("encoder.conv.conv.weight", &[h, cg, k])?;
-    let bias = w.get("encoder.conv.conv.bias", &[h])?;
+    let weight = w.get(&format!("{conv}.weight"), &[h, cg, k])?;
+    let bias = w.get(&format!("{conv}.bias"), &[h])?;
     let groups = (0..c.groups)
         .map(|g| {
             let mut rows = Vec::with_capacity(cg * k * cg);
@@ -342,7 +364,7 @@ fn load_conv(be: &dyn GpuCompute, w: &Weights, c: &ConvConfig, h: usize, eps: f3
         cfg: c.clone(),
         groups,
         bias: be.upload(bias.to_vec()),
-        norm: LayerNorm::load(be, w, "encoder.conv.LayerNorm", h, eps)?,
+        norm: LayerNorm::load(be, w, &src.global("conv_norm"), h, eps)?,
     })
 }
 

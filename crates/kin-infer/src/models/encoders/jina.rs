@@ -31,7 +31,6 @@ use std::path::Path;
 
 /// Prefixes a JinaBERT checkpoint may nest its encoder under.
 const PREFIXES: &[&str] = &["", "bert.", "model.", "encoder_model."];
-/// Tensor every checkpoint of the family holds; used to find the weight prefix.
 /// JinaBERT v2's Hugging Face layout, in logical names (GGUF's jina-bert-v2 vocabulary,
 /// `io::source`): the fused gate-and-up projection is `ffn_up` with twice the rows.
 static LAYOUT: Layout = Layout {

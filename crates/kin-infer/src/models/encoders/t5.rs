@@ -43,7 +43,10 @@ static LAYOUT: Layout = Layout {
         ("attn_k", "layer.0.SelfAttention.k"),
         ("attn_v", "layer.0.SelfAttention.v"),
         ("attn_output", "layer.0.SelfAttention.o"),
-        ("attn_rel_b", "layer.0.SelfAttention.relative_attention_bias"),
+        (
+            "attn_rel_b",
+            "layer.0.SelfAttention.relative_attention_bias",
+        ),
         ("ffn_norm", "layer.1.layer_norm"),
         ("ffn_gate", "layer.1.DenseReluDense.wi_0"),
         ("ffn_up", "layer.1.DenseReluDense.wi_1"),
