@@ -609,11 +609,7 @@ unsafe fn block(
             // A short last panel is packed `rows` wide and runs the `rows`-row kernel.
             let rows = mr.min(m - ip * mr);
             let panel = &mut scratch[(ip - ip0) * mr * kc..][..rows * kc];
-            let src = &a[ip * mr * lda + p0..];
-            match ops.pack_a_full {
-                Some(fast) if rows == mr => fast(panel, src, lda, kc),
-                _ => pack_a(panel, src, lda, rows, kc),
-            }
+            pack_a(panel, &a[ip * mr * lda + p0..], lda, rows, kc);
         }
         // A single row (decode) takes four full panels per call where the tier has a kernel
         // for it: four times the independent FMA chains, the same k order per output.

@@ -34,7 +34,6 @@ pub(crate) static OPS: Ops = Ops {
     gemv,
     affine,
     softmax_scaled: None,
-    pack_a_full: None,
     pack_rows_f32: None,
 };
 

@@ -153,8 +153,6 @@ impl Tier {
 }
 
 /// One tier's primitives. Plain function pointers: one indirect call per row-level kernel.
-/// `(panel, a, lda, kc)`: see [`Ops::pack_a_full`].
-pub(crate) type PackA = fn(&mut [f32], &[f32], usize, usize);
 /// `(data, w, ldw, k, n)`: see [`Ops::pack_rows_f32`].
 pub(crate) type PackRows = fn(&mut [f32], &[f32], usize, usize, usize);
 
@@ -201,9 +199,6 @@ pub(crate) struct Ops {
     /// (canonical max, `exp(x - max)`, canonical sum, `* (1 / sum)`): short attention rows
     /// otherwise pay five calls and five passes. `None`: the composite runs.
     pub softmax_scaled: Option<fn(&mut [f32], f32)>,
-    /// Packs a full `mr`-row A panel (`panel[p·mr + r] = a[r·lda + p]`, `kc` columns) the
-    /// tier's fastest way; a copy, so it cannot change bits. `None`: the driver's scalar copy.
-    pub pack_a_full: Option<PackA>,
     /// `(data, w, ldw, k, n)`: f32 B panels (width `nr`) from the `n` rows of `w` (row
     /// stride `ldw`, `k` values each), every element of `data` written; a copy, so it cannot
     /// change bits. `None`: the generic cache-blocked copy.

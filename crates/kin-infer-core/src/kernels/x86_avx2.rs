@@ -37,7 +37,6 @@ pub(crate) static OPS: Ops = Ops {
     gemv: |a, b, ldb, out| unsafe { gemv(a, b, ldb, out) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: Some(|x, s| unsafe { softmax_scaled(x, s) }),
-    pack_a_full: Some(|panel, a, lda, kc| unsafe { pack_a6(panel, a, lda, kc) }),
     pack_rows_f32: Some(|data, w, ldw, k, n| unsafe { pack_rows16(data, w, ldw, k, n) }),
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
@@ -404,44 +403,6 @@ unsafe fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
             _mm256_permute2f128_ps::<0x31>(u2, v2),
             _mm256_permute2f128_ps::<0x31>(u3, v3),
         ]
-    }
-}
-
-/// A full 6-row A panel, `panel[p·6 + r] = a[r·lda + p]`: eight columns per step as an 8×8
-/// register transpose (rows 6 and 7 zero), where the scalar copy moves one float at a time
-/// (it was 6% of an inMotion t_jepa window, whose 42-token products pack A once per product
-/// for short n). Column q's 8-wide store spills two lanes into column q + 1's start, which
-/// the next store overwrites; the block's last column stores exactly 6.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn pack_a6(panel: &mut [f32], a: &[f32], lda: usize, kc: usize) {
-    assert!(panel.len() >= MR * kc && (kc == 0 || a.len() >= (MR - 1) * lda + kc));
-    let (src, dst) = (a.as_ptr(), panel.as_mut_ptr());
-    let mut p = 0;
-    // SAFETY: reads at r·lda + p + 0..8 with r < 6 and p + 8 <= kc, writes below 6·(p + 8):
-    // inside the lengths asserted above.
-    unsafe {
-        while p + 8 <= kc {
-            let cols = transpose8(core::array::from_fn(|i| {
-                if i < MR {
-                    _mm256_loadu_ps(src.add(i * lda + p))
-                } else {
-                    _mm256_setzero_ps()
-                }
-            }));
-            let d = dst.add(p * MR);
-            for (q, c) in cols[..7].iter().enumerate() {
-                _mm256_storeu_ps(d.add(q * MR), *c);
-            }
-            _mm_storeu_ps(d.add(7 * MR), _mm256_castps256_ps128(cols[7]));
-            let hi = _mm256_extractf128_ps::<1>(cols[7]);
-            _mm_store_sd(d.add(7 * MR + 4).cast(), _mm_castps_pd(hi));
-            p += 8;
-        }
-        for p in p..kc {
-            for r in 0..MR {
-                *dst.add(p * MR + r) = *src.add(r * lda + p);
-            }
-        }
     }
 }
 

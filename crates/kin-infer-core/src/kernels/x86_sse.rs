@@ -41,7 +41,6 @@ pub(crate) static OPS: Ops = Ops {
     gemv: |a, b, ldb, out| unsafe { gemv(a, b, ldb, out) },
     affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: None,
-    pack_a_full: None,
     pack_rows_f32: None,
 };
 // SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
