@@ -29,6 +29,7 @@ macro_rules! rows_table {
 pub mod format;
 mod gemm;
 mod generic;
+pub mod ggml;
 pub mod math;
 #[cfg(target_arch = "aarch64")]
 mod neon;

@@ -1,0 +1,401 @@
+//! ggml's tensor types (the codes GGUF files carry): each type's block geometry and a scalar
+//! reference dequantizer, bit for bit the `gguf` Python package's `gguf.quants` (numpy,
+//! maintained with llama.cpp; layouts as in ggml's `ggml-common.h`).
+//!
+//! The references follow numpy's operation order exactly, every step an f32 operation rounded
+//! on its own (Rust never contracts `a * b + c` into an FMA): Q4_1 is `(d * q) + m`, the
+//! k-quants first form the sub-block scale `d * sc` and minimum `dmin * m`, then
+//! `scale * q - min`. Where a product is exact (a half-precision scale times a small integer
+//! always is) the order cannot matter, but it is kept anyway so that a reading of numpy's
+//! code is a reading of this one. Held to the reference by `tests/ggml_formats.rs` against
+//! goldens that `python/gen_ggml_goldens.py` wrote with `gguf` itself.
+//!
+//! A GGUF reader maps a type code to a [`GgmlType`] (an unknown or unsupported code, e.g. the
+//! IQ* codebooks, becomes a typed error naming the tensor and the type: [`type_name`] spells
+//! every code ggml defines) and sizes a tensor with [`GgmlType::row_bytes`], which checks the
+//! row is whole blocks and does not overflow.
+
+use super::gemm::{bf16_to_f32, f16_to_f32};
+
+/// The ggml tensor types this engine reads.
+#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GgmlType {
+    F32,
+    F16,
+    BF16,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    Q2_K,
+    Q3_K,
+    Q4_K,
+    Q5_K,
+    Q6_K,
+}
+
+/// Values per k-quant super-block.
+pub const QK_K: usize = 256;
+
+/// Every ggml type code and its name (ggml.h's `enum ggml_type`), for messages about codes
+/// this engine does not read.
+const NAMES: &[(u32, &str)] = &[
+    (0, "F32"),
+    (1, "F16"),
+    (2, "Q4_0"),
+    (3, "Q4_1"),
+    (6, "Q5_0"),
+    (7, "Q5_1"),
+    (8, "Q8_0"),
+    (9, "Q8_1"),
+    (10, "Q2_K"),
+    (11, "Q3_K"),
+    (12, "Q4_K"),
+    (13, "Q5_K"),
+    (14, "Q6_K"),
+    (15, "Q8_K"),
+    (16, "IQ2_XXS"),
+    (17, "IQ2_XS"),
+    (18, "IQ3_XXS"),
+    (19, "IQ1_S"),
+    (20, "IQ4_NL"),
+    (21, "IQ3_S"),
+    (22, "IQ2_S"),
+    (23, "IQ4_XS"),
+    (24, "I8"),
+    (25, "I16"),
+    (26, "I32"),
+    (27, "I64"),
+    (28, "F64"),
+    (29, "IQ1_M"),
+    (30, "BF16"),
+    (34, "TQ1_0"),
+    (35, "TQ2_0"),
+    (39, "MXFP4"),
+];
+
+/// ggml's name of a type code (`"IQ2_XXS"`), `None` for a code ggml does not define.
+pub fn type_name(code: u32) -> Option<&'static str> {
+    NAMES.iter().find(|(c, _)| *c == code).map(|(_, n)| *n)
+}
+
+impl GgmlType {
+    /// Every type, in declaration order.
+    pub const ALL: [GgmlType; 13] = [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::BF16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ];
+
+    /// The type a GGUF type code names, `None` when this engine does not read it (see
+    /// [`type_name`] for its name).
+    pub fn from_code(code: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.code() == code)
+    }
+
+    /// The GGUF/ggml type code.
+    pub const fn code(self) -> u32 {
+        match self {
+            GgmlType::F32 => 0,
+            GgmlType::F16 => 1,
+            GgmlType::Q4_0 => 2,
+            GgmlType::Q4_1 => 3,
+            GgmlType::Q5_0 => 6,
+            GgmlType::Q5_1 => 7,
+            GgmlType::Q8_0 => 8,
+            GgmlType::Q2_K => 10,
+            GgmlType::Q3_K => 11,
+            GgmlType::Q4_K => 12,
+            GgmlType::Q5_K => 13,
+            GgmlType::Q6_K => 14,
+            GgmlType::BF16 => 30,
+        }
+    }
+
+    /// ggml's name (`"Q4_K"`).
+    pub fn name(self) -> &'static str {
+        type_name(self.code()).expect("every GgmlType has a ggml name")
+    }
+
+    /// Values per block.
+    pub const fn block_len(self) -> usize {
+        match self {
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
+            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0 => {
+                32
+            }
+            _ => QK_K,
+        }
+    }
+
+    /// Bytes per block (ggml-common.h's `block_*` structs).
+    pub const fn block_bytes(self) -> usize {
+        match self {
+            GgmlType::F32 => 4,
+            GgmlType::F16 | GgmlType::BF16 => 2,
+            GgmlType::Q4_0 => 2 + 16,
+            GgmlType::Q4_1 => 2 + 2 + 16,
+            GgmlType::Q5_0 => 2 + 4 + 16,
+            GgmlType::Q5_1 => 2 + 2 + 4 + 16,
+            GgmlType::Q8_0 => 2 + 32,
+            GgmlType::Q2_K => QK_K / 16 + QK_K / 4 + 2 + 2,
+            GgmlType::Q3_K => QK_K / 8 + QK_K / 4 + 12 + 2,
+            GgmlType::Q4_K => 2 + 2 + 12 + QK_K / 2,
+            GgmlType::Q5_K => 2 + 2 + 12 + QK_K / 8 + QK_K / 2,
+            GgmlType::Q6_K => QK_K / 2 + QK_K / 4 + QK_K / 16 + 2,
+        }
+    }
+
+    /// Bytes of a row of `n` values: `None` when `n` is not whole blocks or the size
+    /// overflows (a reader turns either into an error naming the tensor).
+    pub fn row_bytes(self, n: usize) -> Option<usize> {
+        if !n.is_multiple_of(self.block_len()) {
+            return None;
+        }
+        (n / self.block_len()).checked_mul(self.block_bytes())
+    }
+
+    /// The scalar reference dequantizer: `bytes` (whole blocks, as stored) into `out`
+    /// (`block_len` values per block), `gguf.quants.dequantize`'s bits.
+    ///
+    /// # Panics
+    /// If `bytes` is not whole blocks or `out` does not hold their values.
+    pub fn dequantize(self, bytes: &[u8], out: &mut [f32]) {
+        let (bb, bl) = (self.block_bytes(), self.block_len());
+        assert!(
+            bytes.len().is_multiple_of(bb) && out.len() == bytes.len() / bb * bl,
+            "dequantize: {} bytes of {} into {} values",
+            bytes.len(),
+            self.name(),
+            out.len()
+        );
+        for (b, o) in bytes.chunks_exact(bb).zip(out.chunks_exact_mut(bl)) {
+            match self {
+                GgmlType::F32 => o[0] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                GgmlType::F16 => o[0] = half(b, 0),
+                GgmlType::BF16 => o[0] = bf16_to_f32(u16::from_le_bytes([b[0], b[1]])),
+                GgmlType::Q4_0 => q4_0(b, o),
+                GgmlType::Q4_1 => q4_1(b, o),
+                GgmlType::Q5_0 => q5_0(b, o),
+                GgmlType::Q5_1 => q5_1(b, o),
+                GgmlType::Q8_0 => q8_0(b, o),
+                GgmlType::Q2_K => q2_k(b, o),
+                GgmlType::Q3_K => q3_k(b, o),
+                GgmlType::Q4_K => q4_k(b, o),
+                GgmlType::Q5_K => q5_k(b, o),
+                GgmlType::Q6_K => q6_k(b, o),
+            }
+        }
+    }
+}
+
+/// The f16 at byte `at`, widened (exact).
+#[inline]
+fn half(b: &[u8], at: usize) -> f32 {
+    f16_to_f32(u16::from_le_bytes([b[at], b[at + 1]]))
+}
+
+/// Element `i` (0..32) of a 32-value block's nibbles `qs` (16 bytes): low nibbles are
+/// elements 0..16, high nibbles 16..32.
+#[inline]
+fn nibble(qs: &[u8], i: usize) -> u8 {
+    if i < 16 {
+        qs[i] & 0x0F
+    } else {
+        qs[i - 16] >> 4
+    }
+}
+
+/// `block_q4_0 { d: f16, qs: [u8; 16] }`: `d * (q - 8)`.
+fn q4_0(b: &[u8], o: &mut [f32]) {
+    let d = half(b, 0);
+    for (i, v) in o.iter_mut().enumerate() {
+        *v = d * (nibble(&b[2..], i) as i8 - 8) as f32;
+    }
+}
+
+/// `block_q4_1 { d: f16, m: f16, qs: [u8; 16] }`: `(d * q) + m`.
+fn q4_1(b: &[u8], o: &mut [f32]) {
+    let (d, m) = (half(b, 0), half(b, 2));
+    for (i, v) in o.iter_mut().enumerate() {
+        *v = (d * nibble(&b[4..], i) as f32) + m;
+    }
+}
+
+/// The fifth bits of a Q5 block: bit `i` of the little-endian u32 at `at` is element `i`'s.
+#[inline]
+fn high_bits(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// `block_q5_0 { d: f16, qh: [u8; 4], qs: [u8; 16] }`: `d * (q - 16)`.
+fn q5_0(b: &[u8], o: &mut [f32]) {
+    let (d, qh) = (half(b, 0), high_bits(b, 2));
+    for (i, v) in o.iter_mut().enumerate() {
+        let q = nibble(&b[6..], i) | (((qh >> i) & 1) as u8) << 4;
+        *v = d * (q as i8 - 16) as f32;
+    }
+}
+
+/// `block_q5_1 { d: f16, m: f16, qh: [u8; 4], qs: [u8; 16] }`: `(d * q) + m`.
+fn q5_1(b: &[u8], o: &mut [f32]) {
+    let (d, m, qh) = (half(b, 0), half(b, 2), high_bits(b, 4));
+    for (i, v) in o.iter_mut().enumerate() {
+        let q = nibble(&b[8..], i) | (((qh >> i) & 1) as u8) << 4;
+        *v = (d * q as f32) + m;
+    }
+}
+
+/// `block_q8_0 { d: f16, qs: [i8; 32] }`: `q * d`.
+fn q8_0(b: &[u8], o: &mut [f32]) {
+    let d = half(b, 0);
+    for (v, &q) in o.iter_mut().zip(&b[2..]) {
+        *v = q as i8 as f32 * d;
+    }
+}
+
+/// `block_q2_K { scales: [u8; 16], qs: [u8; 64], d: f16, dmin: f16 }`: 16 sub-blocks of 16,
+/// scale `d * (sc & 15)`, minimum `dmin * (sc >> 4)`; element `e = h·128 + s·32 + l` is
+/// 2 bits `2s` of `qs[h·32 + l]`.
+fn q2_k(b: &[u8], o: &mut [f32]) {
+    let (scales, qs) = (&b[..16], &b[16..80]);
+    let (d, dmin) = (half(b, 80), half(b, 82));
+    for (e, v) in o.iter_mut().enumerate() {
+        let (h, s, l) = (e / 128, (e / 32) % 4, e % 32);
+        let q = (qs[h * 32 + l] >> (2 * s)) & 3;
+        let sc = scales[e / 16];
+        let dl = d * (sc & 0x0F) as f32;
+        let ml = dmin * (sc >> 4) as f32;
+        *v = dl * q as f32 - ml;
+    }
+}
+
+/// `block_q3_K { hmask: [u8; 32], qs: [u8; 64], scales: [u8; 12], d: f16 }`: 16 sub-blocks
+/// of 16 with 6-bit signed scales; element `e = h·128 + s·32 + l` is 2 bits `2s` of
+/// `qs[h·32 + l]`, minus 4 where bit `e / 32` of `hmask[e % 32]` is clear.
+fn q3_k(b: &[u8], o: &mut [f32]) {
+    let (hmask, qs, sc) = (&b[..32], &b[32..96], &b[96..108]);
+    let d = half(b, 108);
+    let scale = |j: usize| -> f32 {
+        let lo = (sc[j % 8] >> (4 * (j / 8))) & 0x0F;
+        let hi = (sc[8 + j % 4] >> (2 * (j / 4))) & 0x03;
+        ((lo | hi << 4) as i8 - 32) as f32
+    };
+    for (e, v) in o.iter_mut().enumerate() {
+        let (h, s, l) = (e / 128, (e / 32) % 4, e % 32);
+        let ql = ((qs[h * 32 + l] >> (2 * s)) & 3) as i8;
+        let qh = ((hmask[e % 32] >> (e / 32)) & 1) ^ 1;
+        let q = ql - (qh << 2) as i8;
+        let dl = d * scale(e / 16);
+        *v = dl * q as f32;
+    }
+}
+
+/// Q4_K/Q5_K's 12 packed bytes of eight 6-bit scales and mins (`get_scale_min`).
+fn scale_min(sc: &[u8], j: usize) -> (u8, u8) {
+    if j < 4 {
+        (sc[j] & 0x3F, sc[4 + j] & 0x3F)
+    } else {
+        let i = j - 4;
+        (
+            (sc[8 + i] & 0x0F) | ((sc[i] >> 2) & 0x30),
+            (sc[8 + i] >> 4) | ((sc[4 + i] >> 2) & 0x30),
+        )
+    }
+}
+
+/// `block_q4_K { d: f16, dmin: f16, scales: [u8; 12], qs: [u8; 128] }`: 8 sub-blocks of 32;
+/// sub-block `j = 2c + s` is nibble `s` of `qs[c·32 + l]`; `(d * sc) * q - (dmin * m)`.
+fn q4_k(b: &[u8], o: &mut [f32]) {
+    let (d, dmin) = (half(b, 0), half(b, 2));
+    let (sc, qs) = (&b[4..16], &b[16..144]);
+    for (e, v) in o.iter_mut().enumerate() {
+        let (j, l) = (e / 32, e % 32);
+        let q = (qs[(j / 2) * 32 + l] >> (4 * (j % 2))) & 0x0F;
+        let (s, m) = scale_min(sc, j);
+        let (ds, dm) = (d * s as f32, dmin * m as f32);
+        *v = ds * q as f32 - dm;
+    }
+}
+
+/// `block_q5_K { d, dmin, scales: [u8; 12], qh: [u8; 32], qs: [u8; 128] }`: Q4_K's nibbles
+/// with bit `j` of `qh[l]` as the fifth bit of sub-block `j`'s element `l`.
+fn q5_k(b: &[u8], o: &mut [f32]) {
+    let (d, dmin) = (half(b, 0), half(b, 2));
+    let (sc, qh, qs) = (&b[4..16], &b[16..48], &b[48..176]);
+    for (e, v) in o.iter_mut().enumerate() {
+        let (j, l) = (e / 32, e % 32);
+        let ql = (qs[(j / 2) * 32 + l] >> (4 * (j % 2))) & 0x0F;
+        let q = ql | ((qh[l] >> j) & 1) << 4;
+        let (s, m) = scale_min(sc, j);
+        let (ds, dm) = (d * s as f32, dmin * m as f32);
+        *v = ds * q as f32 - dm;
+    }
+}
+
+/// `block_q6_K { ql: [u8; 128], qh: [u8; 64], scales: [i8; 16], d: f16 }`: element
+/// `e = h·128 + r` (r < 128) takes nibble `r / 64` of `ql[h·64 + r % 64]` and 2 bits
+/// `2·(r / 32)` of `qh[h·32 + r % 32]`, minus 32; times `d * scales[e / 16]`.
+fn q6_k(b: &[u8], o: &mut [f32]) {
+    let (ql, qh, scales) = (&b[..128], &b[128..192], &b[192..208]);
+    let d = half(b, 208);
+    for (e, v) in o.iter_mut().enumerate() {
+        let (h, r) = (e / 128, e % 128);
+        let lo = (ql[h * 64 + r % 64] >> (4 * (r / 64))) & 0x0F;
+        let hi = (qh[h * 32 + r % 32] >> (2 * (r / 32))) & 0x03;
+        let q = (lo | hi << 4) as i8 - 32;
+        let ds = d * scales[e / 16] as i8 as f32;
+        *v = ds * q as f32;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn geometry_matches_ggml() {
+        // ggml-common.h's static_asserts on sizeof(block_*).
+        let want = [
+            (GgmlType::Q4_0, 18),
+            (GgmlType::Q4_1, 20),
+            (GgmlType::Q5_0, 22),
+            (GgmlType::Q5_1, 24),
+            (GgmlType::Q8_0, 34),
+            (GgmlType::Q2_K, 84),
+            (GgmlType::Q3_K, 110),
+            (GgmlType::Q4_K, 144),
+            (GgmlType::Q5_K, 176),
+            (GgmlType::Q6_K, 210),
+        ];
+        for (t, bytes) in want {
+            assert_eq!(t.block_bytes(), bytes, "{}", t.name());
+        }
+        for t in GgmlType::ALL {
+            assert_eq!(GgmlType::from_code(t.code()), Some(t));
+        }
+        assert_eq!(GgmlType::from_code(16), None);
+        assert_eq!(type_name(16), Some("IQ2_XXS"));
+        assert_eq!(type_name(4), None);
+    }
+
+    #[test]
+    fn row_bytes_checks_blocks_and_overflow() {
+        assert_eq!(GgmlType::Q4_0.row_bytes(64), Some(36));
+        assert_eq!(GgmlType::Q4_0.row_bytes(33), None);
+        assert_eq!(GgmlType::Q6_K.row_bytes(255), None);
+        assert_eq!(GgmlType::F32.row_bytes(usize::MAX), None);
+    }
+}
