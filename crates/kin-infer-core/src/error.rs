@@ -12,6 +12,8 @@ pub enum InferError {
     Io { path: PathBuf, err: std::io::Error },
     #[error("{path}: invalid safetensors file: {reason}")]
     Safetensors { path: PathBuf, reason: String },
+    #[error("{path}: invalid GGUF file: {reason}")]
+    Gguf { path: PathBuf, reason: String },
     #[error("{path}: invalid JSON: {reason}")]
     Json { path: PathBuf, reason: String },
     #[error("{path}: field `{field}`: {reason}")]
@@ -120,6 +122,7 @@ impl InferError {
             OutOfMemory { .. } | Threads(_) => ErrorKind::Resource,
             Io { .. }
             | Safetensors { .. }
+            | Gguf { .. }
             | Json { .. }
             | Config { .. }
             | MissingTensor { .. }

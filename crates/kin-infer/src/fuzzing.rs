@@ -50,6 +50,18 @@ fn exercise_store(store: &WeightStore) {
     }
 }
 
+/// A GGUF file: header, metadata and tensor directory validation, then every tensor's bytes
+/// dequantized by the scalar references (bounded: the file's own size bounds every tensor).
+pub fn gguf_file(data: &[u8]) {
+    if let Ok(f) = crate::io::gguf::GgufFile::from_bytes("fuzz.gguf", data.to_vec()) {
+        for t in &f.tensors {
+            let v = f.dequantize(t);
+            assert_eq!(v.len(), t.len());
+        }
+        let _ = f.get("general.architecture").and_then(|v| v.as_str());
+    }
+}
+
 /// `model.safetensors` (one file): header validation by the `safetensors` crate, then every
 /// tensor read.
 pub fn safetensors_header(data: &[u8]) {

@@ -16,6 +16,11 @@ fn safetensors_header() {
 }
 
 #[test]
+fn gguf_file() {
+    replay("gguf_file", kin_infer::fuzzing::gguf_file);
+}
+
+#[test]
 fn shard_index() {
     replay("shard_index", kin_infer::fuzzing::shard_index);
 }

@@ -3,6 +3,7 @@
 //! goldens stay in kin-infer.
 
 pub mod config_fields;
+pub mod gguf;
 pub mod safetensors;
 pub mod source;
 

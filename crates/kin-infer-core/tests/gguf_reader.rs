@@ -1,0 +1,226 @@
+//! The GGUF reader against a file the `gguf` package's own writer made
+//! (tests/fixtures/gguf/all_types.gguf, python/gen_gguf_fixture.py: every metadata value type,
+//! one tensor of every ggml type read), and against malformed files: every truncation, random
+//! byte flips, hostile counts, unread types. Bad input is an error, never a panic.
+
+use kin_infer_core::error::{ErrorKind, InferError};
+use kin_infer_core::io::gguf::{GgufFile, MetaValue};
+use kin_infer_core::kernels::ggml::GgmlType;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gguf")
+}
+
+fn hex_f32(s: &str) -> Vec<f32> {
+    (0..s.len())
+        .step_by(8)
+        .map(|i| {
+            let b: Vec<u8> = (0..4)
+                .map(|j| u8::from_str_radix(&s[i + 2 * j..i + 2 * j + 2], 16).unwrap())
+                .collect();
+            f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+        })
+        .collect()
+}
+
+#[test]
+fn reads_what_gguf_writes() {
+    let f = GgufFile::open(&fixture().join("all_types.gguf")).expect("open");
+    let side: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture().join("all_types.json")).unwrap())
+            .unwrap();
+    assert_eq!(f.version, 3);
+    assert_eq!(f.alignment, 32);
+    assert_eq!(
+        f.get("general.architecture").and_then(|v| v.as_str()),
+        Some("llama")
+    );
+    for (key, m) in side["metadata"].as_object().unwrap() {
+        let v = f.get(key).unwrap_or_else(|| panic!("no `{key}`"));
+        let ty = m["type"].as_str().unwrap();
+        let want = &m["value"];
+        match ty {
+            "array" => {
+                let MetaValue::Array(items) = v else {
+                    panic!("{key}: {v:?}")
+                };
+                let want = want.as_array().unwrap();
+                assert_eq!(items.len(), want.len(), "{key}");
+                for (got, w) in items.iter().zip(want) {
+                    match w {
+                        Value::String(s) => assert_eq!(got.as_str(), Some(s.as_str()), "{key}"),
+                        _ => assert_eq!(got.as_u64(), w.as_u64(), "{key}"),
+                    }
+                }
+            }
+            _ => {
+                assert_eq!(v.type_name(), ty, "{key}");
+                match v {
+                    MetaValue::Str(s) => assert_eq!(s, want.as_str().unwrap()),
+                    MetaValue::Bool(b) => assert_eq!(*b, want.as_bool().unwrap()),
+                    MetaValue::F32(x) => assert_eq!(*x as f64, want.as_f64().unwrap()),
+                    MetaValue::F64(x) => assert_eq!(*x, want.as_f64().unwrap()),
+                    MetaValue::I8(x) => assert_eq!(*x as i64, want.as_i64().unwrap()),
+                    MetaValue::I16(x) => assert_eq!(*x as i64, want.as_i64().unwrap()),
+                    MetaValue::I32(x) => assert_eq!(*x as i64, want.as_i64().unwrap()),
+                    MetaValue::I64(x) => assert_eq!(*x, want.as_i64().unwrap()),
+                    _ => assert_eq!(v.as_u64(), want.as_u64(), "{key}"),
+                }
+            }
+        }
+    }
+    let tensors = side["tensors"].as_array().unwrap();
+    assert_eq!(f.tensors.len(), tensors.len());
+    for t in tensors {
+        let name = t["name"].as_str().unwrap();
+        let got = f
+            .tensor(name)
+            .unwrap_or_else(|| panic!("no tensor `{name}`"));
+        assert_eq!(got.ty.name(), t["type"].as_str().unwrap(), "{name}");
+        let dims: Vec<usize> = t["dims"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap() as usize)
+            .collect();
+        assert_eq!(got.dims, dims, "{name}");
+        let want = hex_f32(t["values"].as_str().unwrap());
+        let vals = f.dequantize(got);
+        assert_eq!(vals.len(), want.len(), "{name}");
+        for (i, (a, b)) in vals.iter().zip(&want).enumerate() {
+            assert_eq!(
+                a.to_bits(),
+                b.to_bits(),
+                "{name} value {i}: {a:e} vs gguf's {b:e}"
+            );
+        }
+    }
+    for ty in GgmlType::ALL {
+        assert!(
+            f.tensors.iter().any(|t| t.ty == ty),
+            "fixture lacks {}",
+            ty.name()
+        );
+    }
+}
+
+fn fixture_bytes() -> Vec<u8> {
+    std::fs::read(fixture().join("all_types.gguf")).unwrap()
+}
+
+#[test]
+fn every_truncation_is_an_error() {
+    let data = fixture_bytes();
+    // The writer pads the last tensor to the alignment: cutting only padding leaves a whole file.
+    let full = GgufFile::from_bytes("full.gguf", data.clone()).unwrap();
+    let end = full
+        .tensors
+        .iter()
+        .map(|t| t.offset + t.size)
+        .max()
+        .unwrap();
+    assert!(data.len() - end < full.alignment);
+    for len in 0..end {
+        match GgufFile::from_bytes("cut.gguf", data[..len].to_vec()) {
+            Ok(_) => panic!("{len} of {} bytes parsed", data.len()),
+            Err(e) => assert_eq!(e.kind(), ErrorKind::InvalidModel, "{len} bytes: {e}"),
+        }
+    }
+}
+
+#[test]
+fn flipped_bytes_never_panic() {
+    let data = fixture_bytes();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for _ in 0..3000 {
+        let mut d = data.clone();
+        for _ in 0..1 + next() % 3 {
+            // Mostly the header and directory, where the structure is.
+            let at = (next() as usize) % 1200.min(d.len());
+            d[at] ^= 1 << (next() % 8);
+        }
+        if let Ok(f) = GgufFile::from_bytes("flip.gguf", d) {
+            for t in &f.tensors {
+                assert_eq!(f.dequantize(t).len(), t.len());
+            }
+        }
+    }
+}
+
+/// A minimal GGUF v3: no metadata, the given tensor infos `(name, dims, type code, offset)`,
+/// then `data` after padding to 32.
+fn build(n_tensors_field: u64, infos: &[(&str, &[u64], u32, u64)], data: &[u8]) -> Vec<u8> {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(n_tensors_field.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    for (name, dims, ty, off) in infos {
+        b.extend((name.len() as u64).to_le_bytes());
+        b.extend(name.as_bytes());
+        b.extend((dims.len() as u32).to_le_bytes());
+        for d in *dims {
+            b.extend(d.to_le_bytes());
+        }
+        b.extend(ty.to_le_bytes());
+        b.extend(off.to_le_bytes());
+    }
+    while !b.len().is_multiple_of(32) {
+        b.push(0);
+    }
+    b.extend(data);
+    b
+}
+
+fn err(bytes: Vec<u8>) -> InferError {
+    match GgufFile::from_bytes("t.gguf", bytes) {
+        Ok(_) => panic!("parsed"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn hostile_directories_are_named_errors() {
+    let huge = err(build(u64::MAX, &[], &[]));
+    assert!(huge.to_string().contains("tensor count"), "{huge}");
+    let q = vec![0u8; 18];
+    let ok = GgufFile::from_bytes("t.gguf", build(1, &[("w", &[32], 2, 0)], &q)).unwrap();
+    assert_eq!(ok.tensors[0].size, 18);
+    let e = err(build(1, &[("w", &[33], 2, 0)], &q));
+    assert!(e.to_string().contains("whole 32-value blocks"), "{e}");
+    let e = err(build(1, &[("w", &[32, 2], 2, 0)], &q));
+    assert!(e.to_string().contains("run past the data section"), "{e}");
+    let e = err(build(1, &[("w", &[32], 2, 4)], &[0u8; 64]));
+    assert!(
+        e.to_string().contains("not a multiple of the alignment"),
+        "{e}"
+    );
+    let e = err(build(1, &[("w", &[u64::MAX, u64::MAX], 0, 0)], &q));
+    assert!(e.to_string().contains("overflows"), "{e}");
+    let e = err(build(1, &[("w", &[1, 1, 1, 1, 1], 0, 0)], &q));
+    assert!(e.to_string().contains("5 dimensions"), "{e}");
+    let e = err(build(
+        2,
+        &[("w", &[4], 0, 0), ("w", &[4], 0, 32)],
+        &[0u8; 64],
+    ));
+    assert!(e.to_string().contains("appears twice"), "{e}");
+    let e = err(build(1, &[("w", &[256], 16, 0)], &[0u8; 1024]));
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+    assert!(
+        e.to_string().contains("`w`") && e.to_string().contains("IQ2_XXS"),
+        "{e}"
+    );
+    let mut v1 = build(0, &[], &[]);
+    v1[4] = 1;
+    assert_eq!(err(v1).kind(), ErrorKind::Unsupported);
+    let e = err(b"GGML\x03\0\0\0".to_vec());
+    assert!(e.to_string().contains("not a GGUF file"), "{e}");
+}
