@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Regenerate tests/golden/ggml_blocks.json: ggml block formats dequantized (and, where
+"""Regenerate tests/fixtures/ggml/blocks.json: ggml block formats dequantized (and, where
 `gguf.quants` has a numpy quantizer, quantized) by the `gguf` package, the reference the Rust
 dequantizers in crates/kin-infer-core/src/kernels/ggml.rs are held to bit for bit.
 
     pip install gguf==0.19.0 numpy==2.4.6   # no torch
-    python python/gen_ggml_goldens.py [--out tests/golden/ggml_blocks.json]
+    python python/gen_ggml_goldens.py [--out tests/fixtures/ggml/blocks.json]
 
 Fixed seed: reruns are byte-identical. Per type, `cases` holds
 
@@ -30,7 +30,7 @@ from gguf import GGMLQuantizationType as T
 from gguf import quants
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_OUT = os.path.join(HERE, "..", "tests", "golden", "ggml_blocks.json")
+DEFAULT_OUT = os.path.join(HERE, "..", "tests", "fixtures", "ggml", "blocks.json")
 
 # Byte offsets of each block's f16 fields (scales and minimums), per ggml-common.h.
 HALF_FIELDS = {

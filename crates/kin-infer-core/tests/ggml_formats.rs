@@ -1,5 +1,5 @@
 //! The ggml block formats' scalar reference dequantizers (`kernels::ggml`) against the `gguf`
-//! package's `gguf.quants`, bit for bit: tests/golden/ggml_blocks.json, written by
+//! package's `gguf.quants`, bit for bit: tests/fixtures/ggml/blocks.json, written by
 //! python/gen_ggml_goldens.py (gguf 0.19.0, numpy 2.4.6) from random blocks and from rows
 //! that gguf's own quantizers wrote.
 
@@ -24,7 +24,7 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
 fn goldens() -> Value {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/golden/ggml_blocks.json"
+        "/../../tests/fixtures/ggml/blocks.json"
     );
     serde_json::from_str(&std::fs::read_to_string(path).expect("read ggml goldens"))
         .expect("parse ggml goldens")
