@@ -104,6 +104,26 @@ fn reads_what_gguf_writes() {
             ty.name()
         );
     }
+    // One tensor of each type; bits per weight from the blocks' own geometry.
+    assert!(f.type_counts().iter().all(|&(_, n)| n == 1));
+    assert_eq!(f.type_counts().len(), GgmlType::ALL.len());
+    let (bytes, values) = f.tensors.iter().fold((0, 0), |(b, v), t| {
+        let blocks = t.len() / t.ty.block_len();
+        (b + blocks * t.ty.block_bytes(), v + t.len())
+    });
+    let bpw = f.bits_per_weight().unwrap();
+    assert_eq!(bpw, bytes as f64 * 8.0 / values as f64);
+    assert!(bpw > 4.0 && bpw < 32.0, "{bpw}");
+}
+
+#[test]
+fn bits_per_weight_follow_the_block_geometry() {
+    // Q4_0: 18 bytes per 32 values = 4.5 bits; Q6_K: 210 per 256 = 6.5625.
+    for (code, n, bytes, want) in [(2u32, 64u64, 36usize, 4.5), (14, 256, 210, 6.5625)] {
+        let file = build(1, &[("w", &[n], code, 0)], &vec![0; bytes]);
+        let f = GgufFile::from_bytes("t.gguf", file).unwrap();
+        assert_eq!(f.bits_per_weight(), Some(want));
+    }
 }
 
 fn fixture_bytes() -> Vec<u8> {

@@ -179,6 +179,24 @@ impl GgufFile {
         &self.data()[t.offset..t.offset + t.size]
     }
 
+    /// How many tensors of each type the file holds, in [`GgmlType::ALL`] order (types with
+    /// none left out): what `describe` reports.
+    pub fn type_counts(&self) -> Vec<(GgmlType, usize)> {
+        GgmlType::ALL
+            .into_iter()
+            .map(|ty| (ty, self.tensors.iter().filter(|t| t.ty == ty).count()))
+            .filter(|&(_, n)| n > 0)
+            .collect()
+    }
+
+    /// Stored bits per weight over every tensor (block scales included), `None` for a file
+    /// without values.
+    pub fn bits_per_weight(&self) -> Option<f64> {
+        let values: usize = self.tensors.iter().map(GgufTensor::len).sum();
+        let bytes: usize = self.tensors.iter().map(|t| t.size).sum();
+        (values > 0).then(|| bytes as f64 * 8.0 / values as f64)
+    }
+
     /// `t`'s values as f32 through the scalar reference dequantizer.
     pub fn dequantize(&self, t: &GgufTensor) -> Vec<f32> {
         let mut out = vec![0.0; t.len()];
