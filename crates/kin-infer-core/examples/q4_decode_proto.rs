@@ -58,21 +58,23 @@ fn repack(q4: &[u8], n: usize, k: usize) -> Q4Panels {
     Q4Panels { k, n, data }
 }
 
-/// `out[j] = Σ_p a[p]·w[p][j]`, each output from 0.0 with FMA in p order, w = d·(q − 8).
+/// `out[j] = Σ_p a[p]·w[p][j]`, each output from 0.0 with FMA in p order, w = d·(q − 8);
+/// `P` panels (16·P columns, 2·P accumulators) per pass, P ≤ 4.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn gemv_q4(a: &[f32], w: &Q4Panels, out: &mut [f32]) {
+unsafe fn gemv_q4<const P: usize>(a: &[f32], w: &Q4Panels, out: &mut [f32]) {
     use std::arch::x86_64::*;
+    assert!(P <= 4 && (w.n / NR).is_multiple_of(P));
     let kb_n = w.k / QB;
     unsafe {
-        // Two panels (32 columns) per pass: 4 accumulators, 4 scale and 4 offset registers.
-        for jp in (0..w.n / NR).step_by(2) {
-            let mut acc = [_mm256_setzero_ps(); 4];
+        for jp in (0..w.n / NR).step_by(P) {
+            let mut acc = [_mm256_setzero_ps(); 8];
             for kb in 0..kb_n {
-                let blk = [0, 1].map(|i| w.data.as_ptr().add(((jp + i) * kb_n + kb) * BLOCK));
-                let mut d = [_mm256_setzero_ps(); 4];
-                let mut m8d = [_mm256_setzero_ps(); 4];
-                for i in 0..2 {
+                let blk: [*const u8; P] =
+                    core::array::from_fn(|i| w.data.as_ptr().add(((jp + i) * kb_n + kb) * BLOCK));
+                let mut d = [_mm256_setzero_ps(); 8];
+                let mut m8d = [_mm256_setzero_ps(); 8];
+                for i in 0..P {
                     for h in 0..2 {
                         let s = _mm_loadu_si128(blk[i].add(16 * h).cast());
                         d[2 * i + h] = _mm256_cvtph_ps(s);
@@ -84,7 +86,7 @@ unsafe fn gemv_q4(a: &[f32], w: &Q4Panels, out: &mut [f32]) {
                 let mask = _mm256_set1_epi32(15);
                 for p in 0..QB {
                     let av = _mm256_set1_ps(*a.get_unchecked(kb * QB + p));
-                    for i in 0..2 {
+                    for i in 0..P {
                         let bytes = _mm_loadl_epi64(blk[i].add(NR * 2 + p * 8).cast());
                         let b = _mm256_cvtepu8_epi32(bytes);
                         let lo = _mm256_cvtepi32_ps(_mm256_and_si256(b, mask));
@@ -96,51 +98,7 @@ unsafe fn gemv_q4(a: &[f32], w: &Q4Panels, out: &mut [f32]) {
                     }
                 }
             }
-            for (q, v) in acc.iter().enumerate() {
-                _mm256_storeu_ps(out.as_mut_ptr().add(jp * NR + q * 8), *v);
-            }
-        }
-    }
-}
-
-/// [`gemv_q4`] with four panels (64 columns, 8 accumulators) per pass: twice the independent
-/// accumulator chains; the scales and offsets may live on the stack instead of in registers.
-/// Same bits.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn gemv_q4_wide(a: &[f32], w: &Q4Panels, out: &mut [f32]) {
-    use std::arch::x86_64::*;
-    let kb_n = w.k / QB;
-    unsafe {
-        for jp in (0..w.n / NR).step_by(4) {
-            let mut acc = [_mm256_setzero_ps(); 8];
-            for kb in 0..kb_n {
-                let blk = [0, 1, 2, 3].map(|i| w.data.as_ptr().add(((jp + i) * kb_n + kb) * BLOCK));
-                let mut d = [_mm256_setzero_ps(); 8];
-                let mut m8d = [_mm256_setzero_ps(); 8];
-                for i in 0..4 {
-                    for h in 0..2 {
-                        let s = _mm_loadu_si128(blk[i].add(16 * h).cast());
-                        d[2 * i + h] = _mm256_cvtph_ps(s);
-                        m8d[2 * i + h] = _mm256_mul_ps(d[2 * i + h], _mm256_set1_ps(-8.0));
-                    }
-                }
-                let mask = _mm256_set1_epi32(15);
-                for p in 0..QB {
-                    let av = _mm256_set1_ps(*a.get_unchecked(kb * QB + p));
-                    for i in 0..4 {
-                        let bytes = _mm_loadl_epi64(blk[i].add(NR * 2 + p * 8).cast());
-                        let b = _mm256_cvtepu8_epi32(bytes);
-                        let lo = _mm256_cvtepi32_ps(_mm256_and_si256(b, mask));
-                        let hi = _mm256_cvtepi32_ps(_mm256_srli_epi32::<4>(b));
-                        let wlo = _mm256_fmadd_ps(lo, d[2 * i], m8d[2 * i]);
-                        let whi = _mm256_fmadd_ps(hi, d[2 * i + 1], m8d[2 * i + 1]);
-                        acc[2 * i] = _mm256_fmadd_ps(av, wlo, acc[2 * i]);
-                        acc[2 * i + 1] = _mm256_fmadd_ps(av, whi, acc[2 * i + 1]);
-                    }
-                }
-            }
-            for (q, v) in acc.iter().enumerate() {
+            for (q, v) in acc[..2 * P].iter().enumerate() {
                 _mm256_storeu_ps(out.as_mut_ptr().add(jp * NR + q * 8), *v);
             }
         }
@@ -215,9 +173,9 @@ fn main() {
         best
     };
     let tf = time(&mut || kern.matmul(&a, k, 1, &packed, None, &mut want, n));
-    let tq = time(&mut || unsafe { gemv_q4(&a, &panels, &mut got) });
+    let tq = time(&mut || unsafe { gemv_q4::<2>(&a, &panels, &mut got) });
     let mut got4 = vec![0.0f32; n];
-    let tw = time(&mut || unsafe { gemv_q4_wide(&a, &panels, &mut got4) });
+    let tw = time(&mut || unsafe { gemv_q4::<4>(&a, &panels, &mut got4) });
     let equal = |g: &[f32]| want.iter().zip(g).all(|(x, y)| x.to_bits() == y.to_bits());
     let same = equal(&got) && equal(&got4);
     let weights = (n * k) as f64;

@@ -14,6 +14,7 @@
 //! f32 lanes); the container's dtype mapped to it (`io/safetensors.rs`, later GGUF).
 
 use super::gemm;
+use super::ggml::GgmlType;
 
 /// Storage of a weight matrix's values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,25 +83,15 @@ impl WeightFormat {
     /// # Panics
     /// If `bytes` is not whole blocks or `out` does not hold their values.
     pub fn dequantize(self, bytes: &[u8], out: &mut [f32]) {
-        let (bb, bl) = (self.block_bytes(), self.block_len());
-        assert!(
-            bytes.len().is_multiple_of(bb) && out.len() == bytes.len() / bb * bl,
-            "dequantize: {} bytes of {} into {} values",
-            bytes.len(),
-            self.name(),
-            out.len()
-        );
+        self.ggml_type().dequantize(bytes, out)
+    }
+
+    /// The ggml tensor type with this storage (whose reference dequantizer is this one's).
+    pub const fn ggml_type(self) -> GgmlType {
         match self {
-            WeightFormat::F32 => {
-                for (o, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
-                    *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                }
-            }
-            WeightFormat::Bf16 | WeightFormat::F16 => {
-                for (o, b) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-                    *o = self.widen(u16::from_le_bytes([b[0], b[1]]));
-                }
-            }
+            WeightFormat::F32 => GgmlType::F32,
+            WeightFormat::Bf16 => GgmlType::BF16,
+            WeightFormat::F16 => GgmlType::F16,
         }
     }
 }
