@@ -8,10 +8,14 @@
 //! match bit for bit (tests/half_kernels.rs checks each tier against it through the f32 GEMM:
 //! the product over a stored weight equals the product over its dequantized f32 twin).
 //!
-//! Adding a format (Q8_0, Q4_0 next): a variant here with its geometry and reference; its
-//! packing in `kernels/mod.rs`; one micro-kernel per tier in that tier's table (generic.rs,
-//! x86_sse.rs, x86_avx2.rs, x86_avx512.rs, neon.rs: how the tier loads a panel row of it as
-//! f32 lanes); the container's dtype mapped to it (`io/safetensors.rs`, later GGUF).
+//! Two kinds of format: *element* formats (F32, BF16, F16: one value per stored element),
+//! each with one micro-kernel per tier in that tier's table (generic.rs, x86_sse.rs,
+//! x86_avx2.rs, x86_avx512.rs, neon.rs: how the tier loads a panel row of it as f32 lanes);
+//! and ggml's *block* formats ([`WeightFormat::Quant`]: Q8_0, Q4_0, Q4_1, Q5_0, …, K-quants),
+//! whose panels (`blocks.rs`) the GEMM driver dequantizes into f32 panel rows for the f32
+//! micro-kernel, or, for a single row (decode), hands to a tier's direct kernel that
+//! dequantizes in registers (`Ops::row4_quant`). Either way the values are the reference
+//! dequantizer's, so the products are the f32 product's bits over the dequantized matrix.
 
 use super::gemm;
 use super::ggml::GgmlType;
@@ -25,39 +29,72 @@ pub enum WeightFormat {
     Bf16,
     /// IEEE binary16 (widening is exact).
     F16,
+    /// A ggml block type (never F32/F16/BF16: those are the element formats above; build
+    /// with [`WeightFormat::from_ggml`]).
+    Quant(GgmlType),
 }
 
 impl WeightFormat {
-    /// Every format, in [`WeightFormat::index`] order.
+    /// Every element format, in [`WeightFormat::index`] order.
     pub const ALL: [WeightFormat; 3] = [WeightFormat::F32, WeightFormat::Bf16, WeightFormat::F16];
-    /// Number of formats (the length of a tier's per-format kernel table).
+    /// Number of element formats (the length of a tier's per-format kernel table).
     pub const COUNT: usize = Self::ALL.len();
 
-    /// Position in [`WeightFormat::ALL`] and in every tier's per-format kernel table.
-    pub const fn index(self) -> usize {
-        self as usize
+    /// The format of a ggml tensor type: F32/F16/BF16 are element formats, the rest blocks.
+    pub const fn from_ggml(t: GgmlType) -> WeightFormat {
+        match t {
+            GgmlType::F32 => WeightFormat::F32,
+            GgmlType::F16 => WeightFormat::F16,
+            GgmlType::BF16 => WeightFormat::Bf16,
+            q => WeightFormat::Quant(q),
+        }
     }
 
-    /// The name containers and reports use (safetensors' dtype spelling).
+    /// Position of an element format in [`WeightFormat::ALL`] and in every tier's
+    /// per-format kernel table.
+    ///
+    /// # Panics
+    /// On a block format (the driver never indexes the element tables with one).
+    pub const fn index(self) -> usize {
+        match self {
+            WeightFormat::F32 => 0,
+            WeightFormat::Bf16 => 1,
+            WeightFormat::F16 => 2,
+            WeightFormat::Quant(_) => panic!("block formats have no element kernel"),
+        }
+    }
+
+    /// The block type of a block format, `None` for an element format.
+    pub const fn quant(self) -> Option<GgmlType> {
+        match self {
+            WeightFormat::Quant(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The name containers and reports use (safetensors' dtype spelling; ggml's for blocks).
     pub fn name(self) -> &'static str {
         match self {
             WeightFormat::F32 => "F32",
             WeightFormat::Bf16 => "BF16",
             WeightFormat::F16 => "F16",
+            WeightFormat::Quant(t) => t.name(),
         }
     }
 
-    /// Values per block (1 for the element formats; 32 for ggml's Q8_0 / Q4_0).
+    /// Values per block (1 for the element formats; 32 for Q8_0 / Q4_0, 256 for K-quants).
     pub const fn block_len(self) -> usize {
-        1
+        self.ggml_type().block_len()
     }
 
     /// Bytes per block as stored.
     pub const fn block_bytes(self) -> usize {
-        match self {
-            WeightFormat::F32 => 4,
-            WeightFormat::Bf16 | WeightFormat::F16 => 2,
-        }
+        self.ggml_type().block_bytes()
+    }
+
+    /// Bytes of `elems` stored values (`elems` a multiple of the block length).
+    pub const fn bytes_of(self, elems: usize) -> usize {
+        elems / self.block_len() * self.block_bytes()
     }
 
     /// Whether values are stored as 16-bit patterns (the half-precision panels).
@@ -73,7 +110,9 @@ impl WeightFormat {
         match self {
             WeightFormat::Bf16 => gemm::bf16_to_f32(bits),
             WeightFormat::F16 => gemm::f16_to_f32(bits),
-            WeightFormat::F32 => panic!("widen: F32 is not a 16-bit format"),
+            WeightFormat::F32 | WeightFormat::Quant(_) => {
+                panic!("widen: {} is not a 16-bit format", self.name())
+            }
         }
     }
 
@@ -92,9 +131,10 @@ impl WeightFormat {
             WeightFormat::F32 => GgmlType::F32,
             WeightFormat::Bf16 => GgmlType::BF16,
             WeightFormat::F16 => GgmlType::F16,
+            WeightFormat::Quant(t) => t,
         }
     }
 }
 
-/// One entry per [`WeightFormat`], indexed by [`WeightFormat::index`]: a tier's kernels.
+/// One entry per element [`WeightFormat`], indexed by [`WeightFormat::index`]: a tier's kernels.
 pub(crate) type PerFormat<T> = [T; WeightFormat::COUNT];

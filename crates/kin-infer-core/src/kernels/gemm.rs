@@ -173,11 +173,12 @@ pub(crate) struct Panels {
     pub(crate) data: PanelData,
 }
 
-/// Panel storage by element width (a block format would add its bytes here).
+/// Panel storage by element width, or the bytes of block-quantized panels (`blocks.rs`).
 #[derive(Clone, Debug)]
 pub(crate) enum PanelData {
     F32(AlignedBuf<f32>),
     U16(AlignedBuf<u16>),
+    Blocks(AlignedBuf<u8>),
 }
 
 impl Panels {
@@ -192,6 +193,7 @@ impl Panels {
         match &self.data {
             PanelData::F32(v) => v.as_slice().as_ptr().cast(),
             PanelData::U16(v) => v.as_slice().as_ptr().cast(),
+            PanelData::Blocks(v) => v.as_slice().as_ptr(),
         }
     }
 }
@@ -355,7 +357,7 @@ pub(crate) fn f32_panels_of(
     (dst.k, dst.n, dst.nr) = (k, n, nr);
     match &mut dst.buf.data {
         PanelData::F32(buf) => buf,
-        PanelData::U16(_) => unreachable!("set to f32 above"),
+        PanelData::U16(_) | PanelData::Blocks(_) => unreachable!("set to f32 above"),
     }
 }
 
@@ -387,6 +389,8 @@ pub(crate) unsafe fn store_tile<const MR: usize, const NR: usize>(
 thread_local! {
     /// Packed A panels of the current task (MC·KC floats), reused across calls.
     static APACK: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// One block-quantized panel's KC slice dequantized to f32 panel rows (KC·NR floats).
+    static STAGE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 #[derive(Clone, Copy)]
@@ -440,7 +444,9 @@ pub(crate) fn matmul(
     assert!(mr * nr <= MAX_TILE);
 
     let kc_blocks = k.div_ceil(KC_MAX).max(1);
-    let kcb = k.div_ceil(kc_blocks);
+    // A block format's KC slices are whole blocks (k itself is, checked at packing).
+    let bl = b.buf.format.block_len();
+    let kcb = k.div_ceil(kc_blocks).div_ceil(bl) * bl;
     let (mp, np) = (m.div_ceil(mr), n.div_ceil(nr));
     // A single row splits columns in groups of four panels, so each task's panels go through
     // the tier's four-panel row kernel (`Ops::row4`) with no single-panel remainder.
@@ -584,11 +590,26 @@ unsafe fn block(
     if scratch.len() < need {
         scratch.resize(need, 0.0);
     }
-    let cold_b = b.k * b.n * b.buf.format.block_bytes() >= PREFETCH_MIN_BYTES;
+    let cold_b = b.buf.format.bytes_of(b.k * b.n.div_ceil(nr) * nr) >= PREFETCH_MIN_BYTES;
     let bdata = BData {
         format: b.buf.format,
         ptr: b.buf.as_ptr(),
     };
+    let quant = b.buf.format.quant();
+    // Decode over a block format: the tier's direct kernel, if it has one for the type.
+    let row4_quant = quant.and_then(|t| {
+        ops.row4_quant
+            .iter()
+            .find(|(q, _)| *q == t)
+            .map(|(_, kernel)| *kernel)
+    });
+    let mut stage_guard = match quant {
+        Some(_) => STAGE.with(|cell| cell.take()),
+        None => Vec::new(),
+    };
+    if quant.is_some() && stage_guard.len() < kcb * nr {
+        stage_guard.resize(kcb * nr, 0.0);
+    }
     // Staging for a partial last column panel's bias and tile, cleared once per call rather
     // than per tile: lanes past the panel's columns are computed and discarded, so their
     // stale contents never reach C.
@@ -612,8 +633,24 @@ unsafe fn block(
         let single_row = ip1 - ip0 == 1 && m - ip0 * mr == 1;
         let mut jp = jp0;
         while jp < jp1 {
-            if let (Some(r4), true) = (ops.row4, single_row && jp + 4 <= jp1 && (jp + 4) * nr <= n)
-            {
+            let four = single_row && jp + 4 <= jp1 && (jp + 4) * nr <= n;
+            if let (Some(r4), true) = (row4_quant, four) {
+                let j0 = jp * nr;
+                let bias_ptr = match bias {
+                    Some(bias) if last => bias[j0..j0 + 4 * nr].as_ptr(),
+                    _ => std::ptr::null(),
+                };
+                // SAFETY: as for the element formats below; the kernel converts element
+                // offsets to bytes with its type's block geometry.
+                unsafe {
+                    let ct = c.add(ip0 * mr * ldc + j0);
+                    let b = bdata.at(jp * k * nr + p0 * nr);
+                    (r4)(kc, scratch.as_ptr(), b, k * nr, ct, load, bias_ptr)
+                }
+                jp += 4;
+                continue;
+            }
+            if let (Some(r4), true, None) = (ops.row4, four, quant) {
                 let j0 = jp * nr;
                 let boff = jp * k * nr + p0 * nr;
                 let bias_ptr = match bias {
@@ -655,6 +692,29 @@ unsafe fn block(
             let calls = ip1 - ip0;
             let next = (jp + 1 < jp1 && calls > 1 && cold_b)
                 .then(|| bdata.byte_range((jp + 1) * k * nr + p0 * nr, kc * nr));
+            // A block format's slice is dequantized once into f32 panel rows, which every
+            // row panel then multiplies with the f32 kernel (same values, same k order).
+            let (kdata, koff) = match quant {
+                Some(t) => {
+                    // SAFETY: the panel holds kc / block_len blocks from `boff`; the stage
+                    // holds kcb·nr ≥ kc·nr floats.
+                    unsafe {
+                        super::blocks::dequant_slice(
+                            t,
+                            nr,
+                            bdata.at(boff),
+                            kc,
+                            stage_guard.as_mut_ptr(),
+                        )
+                    };
+                    let staged = BData {
+                        format: WeightFormat::F32,
+                        ptr: stage_guard.as_ptr().cast(),
+                    };
+                    (staged, 0)
+                }
+                None => (bdata, boff),
+            };
             for ip in ip0..ip1 {
                 if let Some((start, len)) = next {
                     let i = ip - ip0;
@@ -666,7 +726,7 @@ unsafe fn block(
                 unsafe {
                     let ct = c.add(i0 * ldc + j0);
                     if cols == nr {
-                        bdata.call(ops, rows, boff, kc, apanel, ct, ldc, load, bias_ptr);
+                        kdata.call(ops, rows, koff, kc, apanel, ct, ldc, load, bias_ptr);
                     } else {
                         // Edge tile: same kernel on a staged copy, so the same op sequence.
                         if load {
@@ -677,7 +737,7 @@ unsafe fn block(
                             }
                         }
                         let t = tmp.as_mut_ptr();
-                        bdata.call(ops, rows, boff, kc, apanel, t, nr, load, bias_ptr);
+                        kdata.call(ops, rows, koff, kc, apanel, t, nr, load, bias_ptr);
                         for r in 0..rows {
                             for j in 0..cols {
                                 *ct.add(r * ldc + j) = tmp[r * nr + j];
@@ -692,6 +752,9 @@ unsafe fn block(
         if last {
             break;
         }
+    }
+    if quant.is_some() {
+        STAGE.with(|cell| cell.replace(stage_guard));
     }
 }
 
@@ -741,12 +804,12 @@ impl BData {
     fn at(self, off: usize) -> *const u8 {
         // SAFETY: `off` is an element offset inside the panel buffer (callers pass panel
         // starts and k offsets of existing panels).
-        unsafe { self.ptr.add(off * self.format.block_bytes()) }
+        unsafe { self.ptr.add(self.format.bytes_of(off)) }
     }
 
     /// The bytes of `len` elements at element offset `off`.
     fn byte_range(self, off: usize, len: usize) -> (*const u8, usize) {
-        (self.at(off), len * self.format.block_bytes())
+        (self.at(off), self.format.bytes_of(len))
     }
 
     /// Runs the tier's `rows`-row micro-kernel for this format on the panel at `off`.

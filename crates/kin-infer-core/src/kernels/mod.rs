@@ -26,6 +26,7 @@ macro_rules! rows_table {
     };
 }
 
+mod blocks;
 pub mod format;
 mod gemm;
 mod generic;
@@ -171,6 +172,11 @@ pub(crate) struct Ops {
     /// independent accumulator chains of `kernel[0]`, so a single row is bound by memory, not
     /// by FMA latency. Same per-output k order. `None`: the driver calls `kernel[0]` per panel.
     pub row4: Option<PerFormat<gemm::Row4Kernel>>,
+    /// Direct single-row kernels over block-quantized panels (`blocks.rs`'s interleaved
+    /// layout), by type: the [`gemm::Row4Kernel`] contract (offsets and `bstride` in
+    /// elements), each weight dequantized in registers to the reference's value. A type
+    /// without one is dequantized into f32 panel rows for the f32 kernel.
+    pub row4_quant: &'static [(ggml::GgmlType, gemm::Row4Kernel)],
     pub sum: fn(&[f32]) -> f32,
     pub dot: fn(&[f32], &[f32]) -> f32,
     /// Canonical max (16 lanes, `a > b ? a : b`, tree16 order), -inf for an empty slice.
@@ -251,12 +257,28 @@ impl PackedMatrix {
         assert!(p < self.k && j < self.n, "PackedMatrix::get out of range");
         (j / self.nr) * self.k * self.nr + p * self.nr + j % self.nr
     }
-    /// Element B[p][j] (widened to f32 for half-precision panels).
+    /// Element B[p][j] (widened to f32 for half-precision panels, dequantized for blocks).
     pub fn get(&self, p: usize, j: usize) -> f32 {
         let i = self.index(p, j);
         match &self.buf.data {
             gemm::PanelData::F32(v) => v.as_slice()[i],
             gemm::PanelData::U16(v) => self.buf.format.widen(v.as_slice()[i]),
+            gemm::PanelData::Blocks(v) => {
+                let t = self
+                    .buf
+                    .format
+                    .quant()
+                    .expect("block panels have a block type");
+                blocks::get(t, self.nr, v.as_slice(), self.k, p, j)
+            }
+        }
+    }
+    /// Bytes the panels occupy (what a loaded matrix keeps resident).
+    pub fn stored_bytes(&self) -> usize {
+        match &self.buf.data {
+            gemm::PanelData::F32(v) => v.as_slice().len() * 4,
+            gemm::PanelData::U16(v) => v.as_slice().len() * 2,
+            gemm::PanelData::Blocks(v) => v.as_slice().len(),
         }
     }
     /// Raw stored bits of B[p][j] for half-precision panels.
@@ -264,7 +286,7 @@ impl PackedMatrix {
         let i = self.index(p, j);
         match &self.buf.data {
             gemm::PanelData::U16(v) => v.as_slice()[i],
-            gemm::PanelData::F32(_) => unreachable!("get_bits on f32 panels"),
+            _ => unreachable!("get_bits on panels that are not 16-bit"),
         }
     }
     /// The same matrix packed with panel width `nr`, keeping the storage type.
@@ -276,6 +298,14 @@ impl PackedMatrix {
             }
             gemm::PanelData::U16(_) => {
                 gemm::PanelData::U16(gemm::pack_panels(nr, k, n, |p, j| self.get_bits(p, j)))
+            }
+            gemm::PanelData::Blocks(v) => {
+                let t = self
+                    .buf
+                    .format
+                    .quant()
+                    .expect("block panels have a block type");
+                gemm::PanelData::Blocks(blocks::repack(t, self.nr, v.as_slice(), k, n, nr))
             }
         };
         let buf = gemm::Panels {
@@ -455,6 +485,48 @@ impl Kernels {
         let n = rows.len();
         let panels = gemm::pack_col_slices(self.ops.nr, k, n, |j| rows[j]);
         half_packed(self.ops.nr, k, n, panels, fmt)
+    }
+
+    /// Packs weights stored in a ggml block type (`parts` concatenated: each part whole rows
+    /// of `k` values as the file stores them, a row's blocks contiguous) as `n = rows`
+    /// columns of B. The panels stay quantized (`blocks.rs`); products over them give the
+    /// bits of the f32 product over the reference-dequantized matrix.
+    ///
+    /// # Errors
+    /// `k` not a whole number of the type's blocks, or a part not whole rows.
+    pub fn pack_rows_quant(
+        &self,
+        parts: &[&[u8]],
+        k: usize,
+        t: ggml::GgmlType,
+    ) -> Result<PackedMatrix> {
+        let fmt = WeightFormat::from_ggml(t);
+        let row_bytes = t.row_bytes(k).filter(|b| *b > 0 && fmt.quant().is_some());
+        let Some(rb) = row_bytes else {
+            return Err(InferError::Unsupported(format!(
+                "a {} weight matrix with rows of {k} values (block-quantized rows must be whole blocks of {})",
+                t.name(),
+                t.block_len()
+            )));
+        };
+        let mut rows: Vec<&[u8]> = Vec::new();
+        for p in parts {
+            if !p.len().is_multiple_of(rb) {
+                return Err(InferError::Unsupported(format!(
+                    "a {} weight part of {} bytes is not whole rows of {rb} bytes",
+                    t.name(),
+                    p.len()
+                )));
+            }
+            rows.extend(p.chunks_exact(rb));
+        }
+        let n = rows.len();
+        let nr = self.ops.nr;
+        let buf = gemm::Panels {
+            format: fmt,
+            data: gemm::PanelData::Blocks(blocks::pack(t, nr, k, n, |j| rows[j])),
+        };
+        Ok(PackedMatrix { k, n, nr, buf })
     }
 
     /// [`Self::pack_rows`] into `dst`, reusing its allocation when large enough.

@@ -21,6 +21,7 @@ pub(crate) static OPS: Ops = Ops {
         rows_table!(kernel_6x16_half::<false>, [1, 2, 3, 4, 5, 6]),
     ],
     row4: None,
+    row4_quant: &[],
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },

@@ -29,6 +29,7 @@ pub(crate) static OPS: Ops = Ops {
         ),
     ],
     row4: Some([row4_f32, row4_half::<true>, row4_half::<false>]),
+    row4_quant: &[],
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },

@@ -1,0 +1,242 @@
+//! Block-quantized B panels: ggml's Q8_0, Q4_0, Q4_1, Q5_0, … weights kept quantized in
+//! memory and dequantized inside the GEMM, exactly as [`GgmlType::dequantize`] does, so a
+//! product over them has the bits of the f32 product over the dequantized matrix.
+//!
+//! A matrix of a block type is packed like any other (`nr`-wide panels, k-major), one
+//! *panel block* per panel and 32 (or 256) k: `nr · block_bytes` bytes holding the `nr`
+//! columns' ggml blocks for that stretch of k, so element offsets map to bytes as
+//! `off / block_len · block_bytes` and a KC slice (a multiple of the block length) is a run
+//! of whole panel blocks. Inside a panel block the layout depends on the type:
+//!
+//! - **interleaved** (Q8_0, Q4_0, Q4_1: the types with direct SIMD kernels): first the `nr`
+//!   f16 scales `d` (then, for Q4_1, the `nr` f16 minimums `m`), then 32 *code rows*, one per
+//!   k, each holding that k's code of every column: `nr` bytes for Q8_0; `nr / 2` bytes for
+//!   the 4-bit types, byte `i` holding column `i` in its low nibble and column `i + nr/2` in
+//!   its high one, so a tier widens a code row into two registers of consecutive columns
+//!   with one mask and one shift;
+//! - **verbatim** (every other type): the `nr` columns' ggml blocks one after another, read
+//!   through the scalar reference (a slower path, as the issue allows for the other types).
+//!
+//! Padding columns of a last partial panel are zero bytes (scale 0.0); their products are
+//! computed and discarded, as for f32 panels.
+
+use super::gemm::{f16_to_f32, AlignedBuf};
+use super::ggml::GgmlType;
+
+/// Largest ggml block (Q6_K's 210 bytes) rounded up: a stack buffer holds any one block.
+const MAX_BLOCK: usize = 256;
+
+/// Whether the panels of `t` use the interleaved layout (see the module doc).
+pub(crate) const fn interleaved(t: GgmlType) -> bool {
+    matches!(t, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1)
+}
+
+/// Bytes where the interleaved code rows start in a panel block of width `nr`.
+const fn codes_at(t: GgmlType, nr: usize) -> usize {
+    match t {
+        GgmlType::Q4_1 => 4 * nr,
+        _ => 2 * nr,
+    }
+}
+
+/// Packs a `k × n` matrix of `t` given by its columns (`col(j)`: the ggml blocks of k
+/// values, i.e. row `j` of a torch weight as stored in the file) into panels of width `nr`.
+///
+/// # Panics
+/// If `t` is not a block type, `k` is not whole blocks or a column is shorter than its blocks.
+pub(crate) fn pack<'a>(
+    t: GgmlType,
+    nr: usize,
+    k: usize,
+    n: usize,
+    col: impl Fn(usize) -> &'a [u8],
+) -> AlignedBuf<u8> {
+    let (bl, bb) = (t.block_len(), t.block_bytes());
+    assert!(bl > 1 && k.is_multiple_of(bl) && nr.is_multiple_of(2));
+    let (kb_n, panels) = (k / bl, n.div_ceil(nr));
+    // Zeroed: the interleaved nibbles are or-ed in, and padding columns stay zero.
+    let mut buf = AlignedBuf::<u8>::zeroed(panels * kb_n * nr * bb);
+    let data = buf.as_mut_slice();
+    for jp in 0..panels {
+        let cols = nr.min(n - jp * nr);
+        for c in 0..cols {
+            let src = &col(jp * nr + c)[..kb_n * bb];
+            for (kb, block) in src.chunks_exact(bb).enumerate() {
+                let at = (jp * kb_n + kb) * nr * bb;
+                write_block(t, nr, &mut data[at..at + nr * bb], c, block);
+            }
+        }
+    }
+    buf
+}
+
+/// Stores column `c`'s ggml block `src` into the panel block `dst` (zeroed before).
+fn write_block(t: GgmlType, nr: usize, dst: &mut [u8], c: usize, src: &[u8]) {
+    let bb = t.block_bytes();
+    if !interleaved(t) {
+        dst[c * bb..(c + 1) * bb].copy_from_slice(src);
+        return;
+    }
+    dst[2 * c..2 * c + 2].copy_from_slice(&src[..2]);
+    let codes = codes_at(t, nr);
+    match t {
+        GgmlType::Q8_0 => {
+            for (p, q) in src[2..34].iter().enumerate() {
+                dst[codes + p * nr + c] = *q;
+            }
+        }
+        _ => {
+            let qs = if t == GgmlType::Q4_1 {
+                dst[2 * nr + 2 * c..2 * nr + 2 * c + 2].copy_from_slice(&src[2..4]);
+                &src[4..20]
+            } else {
+                &src[2..18]
+            };
+            let half = nr / 2;
+            for p in 0..32 {
+                let q = if p < 16 { qs[p] & 15 } else { qs[p - 16] >> 4 };
+                dst[codes + p * half + c % half] |= q << (4 * (c / half));
+            }
+        }
+    }
+}
+
+/// Column `c`'s ggml block back out of the panel block `src` (the first `block_bytes`
+/// bytes of the result): what [`write_block`] stored.
+fn read_block(t: GgmlType, nr: usize, src: &[u8], c: usize) -> [u8; MAX_BLOCK] {
+    let bb = t.block_bytes();
+    let mut out = [0u8; MAX_BLOCK];
+    if !interleaved(t) {
+        out[..bb].copy_from_slice(&src[c * bb..(c + 1) * bb]);
+        return out;
+    }
+    out[..2].copy_from_slice(&src[2 * c..2 * c + 2]);
+    let codes = codes_at(t, nr);
+    match t {
+        GgmlType::Q8_0 => {
+            for p in 0..32 {
+                out[2 + p] = src[codes + p * nr + c];
+            }
+        }
+        _ => {
+            let qs_at = if t == GgmlType::Q4_1 {
+                out[2..4].copy_from_slice(&src[2 * nr + 2 * c..2 * nr + 2 * c + 2]);
+                4
+            } else {
+                2
+            };
+            let half = nr / 2;
+            for p in 0..32 {
+                let q = (src[codes + p * half + c % half] >> (4 * (c / half))) & 15;
+                out[qs_at + p % 16] |= if p < 16 { q } else { q << 4 };
+            }
+        }
+    }
+    out
+}
+
+/// The same matrix's panels at another panel width (a matrix packed by another tier).
+pub(crate) fn repack(
+    t: GgmlType,
+    from_nr: usize,
+    data: &[u8],
+    k: usize,
+    n: usize,
+    nr: usize,
+) -> AlignedBuf<u8> {
+    let (bl, bb) = (t.block_len(), t.block_bytes());
+    let kb_n = k / bl;
+    let cols: Vec<Vec<u8>> = (0..n)
+        .map(|j| {
+            let (jp, c) = (j / from_nr, j % from_nr);
+            let mut v = Vec::with_capacity(kb_n * bb);
+            for kb in 0..kb_n {
+                let at = (jp * kb_n + kb) * from_nr * bb;
+                v.extend_from_slice(&read_block(t, from_nr, &data[at..at + from_nr * bb], c)[..bb]);
+            }
+            v
+        })
+        .collect();
+    pack(t, nr, k, n, |j| &cols[j])
+}
+
+/// B[p][j] of a packed block matrix (dequantizes the block holding it).
+pub(crate) fn get(t: GgmlType, nr: usize, data: &[u8], k: usize, p: usize, j: usize) -> f32 {
+    let (bl, bb) = (t.block_len(), t.block_bytes());
+    let (jp, c, kb) = (j / nr, j % nr, p / bl);
+    let at = (jp * (k / bl) + kb) * nr * bb;
+    let block = read_block(t, nr, &data[at..at + nr * bb], c);
+    let mut vals = [0.0f32; 256];
+    t.dequantize(&block[..bb], &mut vals[..bl]);
+    vals[p % bl]
+}
+
+/// The scalar staging dequantizer: `kc` k (whole blocks) of one panel, starting at the panel
+/// block `src`, into `out` as f32 panel rows (`out[p·nr + c]`), each value the reference's
+/// bits. The driver runs the f32 micro-kernel on the result; every tier may use this one
+/// (the values are exact, so a tier's own version can only be faster, never different).
+///
+/// # Safety
+/// `src` must hold `kc / block_len` panel blocks of width `nr`, `out` `kc · nr` floats.
+pub(crate) unsafe fn dequant_slice(
+    t: GgmlType,
+    nr: usize,
+    src: *const u8,
+    kc: usize,
+    out: *mut f32,
+) {
+    let (bl, bb) = (t.block_len(), t.block_bytes());
+    // SAFETY: the caller's extents.
+    let (src, out) = unsafe {
+        (
+            std::slice::from_raw_parts(src, kc / bl * nr * bb),
+            std::slice::from_raw_parts_mut(out, kc * nr),
+        )
+    };
+    for (kb, pb) in src.chunks_exact(nr * bb).enumerate() {
+        let rows = &mut out[kb * bl * nr..(kb + 1) * bl * nr];
+        match t {
+            GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 => interleaved_block(t, nr, pb, rows),
+            _ => {
+                let mut vals = [0.0f32; 256];
+                for c in 0..nr {
+                    t.dequantize(&pb[c * bb..(c + 1) * bb], &mut vals[..bl]);
+                    for (p, v) in vals[..bl].iter().enumerate() {
+                        rows[p * nr + c] = *v;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One interleaved panel block into 32 f32 panel rows, with the reference's formulas.
+#[inline]
+fn interleaved_block(t: GgmlType, nr: usize, pb: &[u8], rows: &mut [f32]) {
+    let scale = |at: usize| f16_to_f32(u16::from_le_bytes([pb[at], pb[at + 1]]));
+    let codes = codes_at(t, nr);
+    let half = nr / 2;
+    for c in 0..nr {
+        let d = scale(2 * c);
+        match t {
+            GgmlType::Q8_0 => {
+                for p in 0..32 {
+                    rows[p * nr + c] = d * (pb[codes + p * nr + c] as i8) as f32;
+                }
+            }
+            GgmlType::Q4_0 => {
+                for p in 0..32 {
+                    let q = (pb[codes + p * half + c % half] >> (4 * (c / half))) & 15;
+                    rows[p * nr + c] = d * (q as i8 - 8) as f32;
+                }
+            }
+            _ => {
+                let m = scale(2 * nr + 2 * c);
+                for p in 0..32 {
+                    let q = (pb[codes + p * half + c % half] >> (4 * (c / half))) & 15;
+                    rows[p * nr + c] = (d * q as f32) + m;
+                }
+            }
+        }
+    }
+}

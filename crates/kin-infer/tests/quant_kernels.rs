@@ -1,0 +1,265 @@
+//! Block-quantized packed weights (ggml's Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and the K-quants):
+//! the panels stay quantized and the GEMM dequantizes them (into f32 panel rows, or in
+//! registers in a tier's direct decode kernel). The contract: every exact tier returns the
+//! bits of the generic tier's f32 product over the reference-dequantized matrix, for any m
+//! (decode's single row included), any n (partial last panels), with bias, across KC blocks,
+//! across threads, and for panels packed by another tier.
+
+use kin_infer::kernels::ggml::GgmlType;
+use kin_infer::kernels::{for_tier, Kernels, PackedMatrix, Tier, WeightFormat};
+
+fn tiers() -> Vec<Kernels> {
+    let all: Vec<Kernels> = Tier::ALL
+        .into_iter()
+        .filter(|t| t.exact())
+        .filter_map(|t| for_tier(t).ok())
+        .collect();
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        let names: Vec<_> = all.iter().map(|k| k.tier().name()).collect();
+        eprintln!("tiers tested: {names:?}");
+    });
+    all
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn f32(&mut self) -> f32 {
+        (self.next() % 20001) as f32 / 10000.0 - 1.0
+    }
+}
+
+/// Byte offsets of each block type's f16 scale fields (ggml-common.h), which random blocks
+/// must hold finite: every other byte is a code or a packed 6-bit scale, any value valid.
+fn scale_offsets(t: GgmlType) -> &'static [usize] {
+    match t {
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+        GgmlType::Q2_K => &[80, 82],
+        GgmlType::Q3_K => &[108],
+        GgmlType::Q6_K => &[208],
+        _ => unreachable!("not a block type"),
+    }
+}
+
+/// `rows` rows of `k` values of random blocks of `t` with finite scales of either sign.
+fn random_rows(t: GgmlType, rows: usize, k: usize, seed: u64) -> Vec<u8> {
+    let mut r = Rng(seed | 1);
+    let mut bytes: Vec<u8> = (0..rows * t.row_bytes(k).unwrap())
+        .map(|_| r.next() as u8)
+        .collect();
+    for block in bytes.chunks_exact_mut(t.block_bytes()) {
+        for &at in scale_offsets(t) {
+            let v = (r.next() % 2000) as f32 * 1e-5 * if r.next() & 1 == 0 { 1.0 } else { -1.0 };
+            block[at..at + 2].copy_from_slice(&half::f16::from_f32(v).to_bits().to_le_bytes());
+        }
+    }
+    bytes
+}
+
+fn dequantized(t: GgmlType, bytes: &[u8], rows: usize, k: usize) -> Vec<f32> {
+    let mut out = vec![0.0f32; rows * k];
+    t.dequantize(bytes, &mut out);
+    out
+}
+
+fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            g.to_bits() == w.to_bits(),
+            "{what}: differs at {i}: {g:e} vs {w:e}"
+        );
+    }
+}
+
+fn product(
+    kern: &Kernels,
+    a: &[f32],
+    m: usize,
+    b: &PackedMatrix,
+    bias: Option<&[f32]>,
+) -> Vec<f32> {
+    let (k, n) = (b.k(), b.n());
+    let mut c = vec![f32::NAN; m * n];
+    kern.matmul(a, k, m, b, bias, &mut c, n);
+    c
+}
+
+const BLOCK_TYPES: [GgmlType; 10] = [
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q2_K,
+    GgmlType::Q3_K,
+    GgmlType::Q4_K,
+    GgmlType::Q5_K,
+    GgmlType::Q6_K,
+];
+
+fn check(t: GgmlType, m: usize, k: usize, n: usize, seed: u64, with_bias: bool) {
+    let w = random_rows(t, n, k, seed);
+    let wf = dequantized(t, &w, n, k);
+    let mut r = Rng(seed.wrapping_mul(31) | 1);
+    let a: Vec<f32> = (0..m * k).map(|_| r.f32()).collect();
+    let bias: Vec<f32> = (0..n).map(|_| r.f32()).collect();
+    let bias = with_bias.then_some(bias.as_slice());
+    let gen = for_tier(Tier::Generic).unwrap();
+    let want = product(&gen, &a, m, &gen.pack_rows(&wf, n, k, k), bias);
+    for kern in tiers() {
+        let q = kern.pack_rows_quant(&[&w], k, t).unwrap();
+        assert_eq!(q.format(), WeightFormat::Quant(t));
+        let padded_f32 = n.div_ceil(q.panel_width()) * q.panel_width() * k * 4;
+        assert!(
+            q.stored_bytes() * 3 < padded_f32,
+            "{}: stays quantized: {} bytes, {padded_f32} as f32",
+            t.name(),
+            q.stored_bytes()
+        );
+        let what = format!("{} m={m} k={k} n={n} tier {}", t.name(), kern.tier().name());
+        assert_bits(&what, &product(&kern, &a, m, &q, bias), &want);
+    }
+}
+
+#[test]
+fn every_block_type_equals_the_f32_product_over_its_dequantized_weights() {
+    for (i, t) in BLOCK_TYPES.into_iter().enumerate() {
+        let bl = t.block_len();
+        // k: one block, several blocks across a KC boundary; n: partial panels, four-panel
+        // decode groups and a remainder; m: decode's single row, a short and a long prompt.
+        for (j, &(k, n)) in [(bl, 7), (bl * 3, 70), (bl * 11, 130)].iter().enumerate() {
+            if bl == 256 && k > 768 {
+                continue;
+            }
+            for (l, m) in [1usize, 3, 13].into_iter().enumerate() {
+                check(t, m, k, n, (i * 100 + j * 10 + l) as u64 + 1, l != 1);
+            }
+        }
+    }
+}
+
+#[test]
+fn decode_rows_over_many_panels_and_k_blocks() {
+    // A decoder's projection shapes: 576 → 1536 (k three KC blocks of 192), and 1536 → 576.
+    for t in [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+    ] {
+        check(t, 1, 576, 1536, 5, false);
+        check(t, 1, 1536, 576, 6, true);
+        check(t, 2, 576, 192, 7, false);
+    }
+    for t in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        check(t, 1, 1024, 320, 8, false);
+    }
+}
+
+/// Threads split tiles, never k, so the bits stay.
+#[test]
+fn threads_change_no_bits() {
+    let (m, k, n) = (29, 512, 200);
+    for t in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K] {
+        let w = random_rows(t, n, k, 11);
+        let wf = dequantized(t, &w, n, k);
+        let a: Vec<f32> = {
+            let mut r = Rng(99);
+            (0..m * k).map(|_| r.f32()).collect()
+        };
+        let gen = for_tier(Tier::Generic).unwrap();
+        for rows in [m, 1] {
+            let want = product(&gen, &a, rows, &gen.pack_rows(&wf, n, k, k), None);
+            for threads in [1, 3] {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                for kern in tiers() {
+                    let q = kern.pack_rows_quant(&[&w], k, t).unwrap();
+                    let got = pool.install(|| product(&kern, &a, rows, &q, None));
+                    assert_bits(&format!("{} threads {threads}", t.name()), &got, &want);
+                }
+            }
+        }
+    }
+}
+
+/// Panels packed by one tier and used by another are repacked on use: same bits, and `get`
+/// reads every element back as the reference dequantizes it.
+#[test]
+fn foreign_panel_widths_and_get() {
+    let (k, n) = (96, 45);
+    for t in [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_1,
+    ] {
+        let w = random_rows(t, n, k, 21);
+        let wf = dequantized(t, &w, n, k);
+        let a: Vec<f32> = {
+            let mut r = Rng(5);
+            (0..4 * k).map(|_| r.f32()).collect()
+        };
+        let gen = for_tier(Tier::Generic).unwrap();
+        let want = product(&gen, &a, 4, &gen.pack_rows(&wf, n, k, k), None);
+        for packer in tiers() {
+            let q = packer
+                .pack_rows_quant(
+                    &[
+                        &w[..20 * t.row_bytes(k).unwrap()],
+                        &w[20 * t.row_bytes(k).unwrap()..],
+                    ],
+                    k,
+                    t,
+                )
+                .unwrap();
+            for j in 0..n {
+                for p in 0..k {
+                    assert_eq!(
+                        q.get(p, j).to_bits(),
+                        wf[j * k + p].to_bits(),
+                        "{} get({p}, {j})",
+                        t.name()
+                    );
+                }
+            }
+            for user in tiers() {
+                assert_bits(
+                    &format!(
+                        "{} packed by {} used by {}",
+                        t.name(),
+                        packer.tier().name(),
+                        user.tier().name()
+                    ),
+                    &product(&user, &a, 4, &q, None),
+                    &want,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn rows_that_are_not_whole_blocks_are_a_typed_error() {
+    let gen = for_tier(Tier::Generic).unwrap();
+    let e = gen
+        .pack_rows_quant(&[&[0u8; 36]], 48, GgmlType::Q8_0)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("whole blocks"), "{e}");
+    let e = gen
+        .pack_rows_quant(&[&[0u8; 35]], 32, GgmlType::Q8_0)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("not whole rows"), "{e}");
+}
