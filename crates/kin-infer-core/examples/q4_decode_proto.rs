@@ -158,6 +158,16 @@ fn main() {
     let packed = kern.pack_rows(&wf, n, k, k);
     drop(wf);
     let panels = repack(&q4, n, k);
+    // The engine's own path (blocks.rs panels, the tier's direct row kernel), per tier.
+    let engine: Vec<_> = [Tier::Avx2, Tier::Avx512]
+        .into_iter()
+        .filter(|t| t.supported())
+        .map(|t| {
+            let kt = for_tier(t).unwrap();
+            let q = kt.pack_rows_quant(&[&q4], k, GgmlType::Q4_0).unwrap();
+            (kt, q)
+        })
+        .collect();
     drop(q4);
 
     let mut want = vec![0.0f32; n];
@@ -203,6 +213,20 @@ fn main() {
         weights / tw / 1e9,
         tf / tw
     );
+    let mut same = same;
+    for (kt, q) in &engine {
+        let mut out = vec![0.0f32; n];
+        let te = time(&mut || kt.matmul(&a, k, 1, q, None, &mut out, n));
+        same &= equal(&out);
+        println!(
+            "engine Q4_0 {:7}: {:8.3} ms  {:6.2} GB/s  {:6.2} G weights/s  ({:.2}x the f32 kernel)",
+            kt.tier().name(),
+            te * 1e3,
+            q.stored_bytes() as f64 / te / 1e9,
+            weights / te / 1e9,
+            tf / te
+        );
+    }
     println!("bits equal to the f32 product over the dequantized weights: {same}");
     if !same {
         std::process::exit(1);

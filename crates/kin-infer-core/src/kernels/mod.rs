@@ -39,6 +39,8 @@ mod x86_avx2;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx512;
 #[cfg(target_arch = "x86_64")]
+mod x86_quant;
+#[cfg(target_arch = "x86_64")]
 mod x86_sse;
 
 use crate::error::{InferError, Result};

@@ -6,7 +6,9 @@
 //! `mul_add` is the same FMA instruction.
 
 use super::generic;
+use super::ggml::GgmlType;
 use super::math::{self, Lanes};
+use super::x86_quant;
 use super::{tree16, tree16_max, Ops};
 use std::arch::x86_64::*;
 
@@ -21,7 +23,11 @@ pub(crate) static OPS: Ops = Ops {
         rows_table!(kernel_6x16_half::<false>, [1, 2, 3, 4, 5, 6]),
     ],
     row4: Some([row4_f32, row4_half::<true>, row4_half::<false>]),
-    row4_quant: &[],
+    row4_quant: &[
+        (GgmlType::Q4_0, x86_quant::avx2_row4_q4::<false>),
+        (GgmlType::Q4_1, x86_quant::avx2_row4_q4::<true>),
+        (GgmlType::Q8_0, x86_quant::avx2_row4_q8),
+    ],
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },

@@ -5,7 +5,9 @@
 //! transcendentals come from `math.rs` over the [`Lanes`] impl below, op for op.
 
 use super::generic;
+use super::ggml::GgmlType;
 use super::math::{self, Lanes};
+use super::x86_quant;
 use super::{tree16, tree16_max, Ops};
 use std::arch::x86_64::*;
 
@@ -29,7 +31,11 @@ pub(crate) static OPS: Ops = Ops {
         ),
     ],
     row4: Some([row4_f32, row4_half::<true>, row4_half::<false>]),
-    row4_quant: &[],
+    row4_quant: &[
+        (GgmlType::Q4_0, x86_quant::avx512_row4_q4::<false>),
+        (GgmlType::Q4_1, x86_quant::avx512_row4_q4::<true>),
+        (GgmlType::Q8_0, x86_quant::avx512_row4_q8),
+    ],
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },
