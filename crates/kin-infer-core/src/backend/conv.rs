@@ -41,7 +41,8 @@ pub(super) fn grouped_conv1d(
         let (cols, part) = &mut scratch;
         cols.resize(total * kernel * cg, 0.0);
         for (g, w) in groups.iter().enumerate() {
-            let Inner::Cpu(packed) = &w.inner;
+            let Inner::Cpu(groups) = &w.inner;
+            let packed = &groups[0];
             assert_eq!(
                 (w.n, w.k),
                 (og, kernel * cg),

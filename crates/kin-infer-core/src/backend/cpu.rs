@@ -11,6 +11,7 @@ use super::{
 };
 use crate::error::Result;
 use crate::io::safetensors::TensorData;
+use crate::kernels::ggml::GgmlType;
 use crate::kernels::{self, math, Kernels, Tier, WeightFormat};
 use crate::nn::pooling::{Pooling, PoolingMode};
 use crate::nn::rope::RotaryChunk;
@@ -192,7 +193,7 @@ impl GpuCompute for CpuCompute {
         DeviceMatrix {
             n: packed.n(),
             k,
-            inner: Inner::Cpu(packed),
+            inner: Inner::Cpu(vec![packed]),
         }
     }
 
@@ -206,15 +207,39 @@ impl GpuCompute for CpuCompute {
         DeviceMatrix {
             n: packed.n(),
             k,
-            inner: Inner::Cpu(packed),
+            inner: Inner::Cpu(vec![packed]),
         }
     }
 
+    fn prepare_matrix_quant(
+        &self,
+        parts: &[&[u8]],
+        k: usize,
+        t: GgmlType,
+    ) -> Result<DeviceMatrix> {
+        let packed = self.k.pack_rows_quant(parts, k, t)?;
+        Ok(DeviceMatrix {
+            n: packed.n(),
+            k,
+            inner: Inner::Cpu(vec![packed]),
+        })
+    }
+
     fn linear(&self, x: View, rows: usize, w: &DeviceMatrix, bias: Option<&Tensor>, out: ViewMut) {
-        let Inner::Cpu(p) = &w.inner;
+        let Inner::Cpu(groups) = &w.inner;
+        if rows == 0 {
+            return;
+        }
         let out = &mut host_mut(out)[..rows * w.n];
-        self.k
-            .matmul(host(&x), w.k, rows, p, bias.map(whole), out, w.n);
+        let (x, bias) = (host(&x), bias.map(whole));
+        // Column groups write their columns of each output row (row stride n).
+        let mut j0 = 0;
+        for p in groups {
+            let b = bias.map(|b| &b[j0..j0 + p.n()]);
+            let end = (rows - 1) * w.n + j0 + p.n();
+            self.k.matmul(x, w.k, rows, p, b, &mut out[j0..end], w.n);
+            j0 += p.n();
+        }
     }
 
     fn matmul(

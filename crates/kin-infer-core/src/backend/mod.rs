@@ -25,6 +25,7 @@ pub use deberta::DisentangledTerms;
 use crate::error::Result;
 use crate::io::safetensors::{MatrixData, TensorData};
 use crate::io::Activation;
+use crate::kernels::ggml::GgmlType;
 use crate::kernels::{PackedMatrix, Tier, WeightFormat};
 use crate::nn::pooling::Pooling;
 use crate::nn::rope::RotaryChunk;
@@ -173,11 +174,38 @@ pub struct DeviceMatrix {
     inner: Inner,
 }
 
+/// Column groups in output order (one, unless the parts' storage formats differ).
 enum Inner {
-    Cpu(PackedMatrix),
+    Cpu(Vec<PackedMatrix>),
 }
 
 impl DeviceMatrix {
+    /// Matrices of the same input width side by side: their outputs in order.
+    fn concat(mut groups: Vec<DeviceMatrix>) -> DeviceMatrix {
+        if groups.len() == 1 {
+            return groups.remove(0);
+        }
+        let k = groups.first().map_or(0, |g| g.k);
+        assert!(groups.iter().all(|g| g.k == k), "concat: input widths differ");
+        let n = groups.iter().map(|g| g.n).sum();
+        let mut all = Vec::new();
+        for g in groups {
+            let Inner::Cpu(parts) = g.inner;
+            all.extend(parts);
+        }
+        DeviceMatrix {
+            n,
+            k,
+            inner: Inner::Cpu(all),
+        }
+    }
+
+    /// Bytes the prepared weights occupy on their device.
+    pub fn stored_bytes(&self) -> usize {
+        let Inner::Cpu(parts) = &self.inner;
+        parts.iter().map(PackedMatrix::stored_bytes).sum()
+    }
+
     /// Output features.
     pub fn n(&self) -> usize {
         self.n
@@ -296,30 +324,52 @@ pub trait GpuCompute: Send + Sync {
     /// type where the backend can (the CPU widens them inside its micro-kernels).
     fn prepare_matrix_half(&self, parts: &[&[u16]], k: usize, format: WeightFormat)
         -> DeviceMatrix;
-    /// Prepares weights as loaded ([`MatrixData`]): half panels when every part is stored in
-    /// the same half type, else f32.
+    /// [`GpuCompute::prepare_matrix`] over rows of a ggml block type (each row whole
+    /// blocks), kept quantized where the backend can; an error when `k` is not whole blocks.
+    fn prepare_matrix_quant(&self, parts: &[&[u8]], k: usize, t: GgmlType)
+        -> Result<DeviceMatrix>;
+    /// Prepares weights as loaded ([`MatrixData`]), each in its storage: consecutive parts of
+    /// one format are packed together, and a change of format starts a new column group (a
+    /// llama.cpp file may store a layer's q and k as Q4_K beside a Q6_K v). Every output
+    /// column is computed on its own, so the grouping changes no bits.
     fn prepare_weights(&self, parts: &[&MatrixData], k: usize) -> DeviceMatrix {
-        let fmt = match parts.first() {
-            Some(MatrixData::Half(f, _)) => Some(*f),
-            _ => None,
-        };
-        let half: Option<Vec<&[u16]>> = fmt.and_then(|f| {
-            parts
-                .iter()
-                .map(|p| match p {
-                    MatrixData::Half(g, bits) if *g == f => Some(bits.as_slice()),
-                    _ => None,
-                })
-                .collect()
-        });
-        match (fmt, half) {
-            (Some(f), Some(bits)) => self.prepare_matrix_half(&bits, k, f),
-            _ => {
-                let wide: Vec<_> = parts.iter().map(|p| p.to_f32()).collect();
+        let mut groups = Vec::new();
+        let mut i = 0;
+        while i < parts.len() {
+            let f = parts[i].format();
+            let n = parts[i..].iter().take_while(|p| p.format() == f).count();
+            let run = &parts[i..i + n];
+            let wide = || {
+                let wide: Vec<_> = run.iter().map(|p| p.to_f32()).collect();
                 let refs: Vec<&[f32]> = wide.iter().map(|v| &**v).collect();
                 self.prepare_matrix(&refs, k)
-            }
+            };
+            let half: Vec<&[u16]> = run
+                .iter()
+                .filter_map(|p| match p {
+                    MatrixData::Half(_, bits) => Some(bits.as_slice()),
+                    _ => None,
+                })
+                .collect();
+            let quant: Vec<&[u8]> = run
+                .iter()
+                .filter_map(|p| match p {
+                    MatrixData::Quant(_, bytes) => Some(bytes.as_slice()),
+                    _ => None,
+                })
+                .collect();
+            groups.push(match f {
+                WeightFormat::Bf16 | WeightFormat::F16 => self.prepare_matrix_half(&half, k, f),
+                // A block matrix the backend cannot keep (rows not whole blocks: the readers
+                // refuse those first) runs on its dequantized values: the same bits.
+                WeightFormat::Quant(t) => self
+                    .prepare_matrix_quant(&quant, k, t)
+                    .unwrap_or_else(|_| wide()),
+                WeightFormat::F32 => wide(),
+            });
+            i += n;
         }
+        DeviceMatrix::concat(groups)
     }
 
     // ---- ops ----------------------------------------------------------------------------

@@ -164,6 +164,11 @@ impl GgufFile {
         &self.path
     }
 
+    /// Bytes in the file.
+    pub fn file_len(&self) -> usize {
+        self.data().len()
+    }
+
     /// A metadata value by key.
     pub fn get(&self, key: &str) -> Option<&MetaValue> {
         self.keys.get(key).map(|&i| &self.metadata[i].1)

@@ -6,6 +6,8 @@
 //! because checkpoints saved from task heads nest the encoder under one.
 
 use crate::error::{InferError, Result};
+use super::gguf::GgufFile;
+use crate::kernels::ggml::GgmlType;
 use crate::kernels::WeightFormat;
 use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
@@ -18,10 +20,38 @@ use std::sync::Arc;
 /// dtype maps onto the one description of a stored weight).
 pub type StorageDtype = WeightFormat;
 
+/// A tensor's stored type: a safetensors dtype, or a ggml type (a GGUF file's tensors, see
+/// [`WeightStore::open_gguf`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stored {
+    St(Dtype),
+    Ggml(GgmlType),
+}
+
+impl Stored {
+    /// The ggml type with this storage, where one exists (F32/F16/BF16 and the blocks).
+    fn ggml(self) -> Option<GgmlType> {
+        match self {
+            Stored::St(Dtype::F32) => Some(GgmlType::F32),
+            Stored::St(Dtype::F16) => Some(GgmlType::F16),
+            Stored::St(Dtype::BF16) => Some(GgmlType::BF16),
+            Stored::St(_) => None,
+            Stored::Ggml(t) => Some(t),
+        }
+    }
+
+    fn name(self) -> String {
+        match self {
+            Stored::St(d) => format!("{d:?}"),
+            Stored::Ggml(t) => t.name().to_string(),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct TensorEntry {
     shard: usize,
-    dtype: Dtype,
+    dtype: Stored,
     shape: Vec<usize>,
     /// Absolute byte range in the shard's map.
     start: usize,
@@ -59,19 +89,56 @@ impl TensorData {
     }
 }
 
-/// A weight matrix as stored: f32, or raw bf16/f16 bits that stay half precision in memory
-/// and are widened inside the GEMM micro-kernels (exactly, so the products are the f32 bits).
+/// A weight matrix as stored: f32, raw bf16/f16 bits that stay half precision in memory
+/// and are widened inside the GEMM micro-kernels (exactly, so the products are the f32 bits),
+/// or the rows of a ggml block type (each row whole blocks), which stay quantized likewise.
 pub enum MatrixData {
     F32(TensorData),
     Half(WeightFormat, Vec<u16>),
+    Quant(GgmlType, Vec<u8>),
 }
 
 impl MatrixData {
-    /// The values widened to f32 (for a backend or a matrix that needs f32).
+    /// The values widened (or dequantized by the reference) to f32.
     pub fn to_f32(&self) -> std::borrow::Cow<'_, [f32]> {
         match self {
             MatrixData::F32(t) => std::borrow::Cow::Borrowed(t.as_slice()),
             MatrixData::Half(f, bits) => bits.iter().map(|b| f.widen(*b)).collect(),
+            MatrixData::Quant(t, bytes) => {
+                let mut out = vec![0.0; bytes.len() / t.block_bytes() * t.block_len()];
+                t.dequantize(bytes, &mut out);
+                std::borrow::Cow::Owned(out)
+            }
+        }
+    }
+
+    /// The storage format.
+    pub fn format(&self) -> WeightFormat {
+        match self {
+            MatrixData::F32(_) => WeightFormat::F32,
+            MatrixData::Half(f, _) => *f,
+            MatrixData::Quant(t, _) => WeightFormat::from_ggml(*t),
+        }
+    }
+
+    /// The same matrix with its rows (each `row_len` values) reordered: row `i` of the result
+    /// is row `from(i)` of this one. Moves stored rows, so a quantized row stays as stored.
+    pub fn permute_rows(self, row_len: usize, from: impl Fn(usize) -> usize) -> MatrixData {
+        fn gather<T: Copy>(v: &[T], unit: usize, from: &dyn Fn(usize) -> usize) -> Vec<T> {
+            let rows = v.len().checked_div(unit).unwrap_or(0);
+            let mut out = Vec::with_capacity(v.len());
+            for i in 0..rows {
+                out.extend_from_slice(&v[from(i) * unit..][..unit]);
+            }
+            out
+        }
+        match self {
+            MatrixData::F32(t) => MatrixData::F32(TensorData::Owned(gather(&t, row_len, &from))),
+            MatrixData::Half(f, bits) => MatrixData::Half(f, gather(&bits, row_len, &from)),
+            MatrixData::Quant(t, bytes) => {
+                let unit = t.row_bytes(row_len).unwrap_or(0);
+                MatrixData::Quant(t, gather(&bytes, unit, &from))
+            }
         }
     }
 }
@@ -165,7 +232,7 @@ impl WeightStore {
                 let (s, e) = info.data_offsets;
                 let entry = TensorEntry {
                     shard: si,
-                    dtype: info.dtype,
+                    dtype: Stored::St(info.dtype),
                     shape: info.shape.clone(),
                     start: base + s,
                     end: base + e,
@@ -187,6 +254,46 @@ impl WeightStore {
             tensors,
             origin,
         })
+    }
+
+    /// Opens a GGUF file's tensors (validated by [`GgufFile::open`]: offsets, alignment,
+    /// sizes, type codes), each under its GGUF name with its shape in torch order (GGUF lists
+    /// the innermost extent first), stored as its ggml type. Returns the parsed file too, for
+    /// its metadata.
+    pub fn open_gguf(path: &Path) -> Result<(Self, GgufFile)> {
+        let gguf = GgufFile::open(path)?;
+        let file = File::open(path).map_err(|e| InferError::io(path, e))?;
+        // SAFETY: as in `open_files`; the file was just parsed from an identical map.
+        let map = unsafe { Mmap::map(&file) }.map_err(|e| InferError::io(path, e))?;
+        if map.len() != gguf.file_len() {
+            return Err(InferError::io(
+                path,
+                std::io::Error::other("the file changed while it was being opened"),
+            ));
+        }
+        let tensors = gguf
+            .tensors
+            .iter()
+            .map(|t| {
+                let entry = TensorEntry {
+                    shard: 0,
+                    dtype: Stored::Ggml(t.ty),
+                    shape: t.dims.iter().rev().copied().collect(),
+                    start: t.offset,
+                    end: t.offset + t.size,
+                };
+                (t.name.clone(), entry)
+            })
+            .collect();
+        let store = WeightStore {
+            shards: vec![Shard {
+                path: path.to_path_buf(),
+                map: Arc::new(map),
+            }],
+            tensors,
+            origin: path.to_path_buf(),
+        };
+        Ok((store, gguf))
     }
 
     pub fn origin(&self) -> &Path {
@@ -220,7 +327,7 @@ impl WeightStore {
     pub fn dtype_counts(&self) -> BTreeMap<String, usize> {
         let mut m = BTreeMap::new();
         for e in self.tensors.values() {
-            *m.entry(format!("{:?}", e.dtype)).or_insert(0) += 1;
+            *m.entry(e.dtype.name()).or_insert(0) += 1;
         }
         m
     }
@@ -241,7 +348,14 @@ impl WeightStore {
     pub fn read(&self, name: &str, expected: &[usize]) -> Result<TensorData> {
         let (e, shard) = self.entry(name, expected)?;
         let bytes = &shard.map[e.start..e.end];
-        if e.dtype == Dtype::F32
+        let Some(ty) = e.dtype.ggml() else {
+            return Err(InferError::UnsupportedDtype {
+                name: name.into(),
+                file: shard.path.clone(),
+                dtype: e.dtype.name(),
+            });
+        };
+        if ty == GgmlType::F32
             && cfg!(target_endian = "little")
             && (bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<f32>())
         {
@@ -251,27 +365,9 @@ impl WeightStore {
                 len: bytes.len() / 4,
             });
         }
-        let out = match e.dtype {
-            Dtype::F32 => bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-            Dtype::F16 => bytes
-                .chunks_exact(2)
-                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-            Dtype::BF16 => bytes
-                .chunks_exact(2)
-                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-                .collect(),
-            other => {
-                return Err(InferError::UnsupportedDtype {
-                    name: name.into(),
-                    file: shard.path.clone(),
-                    dtype: format!("{other:?}"),
-                })
-            }
-        };
+        // Every other storage through the reference dequantizer (exact for F16/BF16).
+        let mut out = vec![0.0; bytes.len() / ty.block_bytes() * ty.block_len()];
+        ty.dequantize(bytes, &mut out);
         Ok(TensorData::Owned(out))
     }
 
@@ -300,9 +396,13 @@ impl WeightStore {
     /// Reads a weight matrix in its storage type: BF16/F16 as raw bits (not widened), F32 as
     /// [`WeightStore::read`] does.
     pub fn read_matrix(&self, name: &str, expected: &[usize]) -> Result<MatrixData> {
-        let half = match self.tensors.get(name).map(|e| e.dtype) {
-            Some(Dtype::BF16) => WeightFormat::Bf16,
-            Some(Dtype::F16) => WeightFormat::F16,
+        let half = match self.tensors.get(name).and_then(|e| e.dtype.ggml()) {
+            Some(GgmlType::BF16) => WeightFormat::Bf16,
+            Some(GgmlType::F16) => WeightFormat::F16,
+            Some(t) if t != GgmlType::F32 => {
+                let (e, shard) = self.entry(name, expected)?;
+                return Ok(MatrixData::Quant(t, shard.map[e.start..e.end].to_vec()));
+            }
             _ => return Ok(MatrixData::F32(self.read(name, expected)?)),
         };
         let (e, shard) = self.entry(name, expected)?;
@@ -316,17 +416,11 @@ impl WeightStore {
     /// The storage dtype of the first floating tensor, for `describe`.
     pub fn storage_dtype(&self) -> Option<StorageDtype> {
         let mut names = self.names();
-        names.retain(|n| {
-            matches!(
-                self.tensors[*n].dtype,
-                Dtype::F32 | Dtype::F16 | Dtype::BF16
-            )
-        });
-        names.first().map(|n| match self.tensors[*n].dtype {
-            Dtype::F16 => WeightFormat::F16,
-            Dtype::BF16 => WeightFormat::Bf16,
-            _ => WeightFormat::F32,
-        })
+        names.retain(|n| self.tensors[*n].dtype.ggml().is_some());
+        names
+            .first()
+            .and_then(|n| self.tensors[*n].dtype.ggml())
+            .map(WeightFormat::from_ggml)
     }
 }
 
