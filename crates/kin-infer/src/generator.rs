@@ -35,10 +35,10 @@ pub struct Generator {
 }
 
 impl Generator {
-    /// Loads the decoder in `dir` (`config.json` + safetensors).
+    /// Loads the decoder in `dir` (`config.json` + safetensors), or a `.gguf` file.
     pub fn load(dir: &Path, opts: &GeneratorOptions) -> Result<Self> {
         let t0 = Instant::now();
-        if !dir.is_dir() {
+        if !dir.is_dir() && !crate::models::decoders::is_gguf_file(dir) {
             return Err(InferError::ModelNotFound(dir.display().to_string()));
         }
         let threads = threads::resolve_threads(opts.threads)?;

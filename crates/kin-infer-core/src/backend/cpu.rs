@@ -211,12 +211,7 @@ impl GpuCompute for CpuCompute {
         }
     }
 
-    fn prepare_matrix_quant(
-        &self,
-        parts: &[&[u8]],
-        k: usize,
-        t: GgmlType,
-    ) -> Result<DeviceMatrix> {
+    fn prepare_matrix_quant(&self, parts: &[&[u8]], k: usize, t: GgmlType) -> Result<DeviceMatrix> {
         let packed = self.k.pack_rows_quant(parts, k, t)?;
         Ok(DeviceMatrix {
             n: packed.n(),

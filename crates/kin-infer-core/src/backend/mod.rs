@@ -186,7 +186,10 @@ impl DeviceMatrix {
             return groups.remove(0);
         }
         let k = groups.first().map_or(0, |g| g.k);
-        assert!(groups.iter().all(|g| g.k == k), "concat: input widths differ");
+        assert!(
+            groups.iter().all(|g| g.k == k),
+            "concat: input widths differ"
+        );
         let n = groups.iter().map(|g| g.n).sum();
         let mut all = Vec::new();
         for g in groups {
@@ -326,8 +329,7 @@ pub trait GpuCompute: Send + Sync {
         -> DeviceMatrix;
     /// [`GpuCompute::prepare_matrix`] over rows of a ggml block type (each row whole
     /// blocks), kept quantized where the backend can; an error when `k` is not whole blocks.
-    fn prepare_matrix_quant(&self, parts: &[&[u8]], k: usize, t: GgmlType)
-        -> Result<DeviceMatrix>;
+    fn prepare_matrix_quant(&self, parts: &[&[u8]], k: usize, t: GgmlType) -> Result<DeviceMatrix>;
     /// Prepares weights as loaded ([`MatrixData`]), each in its storage: consecutive parts of
     /// one format are packed together, and a change of format starts a new column group (a
     /// llama.cpp file may store a layer's q and k as Q4_K beside a Q6_K v). Every output

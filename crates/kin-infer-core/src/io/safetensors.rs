@@ -5,8 +5,8 @@
 //! and widened to f32. Names are resolved against a list of prefixes (`bert.`, `roberta.`, ...)
 //! because checkpoints saved from task heads nest the encoder under one.
 
-use crate::error::{InferError, Result};
 use super::gguf::GgufFile;
+use crate::error::{InferError, Result};
 use crate::kernels::ggml::GgmlType;
 use crate::kernels::WeightFormat;
 use memmap2::Mmap;

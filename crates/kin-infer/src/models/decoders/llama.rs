@@ -367,9 +367,21 @@ impl Llama {
         store: &WeightStore,
         be: &dyn GpuCompute,
     ) -> Result<Self> {
+        Self::load_with(config, store, &LAYOUT, false, be)
+    }
+
+    /// [`Llama::load`] through another container's `layout`; `qk_permuted`: the q and k rows
+    /// are in llama.cpp's rotary-pair order (undone here, see `gguf.rs`).
+    pub(crate) fn load_with(
+        config: &ConfigSource,
+        store: &WeightStore,
+        layout: &'static Layout,
+        qk_permuted: bool,
+        be: &dyn GpuCompute,
+    ) -> Result<Self> {
         let f = config.fields()?;
         let cfg = LlamaConfig::parse(&f)?;
-        let src = WeightSource::open(store, &LAYOUT)?;
+        let src = WeightSource::open(store, layout)?;
         let w = src.weights();
         let embd = format!("{}.weight", src.global("token_embd"));
         let (h, q_dim, kv_dim) = (
@@ -386,7 +398,13 @@ impl Llama {
                 let mut parts = Vec::with_capacity(3);
                 let mut bias = Vec::with_capacity(if cfg.qkv_bias { qkv_dim } else { 0 });
                 for (name, rows) in [("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)] {
-                    parts.push(w.get_matrix(&format!("{}.weight", t(name)), &[rows, h])?);
+                    let m = w.get_matrix(&format!("{}.weight", t(name)), &[rows, h])?;
+                    parts.push(if qk_permuted && name != "attn_v" {
+                        let hd = cfg.head_dim;
+                        m.permute_rows(h, |r| super::gguf::unpermuted_row(r, hd))
+                    } else {
+                        m
+                    });
                     if cfg.qkv_bias {
                         bias.extend_from_slice(&w.get(&format!("{}.bias", t(name)), &[rows])?);
                     }

@@ -13,6 +13,7 @@
 pub(crate) mod block;
 pub mod cache;
 pub mod gemma;
+pub mod gguf;
 pub mod gpt2;
 pub mod llama;
 pub mod phi;
@@ -155,8 +156,12 @@ pub trait Decoder: Send + Sync {
     ) -> Result<&'c [f32]>;
 }
 
-/// Reads `config.json` in `dir`, picks the family from `model_type`, loads the weights.
+/// Reads `config.json` in `dir`, picks the family from `model_type`, loads the weights; or,
+/// given a `.gguf` file, loads the decoder it holds ([`gguf::load`]).
 pub fn load_decoder(dir: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>> {
+    if is_gguf_file(dir) {
+        return gguf::load(dir, be);
+    }
     let config = dir.join("config.json");
     if !config.is_file() {
         return Err(InferError::ModelNotFound(dir.display().to_string()));
@@ -191,6 +196,14 @@ pub fn load_decoder(dir: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>>
             supported: SUPPORTED.to_vec(),
         }),
     }
+}
+
+/// Whether `path` is a GGUF model file (a file named `*.gguf`).
+pub fn is_gguf_file(path: &Path) -> bool {
+    path.is_file()
+        && path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
 }
 
 /// Whether `dir/config.json` names a decoder family this build knows (else it is treated as

@@ -1,0 +1,243 @@
+//! Decoders from GGUF files (llama.cpp's container): the configuration from the file's
+//! metadata, the tensors through the GGUF layout (GGUF's names are the logical names, see
+//! `io::source`), each weight matrix kept in its stored type (F32, F16, BF16, or a ggml block
+//! type, dequantized inside the GEMM: `kernels/blocks.rs`).
+//!
+//! The metadata fills a config object under the Hub's keys ([`ConfigSource::from_object`]),
+//! so each family validates a GGUF exactly as it validates a `config.json`, and an error
+//! names both keys (`num_attention_heads (\`llama.attention.head_count\` in the file)`).
+//!
+//! llama.cpp's converter (`convert_hf_to_gguf.py`, `LlamaModel.permute`) reorders the rows of
+//! LLaMA-architecture q and k projections so that each head's rotary pairs are adjacent (its
+//! rope rotates element pairs `(2i, 2i+1)`; transformers' rotates `(i, i + d/2)`). The loader
+//! undoes it row by row ([`MatrixData::permute_rows`], so a quantized row stays as stored);
+//! Qwen2's converter leaves the rows as they are.
+//!
+//! Supported architectures: `llama` (LLaMA, and Mistral, which llama.cpp converts as llama)
+//! and `qwen2`. Any other `general.architecture` is a typed [`InferError::Unsupported`].
+
+use super::{llama, Decoder};
+use crate::backend::GpuCompute;
+use crate::error::{InferError, Result};
+use crate::io::config_fields::ConfigSource;
+use crate::io::gguf::{GgufFile, MetaValue};
+use crate::io::safetensors::WeightStore;
+use crate::io::source::Layout;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// GGUF's own names: the logical names themselves.
+pub(crate) static LAYOUT: Layout = Layout {
+    name: "GGUF (llama.cpp)",
+    prefixes: &[""],
+    globals: &[
+        ("token_embd", "token_embd"),
+        ("output_norm", "output_norm"),
+        ("output", "output"),
+    ],
+    layer_prefix: "blk.{}.",
+    layer: &[
+        ("attn_norm", "attn_norm"),
+        ("attn_q", "attn_q"),
+        ("attn_k", "attn_k"),
+        ("attn_v", "attn_v"),
+        ("attn_output", "attn_output"),
+        ("ffn_norm", "ffn_norm"),
+        ("ffn_gate", "ffn_gate"),
+        ("ffn_up", "ffn_up"),
+        ("ffn_down", "ffn_down"),
+    ],
+};
+
+/// `general.architecture` values this build loads.
+pub const SUPPORTED: &[&str] = &["llama", "qwen2"];
+
+/// Loads the decoder a GGUF file holds.
+pub fn load(path: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>> {
+    let (store, gguf) = WeightStore::open_gguf(path)?;
+    let arch = architecture(&gguf)?;
+    let config = config(&gguf, &store, &arch)?;
+    match arch.as_str() {
+        "llama" | "qwen2" => {
+            let permuted = arch == "llama";
+            Ok(Box::new(llama::Llama::load_with(
+                &config, &store, &LAYOUT, permuted, be,
+            )?))
+        }
+        _ => Err(unsupported(&gguf, &arch)),
+    }
+}
+
+fn unsupported(gguf: &GgufFile, arch: &str) -> InferError {
+    InferError::Unsupported(format!(
+        "{}: GGUF architecture `{arch}` is not supported yet (supported: {})",
+        gguf.path().display(),
+        SUPPORTED.join(", ")
+    ))
+}
+
+fn gguf_err(gguf: &GgufFile, reason: String) -> InferError {
+    InferError::Gguf {
+        path: gguf.path().to_path_buf(),
+        reason,
+    }
+}
+
+/// `general.architecture`, required.
+pub fn architecture(gguf: &GgufFile) -> Result<String> {
+    match gguf.get("general.architecture") {
+        Some(MetaValue::Str(s)) => Ok(s.clone()),
+        Some(v) => Err(gguf_err(
+            gguf,
+            format!(
+                "`general.architecture` is a {}, expected a string",
+                v.type_name()
+            ),
+        )),
+        None => Err(gguf_err(
+            gguf,
+            "no `general.architecture`: not a model file llama.cpp would load".into(),
+        )),
+    }
+}
+
+/// A metadata value as JSON (numbers keep their value; arrays are refused, as no config field
+/// read here is one).
+fn scalar(v: &MetaValue) -> Option<Value> {
+    Some(match v {
+        MetaValue::Str(s) => json!(s),
+        MetaValue::Bool(b) => json!(b),
+        MetaValue::F32(x) => json!(*x as f64),
+        MetaValue::F64(x) => json!(x),
+        MetaValue::Array(_) => return None,
+        other => match other.as_u64() {
+            Some(u) => json!(u),
+            None => json!(match *other {
+                MetaValue::I8(x) => x as i64,
+                MetaValue::I16(x) => x as i64,
+                MetaValue::I32(x) => x as i64,
+                MetaValue::I64(x) => x,
+                _ => return None,
+            }),
+        },
+    })
+}
+
+/// The config object of the LLaMA-layout families, under the Hub's keys, from `arch.*` and
+/// `tokenizer.ggml.*` metadata; the vocabulary size and tied head from the tensors.
+fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result<ConfigSource> {
+    let mut obj = Map::new();
+    let mut keys = BTreeMap::new();
+    // Every field read from a key is named by it in errors, a missing one included.
+    let mut put = |hub: &str, key: String, obj: &mut Map<String, Value>| -> Result<()> {
+        keys.insert(hub.to_string(), key.clone());
+        if let Some(v) = gguf.get(&key) {
+            let value = scalar(v).ok_or_else(|| {
+                gguf_err(
+                    gguf,
+                    format!("`{key}` is an array; a single value is expected"),
+                )
+            })?;
+            obj.insert(hub.into(), value);
+        }
+        Ok(())
+    };
+    obj.insert("model_type".into(), json!(arch));
+    for (hub, own) in [
+        ("max_position_embeddings", "context_length"),
+        ("hidden_size", "embedding_length"),
+        ("num_hidden_layers", "block_count"),
+        ("intermediate_size", "feed_forward_length"),
+        ("num_attention_heads", "attention.head_count"),
+        ("num_key_value_heads", "attention.head_count_kv"),
+        ("rms_norm_eps", "attention.layer_norm_rms_epsilon"),
+        ("rope_theta", "rope.freq_base"),
+        ("head_dim", "attention.key_length"),
+    ] {
+        put(hub, format!("{arch}.{own}"), &mut obj)?;
+    }
+    for (hub, own) in [
+        ("bos_token_id", "tokenizer.ggml.bos_token_id"),
+        ("eos_token_id", "tokenizer.ggml.eos_token_id"),
+    ] {
+        put(hub, own.to_string(), &mut obj)?;
+    }
+    // Rope scaling: GGUF's `rope.scaling.type` (none, linear, yarn, ...).
+    let scaling = gguf
+        .get(&format!("{arch}.rope.scaling.type"))
+        .and_then(MetaValue::as_str);
+    match scaling {
+        None | Some("none") => {}
+        Some("linear") => {
+            let factor = gguf
+                .get(&format!("{arch}.rope.scaling.factor"))
+                .and_then(MetaValue::as_f64);
+            obj.insert(
+                "rope_scaling".into(),
+                json!({"rope_type": "linear", "factor": factor}),
+            );
+        }
+        Some(other) => {
+            return Err(InferError::Unsupported(format!(
+                "{}: rope scaling `{other}` (`{arch}.rope.scaling.type`) is not supported yet",
+                gguf.path().display()
+            )))
+        }
+    }
+    if gguf.tensor("rope_freqs.weight").is_some() {
+        return Err(InferError::Unsupported(format!(
+            "{}: per-frequency rope factors (`rope_freqs.weight`, llama3-style scaling) are not supported yet",
+            gguf.path().display()
+        )));
+    }
+    // The rotary width must be the head's: partial rotary is not in these families.
+    let head_dim_key = format!("{arch}.rope.dimension_count");
+    if let (Some(rot), Some(hd)) = (
+        gguf.get(&head_dim_key).and_then(MetaValue::as_u64),
+        head_dim(&obj),
+    ) {
+        if rot != hd as u64 {
+            return Err(InferError::Unsupported(format!(
+                "{}: `{head_dim_key}` {rot} differs from the head dimension {hd} (partial rotary) in a {arch} model",
+                gguf.path().display()
+            )));
+        }
+    }
+    // The vocabulary is the embedding table's rows (GGUF has no required key for it).
+    if let Some(shape) = store.shape("token_embd.weight") {
+        if let [vocab, _] = shape {
+            obj.insert("vocab_size".into(), json!(vocab));
+            keys.insert("vocab_size".into(), "token_embd.weight".into());
+        }
+    }
+    obj.insert(
+        "tie_word_embeddings".into(),
+        json!(!store.contains("output.weight")),
+    );
+    Ok(ConfigSource::from_object(
+        Value::Object(obj),
+        gguf.path().to_path_buf(),
+        keys,
+    ))
+}
+
+/// The head dimension the config implies (explicit, else hidden / heads), if it can tell.
+fn head_dim(obj: &Map<String, Value>) -> Option<usize> {
+    if let Some(d) = obj.get("head_dim").and_then(Value::as_u64) {
+        return Some(d as usize);
+    }
+    let h = obj.get("hidden_size")?.as_u64()?;
+    let n = obj.get("num_attention_heads")?.as_u64()?;
+    (n > 0 && h % n == 0).then(|| (h / n) as usize)
+}
+
+/// Row `r`'s source in a q or k projection that llama.cpp's converter permuted: per head of
+/// `head_dim` rows, the converter stored transformers' row `j · d/2 + i` (half `j`, pair `i`)
+/// at `2i + j`.
+pub(crate) fn unpermuted_row(r: usize, head_dim: usize) -> usize {
+    let (head, rem) = (r / head_dim, r % head_dim);
+    let half = head_dim / 2;
+    let (j, i) = (rem / half, rem % half);
+    head * head_dim + 2 * i + j
+}

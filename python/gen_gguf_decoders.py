@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Regenerate tests/fixtures/gguf/decoders/: GGUF twins of decoder fixtures, written by the
+`gguf` package (GGUFWriter, and gguf.quants' reference quantizers and dequantizers) the way
+llama.cpp's convert_hf_to_gguf.py writes them.
+
+    pip install gguf==0.19.0 numpy==2.4.6 safetensors==0.8.0   # no torch
+    python python/gen_gguf_decoders.py
+
+For each fixture checkpoint (tests/decoder_fixtures/<name>: llama_gqa untied, llama_mqa tied,
+qwen2_bias with q/k/v biases):
+
+- `<name>.f32.gguf`: every tensor F32, named as llama.cpp names them (`blk.N.attn_q.weight`,
+  ...), LLaMA's q/k rows permuted as `LlamaModel.permute` does (qwen2's are not), metadata
+  as the converter writes it (`<arch>.context_length`, `.attention.head_count_kv`, ...) and
+  a small GPT-2-style tokenizer (`tokenizer.ggml.*`). Loaded by the engine it must give the
+  safetensors checkpoint's logits bit for bit (same f32 weights, the permutation undone).
+- `<name>.<q>.gguf` for q in q8_0, q4_0, q4_1 (llama_gqa and qwen2_bias): every 2-D weight quantized by `gguf.quants`
+  (`quantize_row_*_ref`'s rounding), norms and biases F32, as llama.cpp's quantizer leaves
+  them (a matrix whose rows are not whole blocks would stay F32 too); and `<name>.<q>.twin.gguf`: the same file with each quantized tensor replaced by its
+  `gguf.quants.dequantize` (F32). The engine must give the two bit-identical logits: the
+  quantized kernels multiply exactly the dequantized values.
+
+Fixed inputs, no randomness: reruns are byte-identical.
+"""
+
+import json
+import os
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as T
+from gguf import quants
+from safetensors.numpy import load_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+FIXTURES = os.path.join(ROOT, "tests", "decoder_fixtures")
+OUT = os.path.join(ROOT, "tests", "fixtures", "gguf", "decoders")
+
+MODELS = ["llama_gqa", "llama_mqa", "qwen2_bias"]
+# llama_mqa's 48-wide rows are not whole blocks: its quantized files would be F32 throughout.
+QUANTIZED = ["llama_gqa", "qwen2_bias"]
+QUANTS = {"q8_0": T.Q8_0, "q4_0": T.Q4_0, "q4_1": T.Q4_1}
+
+
+def permute(w, n_head, n_head_kv):
+    """convert_hf_to_gguf.py's LlamaModel.permute."""
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2)
+            .reshape(w.shape))
+
+
+HF_LAYER = {
+    "input_layernorm": "attn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+
+
+def gguf_tensors(cfg, st):
+    """(name, f32 array) in llama.cpp's names and order."""
+    arch = cfg["model_type"]
+    heads, kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    out = [("token_embd.weight", st["model.embed_tokens.weight"])]
+    for i in range(cfg["num_hidden_layers"]):
+        for hf, name in HF_LAYER.items():
+            for kind in ["weight", "bias"]:
+                key = f"model.layers.{i}.{hf}.{kind}"
+                if key not in st:
+                    continue
+                t = st[key]
+                if arch == "llama" and name == "attn_q":
+                    t = permute(t, heads, heads)
+                if arch == "llama" and name == "attn_k":
+                    t = permute(t, heads, kv)
+                out.append((f"blk.{i}.{name}.{kind}", t))
+    out.append(("output_norm.weight", st["model.norm.weight"]))
+    if "lm_head.weight" in st and not cfg.get("tie_word_embeddings", False):
+        out.append(("output.weight", st["lm_head.weight"]))
+    return [(n, np.ascontiguousarray(t, dtype=np.float32)) for n, t in out]
+
+
+def tokenizer_metadata(w, vocab):
+    """A byte-level BPE vocabulary of `vocab` tokens: <s>, </s>, <unk>, the printable ASCII
+    bytes in GPT-2's byte-to-unicode spelling, then merges of the first letters."""
+    tokens = ["<unk>", "<s>", "</s>"]
+    types = [2, 3, 3]
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
+    for c in range(0x21, 0x7F):
+        if len(tokens) >= vocab:
+            break
+        tokens.append(chr(c))
+        types.append(1)
+    merges = []
+    for a in letters:
+        for b in letters:
+            if len(tokens) >= vocab:
+                break
+            if a + b not in tokens:
+                tokens.append(a + b)
+                types.append(1)
+                merges.append(f"{a} {b}")
+    while len(tokens) < vocab:
+        tokens.append(f"<extra_{len(tokens)}>")
+        types.append(4)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(False)
+
+
+def write(path, cfg, tensors, qtype=None, twin=False):
+    arch = cfg["model_type"]
+    w = gguf.GGUFWriter(path, arch=arch)
+    heads = cfg["num_attention_heads"]
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
+    theta = cfg.get("rope_theta") or cfg.get("rope_parameters", {}).get("rope_theta", 10000.0)
+    w.add_name(os.path.basename(path))
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(heads)
+    w.add_head_count_kv(cfg.get("num_key_value_heads", heads))
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_rope_freq_base(theta)
+    w.add_rope_dimension_count(head_dim)
+    if head_dim != cfg["hidden_size"] // heads:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+    w.add_file_type(0 if qtype is None else int(qtype))
+    tokenizer_metadata(w, cfg["vocab_size"])
+    for name, t in tensors:
+        # A row that is not whole blocks stays F32 (llama.cpp's quantizer falls back to
+        # another type for such tensors too).
+        if qtype is not None and t.ndim == 2 and t.shape[1] % quants.GGML_QUANT_SIZES[qtype][0] == 0:
+            q = quants.quantize(t, qtype)
+            if twin:
+                w.add_tensor(name, quants.dequantize(q, qtype).astype(np.float32))
+            else:
+                w.add_tensor(name, q, raw_dtype=qtype)
+        else:
+            w.add_tensor(name, t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for model in MODELS:
+        d = os.path.join(FIXTURES, model)
+        with open(os.path.join(d, "config.json")) as f:
+            cfg = json.load(f)
+        tensors = gguf_tensors(cfg, load_file(os.path.join(d, "model.safetensors")))
+        write(os.path.join(OUT, f"{model}.f32.gguf"), cfg, tensors)
+        if model not in QUANTIZED:
+            continue
+        for qname, qtype in QUANTS.items():
+            write(os.path.join(OUT, f"{model}.{qname}.gguf"), cfg, tensors, qtype)
+            write(os.path.join(OUT, f"{model}.{qname}.twin.gguf"), cfg, tensors, qtype, twin=True)
+    print("wrote", sorted(os.listdir(OUT)))
+
+
+if __name__ == "__main__":
+    main()
