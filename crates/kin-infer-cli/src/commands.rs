@@ -138,9 +138,26 @@ fn describe_decoder(a: &DescribeArgs, dir: &std::path::Path) -> Result<u8> {
     let g = load_generator(dir, a.model.threads)?;
     let (threads, be) = (g.threads(), g.backend());
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let store = kin_infer::io::safetensors::WeightStore::open_dir(dir)?;
+    let gguf = kin_infer::models::decoders::is_gguf_file(dir);
+    let (store, file) = if gguf {
+        let (s, f) = kin_infer::io::safetensors::WeightStore::open_gguf(dir)?;
+        (s, Some(f))
+    } else {
+        (
+            kin_infer::io::safetensors::WeightStore::open_dir(dir)?,
+            None,
+        )
+    };
     let c = g.spec();
-    let v = json!({
+    let tokenizer = match &file {
+        Some(f) => match f.get("tokenizer.ggml.model").and_then(|v| v.as_str()) {
+            Some(m) => format!("tokenizer.ggml.* (model `{m}`)"),
+            None => "none (token-id input only)".into(),
+        },
+        None if dir.join("tokenizer.json").is_file() => "tokenizer.json".into(),
+        None => "none (token-id input only)".into(),
+    };
+    let mut v = json!({
         "model": dir.display().to_string(),
         "family": c.model_type,
         "kind": "decoder",
@@ -161,13 +178,29 @@ fn describe_decoder(a: &DescribeArgs, dir: &std::path::Path) -> Result<u8> {
         "tensors": store.len(),
         "parameters": store.parameter_count(),
         "shards": store.shard_paths().len(),
-        "tokenizer": if dir.join("tokenizer.json").is_file() { "tokenizer.json" } else { "none (token-id input only)" },
+        "tokenizer": tokenizer,
         "backend": be.name(),
         "simd_tier": be.tier().name(),
         "threads": threads,
         "numerics_version": NUMERICS_VERSION,
         "load_ms": (load_ms * 100.0).round() / 100.0,
     });
+    if let Some(f) = &file {
+        // Each stored type's tensor count and the file's bits per weight (scales included).
+        let types: serde_json::Map<String, serde_json::Value> = f
+            .type_counts()
+            .into_iter()
+            .map(|(t, n)| (t.name().to_string(), json!(n)))
+            .collect();
+        v["dtype"] = json!(if types.len() == 1 {
+            types.keys().next().cloned().unwrap_or_default()
+        } else {
+            "mixed".into()
+        });
+        v["tensor_types"] = serde_json::Value::Object(types);
+        v["bits_per_weight"] = json!(f.bits_per_weight().map(|b| (b * 1000.0).round() / 1000.0));
+        v["gguf_version"] = json!(f.version);
+    }
     print_value(&v, a.json);
     Ok(0)
 }

@@ -41,7 +41,7 @@ pub fn looks_like_repo_id(s: &str) -> bool {
 /// snapshot of the repo id `spec`.
 pub fn resolve_model(spec: &str) -> Result<PathBuf> {
     let p = Path::new(spec);
-    if p.is_dir() {
+    if p.is_dir() || crate::models::decoders::is_gguf_file(p) {
         return Ok(p.to_path_buf());
     }
     if looks_like_repo_id(spec) {

@@ -205,11 +205,9 @@ fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result<ConfigSour
         }
     }
     // The vocabulary is the embedding table's rows (GGUF has no required key for it).
-    if let Some(shape) = store.shape("token_embd.weight") {
-        if let [vocab, _] = shape {
-            obj.insert("vocab_size".into(), json!(vocab));
-            keys.insert("vocab_size".into(), "token_embd.weight".into());
-        }
+    if let Some([vocab, _]) = store.shape("token_embd.weight") {
+        obj.insert("vocab_size".into(), json!(vocab));
+        keys.insert("vocab_size".into(), "token_embd.weight".into());
     }
     obj.insert(
         "tie_word_embeddings".into(),

@@ -209,6 +209,10 @@ pub fn is_gguf_file(path: &Path) -> bool {
 /// Whether `dir/config.json` names a decoder family this build knows (else it is treated as
 /// an encoder, whose loader reports unsupported types).
 pub fn is_decoder_dir(dir: &Path) -> bool {
+    // A GGUF file holds a decoder (the architectures this build reads are all decoders).
+    if is_gguf_file(dir) {
+        return true;
+    }
     crate::io::read_json::<serde_json::Value>(&dir.join("config.json"))
         .ok()
         .and_then(|v| {
