@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Decode and prefill tokens/s from GGUF files: kin-infer against llama.cpp on the same file,
+the same threads, in the same run (issue 13, "How fast").
+
+Writes (once, cached under target/bench/gguf/) a random-weight LLaMA of about 100M parameters
+(hidden 768, 12 layers, 12 heads, 4 KV heads, intermediate 2048, vocab 32000, tied head,
+context 512: the shape scripts/bench-decode.py uses) as GGUF with numpy and the `gguf`
+package (no torch): F32, and Q8_0 / Q4_0 / Q4_1 quantized by gguf.quants' reference
+quantizers (norms F32, as llama.cpp's quantizer leaves them). Then, for `--repeat`
+interleaved rounds (best kept: this machine is shared and noisy), on each file:
+
+- `kin-infer bench --model FILE.gguf --prompt-tokens P --decode-tokens D --threads T --json`;
+- llama.cpp through the `xllamacpp` wheel (its CPU build): one completion of the same number
+  of prompt tokens (random ids, prompt cache off) and D predicted tokens, `ignore_eos`,
+  greedy; its own timings (`prompt_per_second`, `predicted_per_second`).
+
+Prints per file: decode and prefill tokens/s of both, the ratio kin / llama.cpp, and the
+decode bound (bytes of weights read per token / the read bandwidth `examples/mem_bandwidth`
+measures with T threads). Needs `pip install gguf==0.19.0 numpy==2.4.6 xllamacpp` and
+
+    cargo build --release -p kin-infer-cli -p kin-infer --examples
+    python3 scripts/bench-gguf.py [--threads 2] [--repeat 3] [--json]
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(REPO, "target", "bench", "gguf")
+BIN = os.path.join(REPO, "target", "release", "kin-infer")
+MEMBW = os.path.join(REPO, "target", "release", "examples", "mem_bandwidth")
+
+C = dict(vocab=32000, hidden=768, layers=12, heads=12, kv=4, ff=2048, ctx=512)
+FORMATS = ["f32", "q8_0", "q4_0", "q4_1"]
+
+
+def write_model(path, qname):
+    import gguf
+    from gguf import GGMLQuantizationType as T
+    from gguf import quants
+
+    qtype = {"f32": None, "q8_0": T.Q8_0, "q4_0": T.Q4_0, "q4_1": T.Q4_1}[qname]
+    rng = np.random.default_rng(1234)
+    h, hd = C["hidden"], C["hidden"] // C["heads"]
+    kvd = C["kv"] * hd
+
+    def mat(rows, cols):
+        return (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float32)
+
+    w = gguf.GGUFWriter(path, arch="llama")
+    w.add_name("kin-bench-100m")
+    w.add_context_length(C["ctx"])
+    w.add_embedding_length(h)
+    w.add_block_count(C["layers"])
+    w.add_feed_forward_length(C["ff"])
+    w.add_head_count(C["heads"])
+    w.add_head_count_kv(C["kv"])
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(10000.0)
+    w.add_rope_dimension_count(hd)
+    w.add_file_type(0 if qtype is None else int(qtype))
+    tokens = [f"<t{i}>" for i in range(C["vocab"])]
+    tokens[:6] = ["<unk>", "<s>", "</s>", "a", "b", "ab"]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types([2, 3, 3, 1, 1, 1] + [4] * (C["vocab"] - 6))
+    w.add_token_merges(["a b"])  # llama.cpp refuses a BPE vocabulary without merges
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+
+    def add(name, t):
+        if qtype is not None and t.ndim == 2:
+            w.add_tensor(name, quants.quantize(t, qtype), raw_dtype=qtype)
+        else:
+            w.add_tensor(name, t)
+
+    add("token_embd.weight", mat(C["vocab"], h))
+    for i in range(C["layers"]):
+        add(f"blk.{i}.attn_norm.weight", np.ones(h, np.float32))
+        add(f"blk.{i}.attn_q.weight", mat(h, h))
+        add(f"blk.{i}.attn_k.weight", mat(kvd, h))
+        add(f"blk.{i}.attn_v.weight", mat(kvd, h))
+        add(f"blk.{i}.attn_output.weight", mat(h, h))
+        add(f"blk.{i}.ffn_norm.weight", np.ones(h, np.float32))
+        add(f"blk.{i}.ffn_gate.weight", mat(C["ff"], h))
+        add(f"blk.{i}.ffn_up.weight", mat(C["ff"], h))
+        add(f"blk.{i}.ffn_down.weight", mat(h, C["ff"]))
+    add("output_norm.weight", np.ones(h, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def weight_bytes_per_token(path):
+    """Bytes of every weight matrix read per decoded token (the tied head once; the token
+    embedding's one row is negligible), from the file's tensor sizes."""
+    import gguf
+
+    r = gguf.GGUFReader(path)
+    return sum(int(t.n_bytes) for t in r.tensors)
+
+
+def kin(path, args):
+    out = subprocess.run(
+        [BIN, "bench", "--model", path, "--prompt-tokens", str(args.prompt),
+         "--decode-tokens", str(args.decode), "--repeat", "1",
+         "--threads", str(args.threads), "--json"],
+        check=True, capture_output=True, text=True).stdout
+    v = json.loads(out)
+    return v["prefill_tokens_per_s_max"], v["decode_tokens_per_s_max"]
+
+
+def llama_cpp(path, args):
+    code = f"""
+import json, sys, xllamacpp, numpy as np
+p = xllamacpp.CommonParams()
+p.model.path = {path!r}
+p.n_ctx = {C['ctx']}
+p.n_batch = {args.prompt}
+p.cpuparams.n_threads = {args.threads}
+p.cpuparams_batch.n_threads = {args.threads}
+s = xllamacpp.Server(p)
+ids = [int(x) for x in np.random.default_rng(7).integers(3, {C['vocab']}, {args.prompt})]
+r = s.handle_completions({{"prompt": ids, "n_predict": {args.decode}, "temperature": 0,
+                          "ignore_eos": True, "cache_prompt": False}})
+t = r["timings"]
+print("RESULT", json.dumps([t["prompt_per_second"], t["predicted_per_second"], t["predicted_n"]]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True).stdout
+    m = re.search(r"RESULT (.*)", out)
+    pp, tg, n = json.loads(m.group(1))
+    assert n == args.decode, f"llama.cpp predicted {n} tokens"
+    return pp, tg
+
+
+def bandwidth(threads):
+    if not os.path.exists(MEMBW):
+        return None
+    out = subprocess.run([MEMBW], check=True, capture_output=True, text=True,
+                         env={**os.environ, "KIN_INFER_THREADS": str(threads)}).stdout
+    m = re.search(r"read ([0-9.]+) GB/s", out)
+    return float(m.group(1)) * 1e9 if m else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--prompt", type=int, default=128)
+    ap.add_argument("--decode", type=int, default=64)
+    ap.add_argument("--formats", default=",".join(FORMATS))
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    os.makedirs(OUT, exist_ok=True)
+    formats = args.formats.split(",")
+    paths = {}
+    for f in formats:
+        paths[f] = os.path.join(OUT, f"bench-100m.{f}.gguf")
+        if not os.path.exists(paths[f]):
+            print(f"writing {paths[f]}", file=sys.stderr)
+            write_model(paths[f] + ".tmp", f)
+            os.replace(paths[f] + ".tmp", paths[f])
+    best = {f: {"kin": [0.0, 0.0], "llama.cpp": [0.0, 0.0]} for f in formats}
+    bw = 0.0
+    for r in range(args.repeat):
+        bw = max(bw, bandwidth(args.threads) or 0.0)
+        for f in formats:
+            for name, fn in (("kin", kin), ("llama.cpp", llama_cpp)):
+                pp, tg = fn(paths[f], args)
+                b = best[f][name]
+                best[f][name] = [max(b[0], pp), max(b[1], tg)]
+                print(f"round {r + 1} {f} {name}: prefill {pp:.1f} decode {tg:.1f} tok/s",
+                      file=sys.stderr)
+    rows = []
+    for f in formats:
+        k, l = best[f]["kin"], best[f]["llama.cpp"]
+        wb = weight_bytes_per_token(paths[f])
+        bound = bw / wb if bw else None
+        rows.append(dict(format=f, weight_mb=wb / 1e6, kin_prefill=k[0], llama_prefill=l[0],
+                         kin_decode=k[1], llama_decode=l[1], decode_ratio=k[1] / l[1],
+                         prefill_ratio=k[0] / l[0], decode_bound=bound,
+                         bound_ratio=(bound / k[1]) if bound else None))
+    if args.json:
+        print(json.dumps(dict(threads=args.threads, read_bandwidth=bw, rows=rows)))
+        return
+    print(f"threads {args.threads}, read bandwidth {bw / 1e9:.1f} GB/s, best of {args.repeat}")
+    print("| format | weights MB | decode kin | decode llama.cpp | kin/llama | decode bound | "
+          "bound/kin | prefill kin | prefill llama.cpp | kin/llama |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for x in rows:
+        bound = f"{x['decode_bound']:.0f}" if x["decode_bound"] else "-"
+        br = f"{x['bound_ratio']:.2f}" if x["bound_ratio"] else "-"
+        print(f"| {x['format']} | {x['weight_mb']:.0f} | {x['kin_decode']:.1f} | "
+              f"{x['llama_decode']:.1f} | {x['decode_ratio']:.2f}x | {bound} | {br} | "
+              f"{x['kin_prefill']:.0f} | {x['llama_prefill']:.0f} | {x['prefill_ratio']:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
