@@ -699,13 +699,11 @@ unsafe fn block(
                     // SAFETY: the panel holds kc / block_len blocks from `boff`; the stage
                     // holds kcb·nr ≥ kc·nr floats.
                     unsafe {
-                        super::blocks::dequant_slice(
-                            t,
-                            nr,
-                            bdata.at(boff),
-                            kc,
-                            stage_guard.as_mut_ptr(),
-                        )
+                        let (src, dst) = (bdata.at(boff), stage_guard.as_mut_ptr());
+                        let done = ops.dequant.is_some_and(|f| f(t, src, kc, dst));
+                        if !done {
+                            super::blocks::dequant_slice(t, nr, src, kc, dst)
+                        }
                     };
                     let staged = BData {
                         format: WeightFormat::F32,

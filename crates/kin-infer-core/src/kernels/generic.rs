@@ -19,6 +19,7 @@ pub(crate) static OPS: Ops = Ops {
     ],
     row4: None,
     row4_quant: &[],
+    dequant: None,
     sum,
     dot,
     max,

@@ -159,6 +159,8 @@ impl Tier {
 /// One tier's primitives. Plain function pointers: one indirect call per row-level kernel.
 /// `(data, w, ldw, k, n)`: see [`Ops::pack_rows_f32`].
 pub(crate) type PackRows = fn(&mut [f32], &[f32], usize, usize, usize);
+/// See [`Ops::dequant`].
+pub(crate) type DequantFn = unsafe fn(ggml::GgmlType, *const u8, usize, *mut f32) -> bool;
 
 pub(crate) struct Ops {
     /// Micro-kernel register tile (rows × columns); `nr` is also the packed-B panel width.
@@ -179,6 +181,10 @@ pub(crate) struct Ops {
     /// elements), each weight dequantized in registers to the reference's value. A type
     /// without one is dequantized into f32 panel rows for the f32 kernel.
     pub row4_quant: &'static [(ggml::GgmlType, gemm::Row4Kernel)],
+    /// The tier's staging dequantizer for block panels (`(type, panel, kc, out)`, the
+    /// contract of `blocks::dequant_slice`), returning false for a type it leaves to the
+    /// scalar one. Exact values either way: only faster.
+    pub dequant: Option<DequantFn>,
     pub sum: fn(&[f32]) -> f32,
     pub dot: fn(&[f32], &[f32]) -> f32,
     /// Canonical max (16 lanes, `a > b ? a : b`, tree16 order), -inf for an empty slice.

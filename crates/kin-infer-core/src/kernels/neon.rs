@@ -22,6 +22,7 @@ pub(crate) static OPS: Ops = Ops {
     ],
     row4: None,
     row4_quant: &[],
+    dequant: None,
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },

@@ -36,6 +36,7 @@ pub(crate) static OPS: Ops = Ops {
         (GgmlType::Q4_1, x86_quant::avx512_row4_q4::<true>),
         (GgmlType::Q8_0, x86_quant::avx512_row4_q8),
     ],
+    dequant: Some(x86_quant::avx512_dequant),
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },

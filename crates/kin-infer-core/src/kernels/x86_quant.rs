@@ -306,3 +306,103 @@ unsafe fn avx512_store(acc: &[__m512; 4], c: *mut f32, bias: *const f32) {
         }
     }
 }
+
+/// The staging dequantizer of the AVX2 tier (16-column panels): `kc` k of one interleaved
+/// panel into f32 panel rows, as `blocks::dequant_slice` (same exact values). Returns false,
+/// writing nothing, for a type it does not handle (the scalar staging runs instead).
+///
+/// # Safety
+/// As `blocks::dequant_slice`, on a CPU with AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn avx2_dequant(t: GgmlType, src: *const u8, kc: usize, out: *mut f32) -> bool {
+    const NR: usize = 16;
+    if !matches!(t, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1) {
+        return false;
+    }
+    let pb = NR * t.block_bytes();
+    let codes = if t == GgmlType::Q4_1 { 4 * NR } else { 2 * NR };
+    unsafe {
+        let mask = _mm256_set1_epi32(15);
+        for kb in 0..kc / 32 {
+            let blk = src.add(kb * pb);
+            let d = [0, 1].map(|h| _mm256_cvtph_ps(_mm_loadu_si128(blk.add(16 * h).cast())));
+            let off = match t {
+                GgmlType::Q4_1 => {
+                    [0, 1].map(|h| _mm256_cvtph_ps(_mm_loadu_si128(blk.add(32 + 16 * h).cast())))
+                }
+                _ => d.map(|s| _mm256_mul_ps(s, _mm256_set1_ps(-8.0))),
+            };
+            let rows = blk.add(codes);
+            let o = out.add(kb * 32 * NR);
+            for p in 0..32 {
+                let (lo, hi) = if t == GgmlType::Q8_0 {
+                    let r = rows.add(p * NR);
+                    let lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(r.cast())));
+                    let hi =
+                        _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(r.add(8).cast())));
+                    (_mm256_mul_ps(lo, d[0]), _mm256_mul_ps(hi, d[1]))
+                } else {
+                    let w = _mm256_cvtepu8_epi32(_mm_loadl_epi64(rows.add(p * 8).cast()));
+                    let lo = _mm256_cvtepi32_ps(_mm256_and_si256(w, mask));
+                    let hi = _mm256_cvtepi32_ps(_mm256_srli_epi32::<4>(w));
+                    (
+                        _mm256_fmadd_ps(lo, d[0], off[0]),
+                        _mm256_fmadd_ps(hi, d[1], off[1]),
+                    )
+                };
+                _mm256_storeu_ps(o.add(p * NR), lo);
+                _mm256_storeu_ps(o.add(p * NR + 8), hi);
+            }
+        }
+    }
+    true
+}
+
+/// [`avx2_dequant`] for the AVX-512 tier (32-column panels).
+///
+/// # Safety
+/// As `blocks::dequant_slice`, on a CPU with the AVX-512 tier's features.
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
+pub(super) unsafe fn avx512_dequant(t: GgmlType, src: *const u8, kc: usize, out: *mut f32) -> bool {
+    const NR: usize = 32;
+    if !matches!(t, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1) {
+        return false;
+    }
+    let pb = NR * t.block_bytes();
+    let codes = if t == GgmlType::Q4_1 { 4 * NR } else { 2 * NR };
+    unsafe {
+        let mask = _mm512_set1_epi32(15);
+        for kb in 0..kc / 32 {
+            let blk = src.add(kb * pb);
+            let d = [0, 1].map(|h| _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(32 * h).cast())));
+            let off = match t {
+                GgmlType::Q4_1 => {
+                    [0, 1].map(|h| _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(64 + 32 * h).cast())))
+                }
+                _ => d.map(|s| _mm512_mul_ps(s, _mm512_set1_ps(-8.0))),
+            };
+            let rows = blk.add(codes);
+            let o = out.add(kb * 32 * NR);
+            for p in 0..32 {
+                let (lo, hi) = if t == GgmlType::Q8_0 {
+                    let r = rows.add(p * NR);
+                    let lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(r.cast())));
+                    let hi =
+                        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(r.add(16).cast())));
+                    (_mm512_mul_ps(lo, d[0]), _mm512_mul_ps(hi, d[1]))
+                } else {
+                    let w = _mm512_cvtepu8_epi32(_mm_loadu_si128(rows.add(p * 16).cast()));
+                    let lo = _mm512_cvtepi32_ps(_mm512_and_si512(w, mask));
+                    let hi = _mm512_cvtepi32_ps(_mm512_srli_epi32::<4>(w));
+                    (
+                        _mm512_fmadd_ps(lo, d[0], off[0]),
+                        _mm512_fmadd_ps(hi, d[1], off[1]),
+                    )
+                };
+                _mm512_storeu_ps(o.add(p * NR), lo);
+                _mm512_storeu_ps(o.add(p * NR + 16), hi);
+            }
+        }
+    }
+    true
+}
