@@ -41,8 +41,9 @@ pub(super) fn grouped_conv1d(
         let (cols, part) = &mut scratch;
         cols.resize(total * kernel * cg, 0.0);
         for (g, w) in groups.iter().enumerate() {
-            let Inner::Cpu(groups) = &w.inner;
-            let packed = &groups[0];
+            // A conv weight is prepared as one f32 matrix: one column group.
+            let Inner::Cpu(column_groups) = &w.inner;
+            let packed = &column_groups[0];
             assert_eq!(
                 (w.n, w.k),
                 (og, kernel * cg),
