@@ -346,27 +346,18 @@ pub trait GpuCompute: Send + Sync {
                 let refs: Vec<&[f32]> = wide.iter().map(|v| &**v).collect();
                 self.prepare_matrix(&refs, k)
             };
-            let half: Vec<&[u16]> = run
-                .iter()
-                .filter_map(|p| match p {
-                    MatrixData::Half(_, bits) => Some(bits.as_slice()),
-                    _ => None,
-                })
-                .collect();
-            let quant: Vec<&[u8]> = run
-                .iter()
-                .filter_map(|p| match p {
-                    MatrixData::Quant(_, bytes) => Some(bytes.as_slice()),
-                    _ => None,
-                })
-                .collect();
             groups.push(match f {
-                WeightFormat::Bf16 | WeightFormat::F16 => self.prepare_matrix_half(&half, k, f),
+                WeightFormat::Bf16 | WeightFormat::F16 => {
+                    let bits: Vec<&[u16]> = run.iter().filter_map(|p| p.half_bits()).collect();
+                    self.prepare_matrix_half(&bits, k, f)
+                }
                 // A block matrix the backend cannot keep (rows not whole blocks: the readers
                 // refuse those first) runs on its dequantized values: the same bits.
-                WeightFormat::Quant(t) => self
-                    .prepare_matrix_quant(&quant, k, t)
-                    .unwrap_or_else(|_| wide()),
+                WeightFormat::Quant(t) => {
+                    let rows: Vec<&[u8]> = run.iter().filter_map(|p| p.quant_rows()).collect();
+                    self.prepare_matrix_quant(&rows, k, t)
+                        .unwrap_or_else(|_| wide())
+                }
                 WeightFormat::F32 => wide(),
             });
             i += n;

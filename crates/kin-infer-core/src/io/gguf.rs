@@ -204,9 +204,7 @@ impl GgufFile {
 
     /// `t`'s values as f32 through the scalar reference dequantizer.
     pub fn dequantize(&self, t: &GgufTensor) -> Vec<f32> {
-        let mut out = vec![0.0; t.len()];
-        t.ty.dequantize(self.tensor_bytes(t), &mut out);
-        out
+        t.ty.dequantize_to_vec(self.tensor_bytes(t))
     }
 
     fn parse(path: PathBuf, bytes: Bytes) -> Result<Self> {

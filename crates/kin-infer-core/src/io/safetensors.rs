@@ -104,11 +104,23 @@ impl MatrixData {
         match self {
             MatrixData::F32(t) => std::borrow::Cow::Borrowed(t.as_slice()),
             MatrixData::Half(f, bits) => bits.iter().map(|b| f.widen(*b)).collect(),
-            MatrixData::Quant(t, bytes) => {
-                let mut out = vec![0.0; bytes.len() / t.block_bytes() * t.block_len()];
-                t.dequantize(bytes, &mut out);
-                std::borrow::Cow::Owned(out)
-            }
+            MatrixData::Quant(t, bytes) => std::borrow::Cow::Owned(t.dequantize_to_vec(bytes)),
+        }
+    }
+
+    /// The raw 16-bit patterns of a half-precision matrix.
+    pub fn half_bits(&self) -> Option<&[u16]> {
+        match self {
+            MatrixData::Half(_, bits) => Some(bits),
+            _ => None,
+        }
+    }
+
+    /// The stored rows of a block-quantized matrix.
+    pub fn quant_rows(&self) -> Option<&[u8]> {
+        match self {
+            MatrixData::Quant(_, bytes) => Some(bytes),
+            _ => None,
         }
     }
 
@@ -366,9 +378,7 @@ impl WeightStore {
             });
         }
         // Every other storage through the reference dequantizer (exact for F16/BF16).
-        let mut out = vec![0.0; bytes.len() / ty.block_bytes() * ty.block_len()];
-        ty.dequantize(bytes, &mut out);
-        Ok(TensorData::Owned(out))
+        Ok(TensorData::Owned(ty.dequantize_to_vec(bytes)))
     }
 
     /// Tensor `name`'s entry and shard, its shape checked against `expected`.

@@ -32,7 +32,7 @@ pub(crate) const fn interleaved(t: GgmlType) -> bool {
 }
 
 /// Bytes where the interleaved code rows start in a panel block of width `nr`.
-const fn codes_at(t: GgmlType, nr: usize) -> usize {
+pub(crate) const fn codes_at(t: GgmlType, nr: usize) -> usize {
     match t {
         GgmlType::Q4_1 => 4 * nr,
         _ => 2 * nr,

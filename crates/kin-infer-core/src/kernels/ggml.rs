@@ -167,6 +167,13 @@ impl GgmlType {
         (n / self.block_len()).checked_mul(self.block_bytes())
     }
 
+    /// [`GgmlType::dequantize`] into a new vector (`bytes` whole blocks).
+    pub fn dequantize_to_vec(self, bytes: &[u8]) -> Vec<f32> {
+        let mut out = vec![0.0; bytes.len() / self.block_bytes() * self.block_len()];
+        self.dequantize(bytes, &mut out);
+        out
+    }
+
     /// The scalar reference dequantizer: `bytes` (whole blocks, as stored) into `out`
     /// (`block_len` values per block), `gguf.quants.dequantize`'s bits.
     ///

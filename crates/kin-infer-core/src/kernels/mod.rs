@@ -26,6 +26,7 @@ macro_rules! rows_table {
     };
 }
 
+mod aligned;
 mod blocks;
 pub mod format;
 mod gemm;
@@ -272,14 +273,16 @@ impl PackedMatrix {
             gemm::PanelData::F32(v) => v.as_slice()[i],
             gemm::PanelData::U16(v) => self.buf.format.widen(v.as_slice()[i]),
             gemm::PanelData::Blocks(v) => {
-                let t = self
-                    .buf
-                    .format
-                    .quant()
-                    .expect("block panels have a block type");
-                blocks::get(t, self.nr, v.as_slice(), self.k, p, j)
+                blocks::get(self.block_type(), self.nr, v.as_slice(), self.k, p, j)
             }
         }
+    }
+    /// The ggml type of block panels (they are only ever built with one).
+    fn block_type(&self) -> ggml::GgmlType {
+        self.buf
+            .format
+            .quant()
+            .expect("block panels have a block type")
     }
     /// Bytes the panels occupy (what a loaded matrix keeps resident).
     pub fn stored_bytes(&self) -> usize {
@@ -307,14 +310,14 @@ impl PackedMatrix {
             gemm::PanelData::U16(_) => {
                 gemm::PanelData::U16(gemm::pack_panels(nr, k, n, |p, j| self.get_bits(p, j)))
             }
-            gemm::PanelData::Blocks(v) => {
-                let t = self
-                    .buf
-                    .format
-                    .quant()
-                    .expect("block panels have a block type");
-                gemm::PanelData::Blocks(blocks::repack(t, self.nr, v.as_slice(), k, n, nr))
-            }
+            gemm::PanelData::Blocks(v) => gemm::PanelData::Blocks(blocks::repack(
+                self.block_type(),
+                self.nr,
+                v.as_slice(),
+                k,
+                n,
+                nr,
+            )),
         };
         let buf = gemm::Panels {
             format: self.buf.format,

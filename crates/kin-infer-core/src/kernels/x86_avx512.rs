@@ -32,9 +32,18 @@ pub(crate) static OPS: Ops = Ops {
     ],
     row4: Some([row4_f32, row4_half::<true>, row4_half::<false>]),
     row4_quant: &[
-        (GgmlType::Q4_0, x86_quant::avx512_row4_q4::<false>),
-        (GgmlType::Q4_1, x86_quant::avx512_row4_q4::<true>),
-        (GgmlType::Q8_0, x86_quant::avx512_row4_q8),
+        (
+            GgmlType::Q4_0,
+            x86_quant::avx512_row4::<{ GgmlType::Q4_0.code() }>,
+        ),
+        (
+            GgmlType::Q4_1,
+            x86_quant::avx512_row4::<{ GgmlType::Q4_1.code() }>,
+        ),
+        (
+            GgmlType::Q8_0,
+            x86_quant::avx512_row4::<{ GgmlType::Q8_0.code() }>,
+        ),
     ],
     dequant: Some(x86_quant::avx512_dequant),
     sum: |x| unsafe { sum(x) },
@@ -514,7 +523,9 @@ unsafe fn row4_half<const BF16: bool>(
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 #[inline]
-unsafe fn row4_store(acc: &[__m512; 8], c: *mut f32, bias: *const f32) {
+/// Stores `N` accumulator registers of consecutive columns to `c`, adding `bias` (if
+/// non-null) first; shared with the block-format kernels (`x86_quant.rs`).
+pub(super) unsafe fn row4_store<const N: usize>(acc: &[__m512; N], c: *mut f32, bias: *const f32) {
     unsafe {
         for (i, v) in acc.iter().enumerate() {
             let v = if bias.is_null() {

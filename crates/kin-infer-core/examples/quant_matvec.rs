@@ -1,0 +1,101 @@
+//! Decode's matrix-vector product over block-quantized weights against the f32 one, per tier:
+//! random `ROWS × K` blocks of Q8_0, Q4_0 and Q4_1 (finite f16 scales), packed by each SIMD
+//! tier this CPU has (panels stay quantized; the tier's direct kernel dequantizes in
+//! registers), timed against that tier's f32 product over the reference-dequantized matrix,
+//! and checked to give the same bits.
+//!
+//! ```sh
+//! cargo run --release -p kin-infer-core --example quant_matvec -- [ROWS] [K] [REPS]
+//! ```
+//!
+//! One thread (no rayon pool is installed, so the product runs on the caller). Default
+//! 4096 × 4096 (16.8 M weights: 67 MB as f32, 9.4 MB as Q4_0). The issue's first prototype
+//! of the Q4_0 kernel (its own panel code, since folded into `kernels/x86_quant.rs`) is in
+//! git history as `examples/q4_decode_proto.rs` (commit e56d87a).
+
+use kin_infer_core::kernels::ggml::GgmlType;
+use kin_infer_core::kernels::{for_tier, Tier};
+use std::time::Instant;
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("a number"))
+        .collect();
+    let n = args.first().copied().unwrap_or(4096);
+    let k = args.get(1).copied().unwrap_or(4096);
+    let reps = args.get(2).copied().unwrap_or(10);
+    if !k.is_multiple_of(32) || n == 0 {
+        eprintln!("K must be a multiple of 32 and ROWS at least 1");
+        std::process::exit(2);
+    }
+    let mut s = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let a: Vec<f32> = (0..k)
+        .map(|_| (next() % 2001) as f32 / 1000.0 - 1.0)
+        .collect();
+    let time = |f: &mut dyn FnMut()| {
+        f();
+        (0..reps)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            })
+            .fold(f64::MAX, f64::min)
+    };
+    let weights = (n * k) as f64;
+    println!(
+        "one thread, {n} x {k} ({:.1} M weights), best of {reps}",
+        weights / 1e6
+    );
+    let mut all_equal = true;
+    for t in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1] {
+        let mut q = vec![0u8; n * t.row_bytes(k).expect("whole blocks")];
+        for blk in q.chunks_exact_mut(t.block_bytes()) {
+            for b in blk.iter_mut() {
+                *b = next() as u8;
+            }
+            // Every interleaved type starts with an f16 scale; Q4_1 then its f16 minimum.
+            let fields = if t == GgmlType::Q4_1 { 2 } else { 1 };
+            for f in 0..fields {
+                let v = half::f16::from_f32(0.002 + (next() % 1000) as f32 * 2e-5);
+                blk[2 * f..2 * f + 2].copy_from_slice(&v.to_bits().to_le_bytes());
+            }
+        }
+        let mut wf = vec![0.0f32; n * k];
+        t.dequantize(&q, &mut wf);
+        for tier in [Tier::Generic, Tier::Avx2, Tier::Avx512, Tier::Neon] {
+            let Ok(kern) = for_tier(tier) else { continue };
+            let packed_f32 = kern.pack_rows(&wf, n, k, k);
+            let packed_q = kern.pack_rows_quant(&[&q], k, t).expect("whole blocks");
+            let (mut want, mut got) = (vec![0.0f32; n], vec![0.0f32; n]);
+            let tf = time(&mut || kern.matmul(&a, k, 1, &packed_f32, None, &mut want, n));
+            let tq = time(&mut || kern.matmul(&a, k, 1, &packed_q, None, &mut got, n));
+            let equal = want
+                .iter()
+                .zip(&got)
+                .all(|(x, y)| x.to_bits() == y.to_bits());
+            all_equal &= equal;
+            println!(
+                "{:5} {:8}: f32 {:7.3} ms ({:5.2} G w/s) | quantized {:7.3} ms ({:5.2} G w/s, {:5.2} GB/s) | {:.2}x | bits equal: {equal}",
+                t.name(),
+                tier.name(),
+                tf * 1e3,
+                weights / tf / 1e9,
+                tq * 1e3,
+                weights / tq / 1e9,
+                packed_q.stored_bytes() as f64 / tq / 1e9,
+                tf / tq
+            );
+        }
+    }
+    if !all_equal {
+        std::process::exit(1);
+    }
+}
