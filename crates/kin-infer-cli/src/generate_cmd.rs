@@ -109,7 +109,7 @@ pub fn run(a: GenerateArgs) -> Result<u8> {
     )?;
     let spec = gen.spec();
 
-    let has_tokenizer = dir.join("tokenizer.json").is_file();
+    let has_tokenizer = kin_infer::generate::has_tokenizer(&dir);
     let text_prompt = match (&a.prompt, &a.prompt_file) {
         (Some(p), _) => Some(p.clone()),
         (None, Some(f)) => {

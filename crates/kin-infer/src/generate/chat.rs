@@ -91,6 +91,9 @@ impl ChatTemplate {
     /// "template"}` objects of which the one named "default" is used). `bos_token` and
     /// `eos_token` come from `tokenizer_config.json` when it exists.
     pub fn load(dir: &Path) -> Result<Self> {
+        if crate::models::decoders::is_gguf_file(dir) {
+            return Self::from_gguf(dir);
+        }
         let config_path = dir.join("tokenizer_config.json");
         let config: Option<serde_json::Value> = if config_path.is_file() {
             Some(crate::io::read_json(&config_path)?)
@@ -151,6 +154,25 @@ impl ChatTemplate {
     }
 
     /// A template given directly (for tests and embedders).
+    /// A GGUF file's `tokenizer.chat_template`, its BOS and EOS token texts beside it.
+    fn from_gguf(path: &Path) -> Result<Self> {
+        use crate::io::gguf_tokenizer as gt;
+        let gguf = crate::io::gguf::GgufFile::open(path)?;
+        let Some(source) = gt::chat_template(&gguf) else {
+            return Err(InferError::Input(format!(
+                "{} has no chat template (`tokenizer.chat_template`): this model has no chat \
+                 format (use a plain prompt)",
+                path.display()
+            )));
+        };
+        Ok(ChatTemplate {
+            source: source.to_string(),
+            bos_token: gt::token_text(&gguf, "tokenizer.ggml.bos_token_id"),
+            eos_token: gt::token_text(&gguf, "tokenizer.ggml.eos_token_id"),
+            path: path.to_path_buf(),
+        })
+    }
+
     pub fn from_source(
         source: impl Into<String>,
         bos_token: Option<String>,
@@ -294,24 +316,11 @@ fn py_method(
     Err(Error::from(ErrorKind::UnknownMethod))
 }
 
-/// Token ids of an already rendered chat prompt: `dir/tokenizer.json` without adding special
-/// tokens (the template wrote BOS and the turn markers itself).
+/// Token ids of an already rendered chat prompt: the model's tokenizer (`dir/tokenizer.json`,
+/// or a GGUF file's) without adding special tokens (the template wrote BOS and the turn
+/// markers itself).
 pub fn encode_rendered(dir: &Path, text: &str) -> Result<Vec<u32>> {
-    let path = dir.join("tokenizer.json");
-    let tok_err = |e: String| InferError::Tokenizer {
-        reason: format!("{}: {e}", path.display()),
-    };
-    if !path.is_file() {
-        return Err(tok_err(
-            "does not exist; --chat needs the model's tokenizer.json".into(),
-        ));
-    }
-    let mut t = tokenizers::Tokenizer::from_file(&path).map_err(|e| tok_err(e.to_string()))?;
-    t.with_padding(None);
-    t.with_truncation(None)
-        .map_err(|e| tok_err(e.to_string()))?;
-    let e = t.encode(text, false).map_err(|e| tok_err(e.to_string()))?;
-    Ok(e.get_ids().to_vec())
+    super::stream::GenTokenizer::load(dir)?.encode_with(text, false)
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@ pub mod stream;
 
 pub use sampling::{Rng, Sampler, SamplingParams};
 pub use stream::{
-    eos_token_ids, generate, Detokenize, GenTokenizer, Generation, StopReason, TokenEvent,
+    eos_token_ids, generate, has_tokenizer, Detokenize, GenTokenizer, Generation, StopReason,
+    TokenEvent,
 };
 
 use crate::error::{InferError, Result};

@@ -55,9 +55,25 @@ pub struct GenTokenizer {
     path: PathBuf,
 }
 
+/// Whether the model at `path` (a directory, or a GGUF file) has a tokenizer to load.
+pub fn has_tokenizer(path: &Path) -> bool {
+    if crate::models::decoders::is_gguf_file(path) {
+        return crate::io::gguf::GgufFile::open(path)
+            .is_ok_and(|g| crate::io::gguf_tokenizer::has_tokenizer(&g));
+    }
+    path.join("tokenizer.json").is_file()
+}
+
 impl GenTokenizer {
-    /// Loads `dir/tokenizer.json`.
+    /// Loads `dir/tokenizer.json`, or the tokenizer of a GGUF file's metadata.
     pub fn load(dir: &Path) -> Result<Self> {
+        if crate::models::decoders::is_gguf_file(dir) {
+            let gguf = crate::io::gguf::GgufFile::open(dir)?;
+            return Ok(GenTokenizer {
+                inner: crate::io::gguf_tokenizer::load(&gguf)?,
+                path: dir.to_path_buf(),
+            });
+        }
         let path = dir.join("tokenizer.json");
         if !path.is_file() {
             return Err(InferError::Tokenizer {
@@ -87,9 +103,15 @@ impl GenTokenizer {
 
     /// Token ids of `text`, with the tokenizer's special tokens (e.g. BOS).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        self.encode_with(text, true)
+    }
+
+    /// Token ids of `text`, adding special tokens or not (a rendered chat prompt carries its
+    /// own).
+    pub fn encode_with(&self, text: &str, add_special: bool) -> Result<Vec<u32>> {
         let e = self
             .inner
-            .encode(text, true)
+            .encode(text, add_special)
             .map_err(|e| InferError::Tokenizer {
                 reason: format!("{}: {e}", self.path.display()),
             })?;

@@ -1,0 +1,236 @@
+//! A GGUF file's tokenizer (`tokenizer.ggml.*` metadata) as a `tokenizers` tokenizer, and its
+//! chat template and special tokens.
+//!
+//! Supported: `tokenizer.ggml.model = "gpt2"` (byte-level BPE: `tokens`, `merges`,
+//! `token_type`), with the pre-tokenizer llama.cpp picks for `tokenizer.ggml.pre`
+//! (llama-vocab.cpp): the same regular expressions applied one after another, each match its
+//! own piece (a `Sequence` of isolated `Split`s), then GPT-2's byte-to-unicode mapping.
+//! Control tokens (type 3) are special; control and user-defined tokens (type 4) are matched
+//! whole in the text before pre-tokenization, as llama.cpp's special-token parsing does.
+//! `tokenizer.ggml.add_bos_token` (default false for BPE) prepends the BOS id.
+//! SentencePiece vocabularies (`"llama"`) and other models are a typed Unsupported for now.
+
+use crate::error::{InferError, Result};
+use crate::io::gguf::{GgufFile, MetaValue};
+use serde_json::{json, Value};
+
+/// The largest vocabulary accepted (real ones are up to a few hundred thousand).
+const MAX_VOCAB: usize = 1 << 22;
+
+/// GPT-2's split (llama.cpp's `LLAMA_VOCAB_PRE_TYPE_GPT2`).
+const GPT2: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
+/// LLaMA 3's (`LLAMA3`, as llama.cpp adapts it: case-insensitive contractions spelled out).
+const LLAMA3: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Qwen2's (`QWEN2`): LLaMA 3's with single digits.
+const QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// llama.cpp's regular expressions for a `tokenizer.ggml.pre` value, `None` if this build
+/// does not know it.
+fn pre_regexes(pre: &str) -> Option<Vec<&'static str>> {
+    Some(match pre {
+        // LLAMA_VOCAB_PRE_TYPE_DEFAULT
+        "default" => vec![r"[\p{P}\$\+<=>\^~\|]+", GPT2, r"\p{N}+", "[0-9][0-9][0-9]"],
+        "gpt-2" | "mpt" | "olmo" | "jais" | "trillion" => vec![GPT2],
+        "llama3" | "llama-v3" | "llama-bpe" | "smaug-bpe" | "dbrx" => vec![LLAMA3],
+        "qwen2" | "stablelm2" | "hunyuan" => vec![QWEN2],
+        "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva-7b" => {
+            vec![r"\p{N}", GPT2]
+        }
+        _ => return None,
+    })
+}
+
+fn err(gguf: &GgufFile, reason: String) -> InferError {
+    InferError::Tokenizer {
+        reason: format!("{}: {reason}", gguf.path().display()),
+    }
+}
+
+/// A string array of the metadata.
+fn strings<'a>(gguf: &'a GgufFile, key: &str) -> Result<Option<Vec<&'a str>>> {
+    match gguf.get(key) {
+        None => Ok(None),
+        Some(MetaValue::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .ok_or_else(|| err(gguf, format!("`{key}` holds a {}", v.type_name())))
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some),
+        Some(v) => Err(err(
+            gguf,
+            format!("`{key}` is a {}, expected an array", v.type_name()),
+        )),
+    }
+}
+
+/// A token id of the metadata (`bos_token_id`, ...), checked against the vocabulary.
+pub fn token_id(gguf: &GgufFile, key: &str, vocab: usize) -> Result<Option<u32>> {
+    match gguf.get(key) {
+        None => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(id) if (id as usize) < vocab => Ok(Some(id as u32)),
+            _ => Err(err(
+                gguf,
+                format!("`{key}` = {v:?} is not a token id below the vocabulary size {vocab}"),
+            )),
+        },
+    }
+}
+
+/// Whether the file carries a tokenizer this build can build.
+pub fn has_tokenizer(gguf: &GgufFile) -> bool {
+    gguf.get("tokenizer.ggml.model")
+        .and_then(MetaValue::as_str)
+        .is_some_and(|m| m == "gpt2")
+}
+
+/// The `tokenizer.json` document equivalent to the file's tokenizer.
+pub fn tokenizer_json(gguf: &GgufFile) -> Result<Value> {
+    let model = match gguf.get("tokenizer.ggml.model") {
+        Some(MetaValue::Str(m)) => m.as_str(),
+        Some(v) => {
+            return Err(err(
+                gguf,
+                format!("`tokenizer.ggml.model` is a {}", v.type_name()),
+            ))
+        }
+        None => {
+            return Err(err(
+                gguf,
+                "no tokenizer (`tokenizer.ggml.model`) in the file".into(),
+            ))
+        }
+    };
+    if model != "gpt2" {
+        return Err(InferError::Unsupported(format!(
+            "{}: GGUF tokenizer model `{model}` is not supported yet (supported: gpt2, byte-level BPE)",
+            gguf.path().display()
+        )));
+    }
+    let tokens = strings(gguf, "tokenizer.ggml.tokens")?
+        .ok_or_else(|| err(gguf, "no `tokenizer.ggml.tokens`".into()))?;
+    if tokens.is_empty() || tokens.len() > MAX_VOCAB {
+        return Err(err(
+            gguf,
+            format!("{} tokens (expected 1..={MAX_VOCAB})", tokens.len()),
+        ));
+    }
+    let merges = strings(gguf, "tokenizer.ggml.merges")?.ok_or_else(|| {
+        err(
+            gguf,
+            "a BPE tokenizer without `tokenizer.ggml.merges`".into(),
+        )
+    })?;
+    let types: Vec<i64> = match gguf.get("tokenizer.ggml.token_type") {
+        None => vec![1; tokens.len()],
+        Some(MetaValue::Array(a)) if a.len() == tokens.len() => {
+            a.iter()
+                .map(|v| match *v {
+                    MetaValue::I32(t) => Ok(t as i64),
+                    ref other => other.as_u64().map(|t| t as i64).ok_or_else(|| {
+                        err(gguf, "`tokenizer.ggml.token_type` is not integers".into())
+                    }),
+                })
+                .collect::<Result<_>>()?
+        }
+        Some(_) => {
+            return Err(err(
+                gguf,
+                format!(
+                    "`tokenizer.ggml.token_type` is not an array of {} types",
+                    tokens.len()
+                ),
+            ))
+        }
+    };
+    let pre = gguf
+        .get("tokenizer.ggml.pre")
+        .and_then(MetaValue::as_str)
+        .unwrap_or("default");
+    let Some(regexes) = pre_regexes(pre) else {
+        return Err(InferError::Unsupported(format!(
+            "{}: pre-tokenizer `{pre}` (`tokenizer.ggml.pre`) is not supported yet",
+            gguf.path().display()
+        )));
+    };
+    let mut vocab = serde_json::Map::with_capacity(tokens.len());
+    let mut added = Vec::new();
+    for (id, (tok, ty)) in tokens.iter().zip(&types).enumerate() {
+        // A repeated token text keeps its first id, as a tokenizer.json vocabulary must.
+        vocab.entry(tok.to_string()).or_insert(json!(id));
+        if *ty == 3 || *ty == 4 {
+            added.push(json!({
+                "id": id, "content": tok, "single_word": false, "lstrip": false,
+                "rstrip": false, "normalized": false, "special": *ty == 3,
+            }));
+        }
+    }
+    let splits: Vec<Value> = regexes
+        .iter()
+        .map(|r| {
+            json!({"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": false})
+        })
+        .chain(std::iter::once(json!({
+            "type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false
+        })))
+        .collect();
+    let add_bos = matches!(
+        gguf.get("tokenizer.ggml.add_bos_token"),
+        Some(MetaValue::Bool(true))
+    );
+    let bos = token_id(gguf, "tokenizer.ggml.bos_token_id", tokens.len())?;
+    let post = match (add_bos, bos) {
+        (true, Some(b)) => {
+            let t = tokens[b as usize];
+            json!({
+                "type": "TemplateProcessing",
+                "single": [{"SpecialToken": {"id": t, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                "pair": [{"SpecialToken": {"id": t, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                "special_tokens": {t: {"id": t, "ids": [b], "tokens": [t]}},
+            })
+        }
+        (true, None) => return Err(err(
+            gguf,
+            "`tokenizer.ggml.add_bos_token` is true but there is no `tokenizer.ggml.bos_token_id`"
+                .into(),
+        )),
+        _ => Value::Null,
+    };
+    Ok(json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": splits},
+        "post_processor": post,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false},
+        "model": {
+            "type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+            "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+            "ignore_merges": false, "vocab": vocab, "merges": merges,
+        },
+    }))
+}
+
+/// The file's tokenizer, built.
+pub fn load(gguf: &GgufFile) -> Result<tokenizers::Tokenizer> {
+    let doc = tokenizer_json(gguf)?.to_string();
+    doc.parse::<tokenizers::Tokenizer>()
+        .map_err(|e| err(gguf, format!("building the tokenizer: {e}")))
+}
+
+/// `tokenizer.chat_template`, if the file has one.
+pub fn chat_template(gguf: &GgufFile) -> Option<&str> {
+    gguf.get("tokenizer.chat_template")
+        .and_then(MetaValue::as_str)
+}
+
+/// The text of the token `key` names (`tokenizer.ggml.bos_token_id`), for chat templates.
+pub fn token_text(gguf: &GgufFile, key: &str) -> Option<String> {
+    let tokens = strings(gguf, "tokenizer.ggml.tokens").ok().flatten()?;
+    let id = token_id(gguf, key, tokens.len()).ok().flatten()?;
+    Some(tokens[id as usize].to_string())
+}

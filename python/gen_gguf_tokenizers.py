@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Regenerate tests/fixtures/gguf/tokenizers/: GGUF files holding only a byte-level BPE
+tokenizer (`tokenizer.ggml.*`, as llama.cpp's converter writes it), and golden.json, the ids
+transformers' GGUF tokenizer loader gives for a set of texts.
+
+    pip install gguf==0.19.0 numpy==2.4.6 tokenizers==0.23.3 transformers==5.24.0 torch==2.15.0
+    python python/gen_gguf_tokenizers.py
+
+The vocabulary is trained here (tokenizers' BpeTrainer, byte-level, 600 tokens) on the fixed
+corpus below, with three control tokens (`<|endoftext|>`, `<|im_start|>`, `<|im_end|>`) and a
+chat template. It is written three times, with `tokenizer.ggml.pre` "gpt-2", "llama-bpe" and
+"qwen2": the pre-tokenizers for which transformers (`integrations/gguf/
+gguf_tokenizer_mapping.py`) splits text with the same expression as llama.cpp
+(`llama-vocab.cpp`), so its ids are the reference. Each case is encoded without special tokens
+(`add_special_tokens=False`); the files set `add_bos_token` false.
+"""
+
+import json
+import os
+
+import gguf
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(os.path.dirname(HERE), "tests", "fixtures", "gguf", "tokenizers")
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog. It's 2026, and we've got 12345 reasons.",
+    "fn main() { println!(\"hello, world\"); let x = vec![1, 2, 3]; }",
+    "def embed(texts):\n    return [model(t) for t in texts]  # batch of 32\n",
+    "Élan vital — naïve café, 東京 and Москва; emojis 🙂🙃 too.",
+    "I'm sure they'll say you'd DONE it, but we're not.   Tabs\tand\r\nnewlines.",
+] * 20
+
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+            "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+CASES = [
+    "hello world",
+    "The quick brown fox jumps over the lazy dog.",
+    "It's 2026 and 1234567 numbers: 3.14159, 42!",
+    "fn main() {\n    println!(\"hi\");\n}\n",
+    "  leading spaces and trailing   ",
+    "I'M SURE THEY'LL SAY YOU'D DONE IT",
+    "naïve café 東京 Москва 🙂",
+    "tabs\tand\r\nwindows newlines\n\n\nthree",
+    "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+    "",
+]
+
+
+def train():
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=SPECIAL,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(CORPUS, trainer)
+    doc = json.loads(tok.to_str())
+    vocab = doc["model"]["vocab"]
+    tokens = [None] * len(vocab)
+    for t, i in vocab.items():
+        tokens[i] = t
+    merges = [m if isinstance(m, str) else " ".join(m) for m in doc["model"]["merges"]]
+    return tokens, merges
+
+
+def write(path, tokens, merges, pre):
+    w = gguf.GGUFWriter(path, arch="llama")
+    w.add_name(f"tokenizer-{pre}")
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in SPECIAL else 1 for t in tokens])
+    w.add_token_merges(merges)
+    w.add_bos_token_id(tokens.index("<|endoftext|>"))
+    w.add_eos_token_id(tokens.index("<|im_end|>"))
+    w.add_add_bos_token(False)
+    w.add_chat_template(TEMPLATE)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main():
+    from transformers import AutoTokenizer
+    import transformers
+
+    os.makedirs(OUT, exist_ok=True)
+    tokens, merges = train()
+    golden = {"generator": "python/gen_gguf_tokenizers.py",
+              "reference": f"transformers {transformers.__version__} GGUF tokenizer",
+              "files": {}}
+    for pre in ["gpt-2", "llama-bpe", "qwen2"]:
+        name = f"bpe_{pre}.gguf"
+        write(os.path.join(OUT, name), tokens, merges, pre)
+        t = AutoTokenizer.from_pretrained(OUT, gguf_file=name)
+        golden["files"][name] = [
+            {"text": c, "ids": t(c, add_special_tokens=False)["input_ids"]} for c in CASES
+        ]
+    with open(os.path.join(OUT, "golden.json"), "w") as f:
+        json.dump(golden, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print("wrote", sorted(os.listdir(OUT)))
+
+
+if __name__ == "__main__":
+    main()
