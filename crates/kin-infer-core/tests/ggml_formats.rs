@@ -74,6 +74,34 @@ fn every_type_dequantizes_as_gguf_quants_does() {
     }
 }
 
+/// Our reference quantizers write gguf.quants' bytes for every quantize case (random rows, a
+/// constant one, an all-zero one).
+#[test]
+fn quantizers_write_what_gguf_quants_writes() {
+    use kin_infer_core::kernels::quantize::{can_quantize, quantize};
+    let g = goldens();
+    let mut checked = 0;
+    for t in g["types"].as_array().unwrap() {
+        let ty = GgmlType::from_code(t["code"].as_u64().unwrap() as u32).unwrap();
+        for case in t["cases"].as_array().unwrap() {
+            if case["kind"] != "quantize" {
+                continue;
+            }
+            assert!(can_quantize(ty), "{}: golden but no quantizer", ty.name());
+            let src = f32s(&hex(case["source"].as_str().unwrap()));
+            let want = hex(case["blocks"].as_str().unwrap());
+            let mut got = Vec::new();
+            quantize(ty, &src, &mut got);
+            assert_eq!(got.len(), want.len(), "{}", ty.name());
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(a, b, "{}: byte {i} (block {})", ty.name(), i / ty.block_bytes());
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 5, "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0");
+}
+
 #[test]
 fn a_short_buffer_is_refused() {
     let mut out = vec![0.0; 32];

@@ -59,6 +59,17 @@ pub fn gguf_file(data: &[u8]) {
             assert_eq!(v.len(), t.len());
         }
         let _ = f.get("general.architecture").and_then(|v| v.as_str());
+        // The tokenizer built from its metadata, and the chat template's tokens.
+        let _ = crate::io::gguf_tokenizer::load(&f).map(|t| t.get_vocab_size(true));
+        let _ = crate::io::gguf_tokenizer::token_text(&f, "tokenizer.ggml.eos_token_id");
+    }
+    // The whole decoder loader over the file (config from metadata, tensors, layout).
+    let path = scratch_dir("gguf_file").join("model.gguf");
+    let Ok(be) = CpuCompute::new() else {
+        return;
+    };
+    if std::fs::write(&path, data).is_ok() {
+        let _ = decoders::load_decoder(&path, &be).map(|m| m.spec().kv_dim());
     }
 }
 

@@ -33,6 +33,7 @@ mod gemm;
 mod generic;
 pub mod ggml;
 pub mod math;
+pub mod quantize;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 #[cfg(target_arch = "x86_64")]
