@@ -43,6 +43,10 @@ QUANTIZED = ["llama_gqa", "qwen2_bias"]
 QUANTS = {"q8_0": T.Q8_0, "q4_0": T.Q4_0, "q4_1": T.Q4_1}
 
 
+# llama.cpp's general.file_type (enum llama_ftype): not the ggml type code.
+FILE_TYPE = {None: 0, T.Q4_0: 2, T.Q4_1: 3, T.Q8_0: 7}
+
+
 def permute(w, n_head, n_head_kv):
     """convert_hf_to_gguf.py's LlamaModel.permute."""
     if n_head_kv is not None and n_head != n_head_kv:
@@ -140,7 +144,7 @@ def write(path, cfg, tensors, qtype=None, twin=False):
     if head_dim != cfg["hidden_size"] // heads:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
-    w.add_file_type(0 if qtype is None else int(qtype))
+    w.add_file_type(FILE_TYPE[qtype])
     tokenizer_metadata(w, cfg["vocab_size"])
     for name, t in tensors:
         # A row that is not whole blocks stays F32 (llama.cpp's quantizer falls back to

@@ -46,6 +46,8 @@ def write_model(path, qname):
     from gguf import quants
 
     qtype = {"f32": None, "q8_0": T.Q8_0, "q4_0": T.Q4_0, "q4_1": T.Q4_1}[qname]
+    # llama.cpp's general.file_type (enum llama_ftype): not the ggml type code.
+    FILE_TYPE = {None: 0, T.Q4_0: 2, T.Q4_1: 3, T.Q8_0: 7}
     rng = np.random.default_rng(1234)
     h, hd = C["hidden"], C["hidden"] // C["heads"]
     kvd = C["kv"] * hd
@@ -64,7 +66,7 @@ def write_model(path, qname):
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(10000.0)
     w.add_rope_dimension_count(hd)
-    w.add_file_type(0 if qtype is None else int(qtype))
+    w.add_file_type(FILE_TYPE[qtype])
     tokens = [f"<t{i}>" for i in range(C["vocab"])]
     tokens[:6] = ["<unk>", "<s>", "</s>", "a", "b", "ab"]
     w.add_tokenizer_model("gpt2")

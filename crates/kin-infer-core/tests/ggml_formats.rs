@@ -94,7 +94,13 @@ fn quantizers_write_what_gguf_quants_writes() {
             quantize(ty, &src, &mut got);
             assert_eq!(got.len(), want.len(), "{}", ty.name());
             for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                assert_eq!(a, b, "{}: byte {i} (block {})", ty.name(), i / ty.block_bytes());
+                assert_eq!(
+                    a,
+                    b,
+                    "{}: byte {i} (block {})",
+                    ty.name(),
+                    i / ty.block_bytes()
+                );
             }
             checked += 1;
         }

@@ -33,7 +33,11 @@ fn ids_match_transformers_for_every_pre_tokenizer() {
             let got = tok.encode_with(text, false).unwrap();
             assert_eq!(got, want, "{name}: {text:?}");
             // add_bos_token is false in these files: the same ids with special tokens on.
-            assert_eq!(tok.encode(text).unwrap(), want, "{name}: {text:?} (specials)");
+            assert_eq!(
+                tok.encode(text).unwrap(),
+                want,
+                "{name}: {text:?} (specials)"
+            );
             if !text.contains("<|") {
                 assert_eq!(tok.decode(&got).unwrap(), text, "{name}: decode");
             }
@@ -46,7 +50,10 @@ fn chat_template_and_special_tokens_come_from_the_file() {
     let path = dir().join("bpe_qwen2.gguf");
     let t = ChatTemplate::load(&path).unwrap();
     let text = t.render(&[ChatMessage::new("user", "hi")], true).unwrap();
-    assert_eq!(text, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    assert_eq!(
+        text,
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    );
     let ids = encode_rendered(&path, &text).unwrap();
     let tok = GenTokenizer::load(&path).unwrap();
     // Control tokens stay whole (one id each) and are skipped when decoding.
@@ -56,10 +63,12 @@ fn chat_template_and_special_tokens_come_from_the_file() {
 
 #[test]
 fn a_gguf_without_a_tokenizer_is_a_clear_error() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/gguf/all_types.gguf");
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gguf/all_types.gguf");
     let e = GenTokenizer::load(&path).err().expect("must fail");
     assert!(e.to_string().contains("tokenizer.ggml.model"), "{e}");
     assert!(!kin_infer::generate::has_tokenizer(&path));
-    assert!(kin_infer::generate::has_tokenizer(&dir().join("bpe_gpt-2.gguf")));
+    assert!(kin_infer::generate::has_tokenizer(
+        &dir().join("bpe_gpt-2.gguf")
+    ));
 }

@@ -4,6 +4,7 @@
 
 pub mod config_fields;
 pub mod gguf;
+pub mod gguf_writer;
 pub mod safetensors;
 pub mod source;
 

@@ -33,9 +33,9 @@ mod gemm;
 mod generic;
 pub mod ggml;
 pub mod math;
-pub mod quantize;
 #[cfg(target_arch = "aarch64")]
 mod neon;
+pub mod quantize;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx2;
 #[cfg(target_arch = "x86_64")]

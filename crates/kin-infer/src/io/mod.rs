@@ -8,6 +8,6 @@ pub mod hub;
 pub mod input_line;
 pub mod st_config;
 
-pub use kin_infer_core::io::{config_fields, gguf, safetensors, source};
+pub use kin_infer_core::io::{config_fields, gguf, gguf_writer, safetensors, source};
 
 pub(crate) use kin_infer_core::io::read_json;

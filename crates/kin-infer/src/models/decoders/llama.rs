@@ -72,14 +72,14 @@ pub(crate) static LAYOUT: Layout = Layout {
 
 /// Which member of the LLaMA layout a checkpoint is (from `model_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Family {
+pub(crate) enum Family {
     Llama,
     Mistral,
     Qwen2,
 }
 
 impl Family {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Family::Llama => "llama",
             Family::Mistral => "mistral",
@@ -90,33 +90,33 @@ impl Family {
 
 /// A validated LLaMA / Mistral / Qwen2 config.
 #[derive(Clone, Debug)]
-struct LlamaConfig {
-    family: Family,
+pub(crate) struct LlamaConfig {
+    pub(crate) family: Family,
     /// q/k/v projections carry biases (Qwen2).
-    qkv_bias: bool,
+    pub(crate) qkv_bias: bool,
     /// Per layer: the sliding window, `None` for full causal attention.
-    windows: Vec<Option<usize>>,
-    vocab: usize,
-    hidden: usize,
-    layers: usize,
-    heads: usize,
-    kv_heads: usize,
-    head_dim: usize,
-    intermediate: usize,
-    max_positions: usize,
-    eps: f32,
-    rope_theta: f64,
-    rope_scaling: RopeScaling,
+    pub(crate) windows: Vec<Option<usize>>,
+    pub(crate) vocab: usize,
+    pub(crate) hidden: usize,
+    pub(crate) layers: usize,
+    pub(crate) heads: usize,
+    pub(crate) kv_heads: usize,
+    pub(crate) head_dim: usize,
+    pub(crate) intermediate: usize,
+    pub(crate) max_positions: usize,
+    pub(crate) eps: f32,
+    pub(crate) rope_theta: f64,
+    pub(crate) rope_scaling: RopeScaling,
     /// Context length: `max_positions`, times `factor` for `dynamic` rope.
-    context: usize,
-    tied: bool,
-    eos: Vec<u32>,
-    bos: Option<u32>,
-    dtype: Option<String>,
+    pub(crate) context: usize,
+    pub(crate) tied: bool,
+    pub(crate) eos: Vec<u32>,
+    pub(crate) bos: Option<u32>,
+    pub(crate) dtype: Option<String>,
 }
 
 impl LlamaConfig {
-    fn parse(f: &ConfigFields) -> Result<Self> {
+    pub(crate) fn parse(f: &ConfigFields) -> Result<Self> {
         let family = match f.str("model_type", Some("llama"))?.as_str() {
             "llama" => Family::Llama,
             "mistral" => Family::Mistral,

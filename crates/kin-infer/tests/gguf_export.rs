@@ -1,0 +1,115 @@
+//! `kin-infer quantize`'s writer (models::decoders::gguf_export) against the `gguf` package:
+//! a fixture checkpoint exported to F32 / Q8_0 / Q4_0 / Q4_1 holds, tensor for tensor, the
+//! names, types, dims and **bytes** that python/gen_gguf_decoders.py wrote with GGUFWriter and
+//! gguf.quants' reference quantizers (llama.cpp's q/k permutation included), and the same
+//! model metadata; so it loads to the same logits. Unsupported inputs are typed errors.
+
+mod support;
+
+use kin_infer::gpu::create_compute;
+use kin_infer::io::gguf::GgufFile;
+use kin_infer::kernels::ggml::GgmlType;
+use kin_infer::models::decoders::{gguf_export, load_decoder};
+use std::path::PathBuf;
+use support::decoder::{bits, fixture, full_logits, prompt};
+
+fn reference(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/gguf/decoders")
+        .join(name)
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kin-gguf-export-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn exported_files_equal_the_gguf_packages_tensor_for_tensor() {
+    let out_dir = scratch("eq");
+    for model in ["llama_gqa", "qwen2_bias"] {
+        for (q, ty) in [
+            ("f32", GgmlType::F32),
+            ("q8_0", GgmlType::Q8_0),
+            ("q4_0", GgmlType::Q4_0),
+            ("q4_1", GgmlType::Q4_1),
+        ] {
+            let out = out_dir.join(format!("{model}.{q}.gguf"));
+            let mut calls = 0;
+            let report = gguf_export::export(&fixture(model), &out, ty, |done, total| {
+                calls += 1;
+                assert!(done <= total);
+            })
+            .unwrap();
+            assert_eq!(calls, report.tensors);
+            let ours = GgufFile::open(&out).unwrap();
+            let theirs = GgufFile::open(&reference(&format!("{model}.{q}.gguf"))).unwrap();
+            assert_eq!(ours.tensors.len(), theirs.tensors.len(), "{model} {q}");
+            for (a, b) in ours.tensors.iter().zip(&theirs.tensors) {
+                assert_eq!(
+                    (&a.name, a.ty, &a.dims),
+                    (&b.name, b.ty, &b.dims),
+                    "{model} {q}"
+                );
+                assert!(
+                    ours.tensor_bytes(a) == theirs.tensor_bytes(b),
+                    "{model} {q}: tensor {} bytes differ from gguf's",
+                    a.name
+                );
+            }
+            // Every model key gguf's file has, ours has with the same value.
+            for (key, value) in &theirs.metadata {
+                if key.starts_with("tokenizer.") || key == "general.name" {
+                    continue; // the fixture checkpoints have no tokenizer.json
+                }
+                assert_eq!(ours.get(key), Some(value), "{model} {q}: `{key}`");
+            }
+            assert_eq!(
+                report.architecture,
+                ours.get("general.architecture").unwrap().as_str().unwrap()
+            );
+            assert!(!report.tokenizer);
+        }
+    }
+    std::fs::remove_dir_all(&out_dir).ok();
+}
+
+#[test]
+fn an_exported_q8_0_file_runs_like_its_reference() {
+    let out_dir = scratch("run");
+    let out = out_dir.join("m.gguf");
+    gguf_export::export(&fixture("llama_gqa"), &out, GgmlType::Q8_0, |_, _| {}).unwrap();
+    let be = create_compute(None).unwrap();
+    let a = load_decoder(&out, be.as_ref()).unwrap();
+    let b = load_decoder(&reference("llama_gqa.q8_0.gguf"), be.as_ref()).unwrap();
+    let ids = prompt(17, a.spec().vocab_size);
+    assert_eq!(
+        bits(&full_logits(a.as_ref(), be.as_ref(), &ids)),
+        bits(&full_logits(b.as_ref(), be.as_ref(), &ids))
+    );
+    std::fs::remove_dir_all(&out_dir).ok();
+}
+
+#[test]
+fn unsupported_inputs_are_typed_errors() {
+    let out_dir = scratch("err");
+    let out = out_dir.join("m.gguf");
+    // K-quants have no reference quantizer here yet.
+    let e = gguf_export::export(&fixture("llama_gqa"), &out, GgmlType::Q4_K, |_, _| {})
+        .err()
+        .unwrap();
+    assert_eq!(e.kind(), kin_infer::ErrorKind::Unsupported, "{e}");
+    // Mistral's sliding window has no GGUF llama key.
+    let e = gguf_export::export(&fixture("mistral_sw"), &out, GgmlType::Q8_0, |_, _| {})
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("sliding-window"), "{e}");
+    // Another family.
+    let e = gguf_export::export(&fixture("gpt2_small"), &out, GgmlType::Q8_0, |_, _| {})
+        .err()
+        .unwrap();
+    assert_eq!(e.kind(), kin_infer::ErrorKind::Unsupported, "{e}");
+    assert!(!out.exists(), "no file is left behind by a refused export");
+    std::fs::remove_dir_all(&out_dir).ok();
+}
