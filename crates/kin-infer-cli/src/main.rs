@@ -10,6 +10,7 @@ mod generate_cmd;
 mod input;
 mod model_args;
 mod output;
+mod quantize_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -40,6 +41,8 @@ enum Command {
     Bench(commands::BenchArgs),
     /// Generate text with a decoder model, streamed token by token.
     Generate(generate_cmd::GenerateArgs),
+    /// Write a decoder checkpoint as a quantized GGUF file (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1).
+    Quantize(quantize_cmd::QuantizeArgs),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         Command::Plan(a) => commands::plan(a),
         Command::Bench(a) => commands::bench(a),
         Command::Generate(a) => generate_cmd::run(a),
+        Command::Quantize(a) => quantize_cmd::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

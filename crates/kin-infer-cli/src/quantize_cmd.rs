@@ -1,0 +1,103 @@
+//! `kin-infer quantize`: a Hugging Face decoder checkpoint written as a GGUF file in a block
+//! type (the library's `models::decoders::gguf_export`), with a progress line on stderr.
+
+use anyhow::{bail, Result};
+use clap::Args;
+use kin_infer::kernels::ggml::GgmlType;
+use kin_infer::models::decoders::gguf_export;
+use serde_json::json;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct QuantizeArgs {
+    /// Model directory (config.json + safetensors; LLaMA, Mistral or Qwen2).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Storage type of the weight matrices: q8_0, q4_0, q4_1, q5_0, q5_1 or f32.
+    #[arg(long = "type")]
+    pub ty: String,
+    /// Output file (`.gguf`).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Output container; only gguf so far.
+    #[arg(long, default_value = "gguf")]
+    pub format: String,
+    /// No progress line or summary on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_type(s: &str) -> Result<GgmlType> {
+    let t = GgmlType::ALL
+        .into_iter()
+        .find(|t| t.name().eq_ignore_ascii_case(s.trim()));
+    match t {
+        Some(t) => Ok(t),
+        None => bail!("--type `{s}` is not a ggml type (q8_0, q4_0, q4_1, q5_0, q5_1, f32)"),
+    }
+}
+
+pub fn run(a: QuantizeArgs) -> Result<u8> {
+    if a.format != "gguf" {
+        bail!(
+            "--format `{}`: only gguf is written so far (the safetensors variant is not built yet)",
+            a.format
+        );
+    }
+    let ty = parse_type(&a.ty)?;
+    let t0 = std::time::Instant::now();
+    // A progress line redrawn in place, on a terminal only (a log gets the summary).
+    use std::io::IsTerminal;
+    let live = !a.quiet && std::io::stderr().is_terminal();
+    let report = gguf_export::export(&a.model, &a.out, ty, |done, total| {
+        if live {
+            eprint!("\rquantize: {done}/{total} tensors");
+            if done == total {
+                eprintln!();
+            }
+            let _ = std::io::stderr().flush();
+        }
+    })?;
+    let secs = t0.elapsed().as_secs_f64();
+    let v = json!({
+        "model": a.model.display().to_string(),
+        "out": a.out.display().to_string(),
+        "type": ty.name(),
+        "architecture": report.architecture,
+        "tensors": report.tensors,
+        "quantized_tensors": report.quantized,
+        "bytes": report.bytes,
+        "tokenizer": report.tokenizer,
+        "chat_template": report.chat_template,
+        "seconds": (secs * 1000.0).round() / 1000.0,
+    });
+    // stdout carries data only (docs/cli-conventions.md): the JSON; a human summary is stderr's.
+    if a.json {
+        println!("{v}");
+    } else if !a.quiet {
+        eprintln!(
+            "wrote {} ({} bytes): {} tensors, {} in {}, architecture {}{}{}",
+            a.out.display(),
+            report.bytes,
+            report.tensors,
+            report.quantized,
+            ty.name(),
+            report.architecture,
+            if report.tokenizer {
+                ", tokenizer"
+            } else {
+                ", no tokenizer (token-id input only)"
+            },
+            if report.chat_template {
+                ", chat template"
+            } else {
+                ""
+            },
+        );
+    }
+    Ok(0)
+}
