@@ -17,10 +17,11 @@ pub struct QuantizeArgs {
     /// Storage type of the weight matrices: q8_0, q4_0, q4_1, q5_0, q5_1 or f32.
     #[arg(long = "type")]
     pub ty: String,
-    /// Output file (`.gguf`).
+    /// Output: a `.gguf` file, or with `--format safetensors` a model directory.
     #[arg(long)]
     pub out: PathBuf,
-    /// Output container; only gguf so far.
+    /// Output container: gguf (llama.cpp's; LLaMA, Mistral, Qwen2), or safetensors (the
+    /// checkpoint's own layout, ggml blocks as U8 tensors; any family).
     #[arg(long, default_value = "gguf")]
     pub format: String,
     /// No progress line or summary on stderr.
@@ -41,19 +42,11 @@ fn parse_type(s: &str) -> Result<GgmlType> {
     }
 }
 
-pub fn run(a: QuantizeArgs) -> Result<u8> {
-    if a.format != "gguf" {
-        bail!(
-            "--format `{}`: only gguf is written so far (the safetensors variant is not built yet)",
-            a.format
-        );
-    }
-    let ty = parse_type(&a.ty)?;
-    let t0 = std::time::Instant::now();
-    // A progress line redrawn in place, on a terminal only (a log gets the summary).
+/// A progress line redrawn in place, on a terminal only (a log gets the summary).
+fn progress(quiet: bool) -> impl FnMut(usize, usize) {
     use std::io::IsTerminal;
-    let live = !a.quiet && std::io::stderr().is_terminal();
-    let report = gguf_export::export(&a.model, &a.out, ty, |done, total| {
+    let live = !quiet && std::io::stderr().is_terminal();
+    move |done, total| {
         if live {
             eprint!("\rquantize: {done}/{total} tensors");
             if done == total {
@@ -61,7 +54,44 @@ pub fn run(a: QuantizeArgs) -> Result<u8> {
             }
             let _ = std::io::stderr().flush();
         }
-    })?;
+    }
+}
+
+fn run_safetensors(a: &QuantizeArgs, ty: GgmlType) -> Result<u8> {
+    let t0 = std::time::Instant::now();
+    let (tensors, quantized) =
+        kin_infer::io::st_quantize::export(&a.model, &a.out, ty, progress(a.quiet))?;
+    let v = json!({
+        "model": a.model.display().to_string(),
+        "out": a.out.display().to_string(),
+        "format": "safetensors",
+        "type": ty.name(),
+        "tensors": tensors,
+        "quantized_tensors": quantized,
+        "seconds": (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
+    });
+    if a.json {
+        println!("{v}");
+    } else if !a.quiet {
+        eprintln!(
+            "wrote {}/model.safetensors: {tensors} tensors, {quantized} in {}",
+            a.out.display(),
+            ty.name()
+        );
+    }
+    Ok(0)
+}
+
+pub fn run(a: QuantizeArgs) -> Result<u8> {
+    let ty = parse_type(&a.ty)?;
+    if a.format == "safetensors" {
+        return run_safetensors(&a, ty);
+    }
+    if a.format != "gguf" {
+        bail!("--format `{}`: expected gguf or safetensors", a.format);
+    }
+    let t0 = std::time::Instant::now();
+    let report = gguf_export::export(&a.model, &a.out, ty, progress(a.quiet))?;
     let secs = t0.elapsed().as_secs_f64();
     let v = json!({
         "model": a.model.display().to_string(),

@@ -113,3 +113,66 @@ fn unsupported_inputs_are_typed_errors() {
     assert!(!out.exists(), "no file is left behind by a refused export");
     std::fs::remove_dir_all(&out_dir).ok();
 }
+
+/// The safetensors variant: same checkpoint names, matrices as U8 ggml blocks named in
+/// `__metadata__`. Loaded by the ordinary family code, its logits equal the GGUF of the same
+/// quantization bit for bit (quantizing a row does not depend on the row order, so llama.cpp's
+/// permutation changes no block).
+#[test]
+fn the_safetensors_variant_loads_quantized_and_matches_the_gguf() {
+    use kin_infer::io::safetensors::WeightStore;
+    use kin_infer::io::st_quantize;
+    let out_dir = scratch("st");
+    let be = create_compute(None).unwrap();
+    for (q, ty) in [
+        ("q8_0", GgmlType::Q8_0),
+        ("q4_0", GgmlType::Q4_0),
+        ("q4_1", GgmlType::Q4_1),
+    ] {
+        let dir = out_dir.join(q);
+        let (tensors, quantized) =
+            st_quantize::export(&fixture("llama_gqa"), &dir, ty, |_, _| {}).unwrap();
+        assert!(quantized > 0 && quantized < tensors);
+        let store = WeightStore::open_dir(&dir).unwrap();
+        assert_eq!(store.dtype_counts().get(ty.name()), Some(&quantized), "{q}");
+        let a = load_decoder(&dir, be.as_ref()).unwrap();
+        let b = load_decoder(&reference(&format!("llama_gqa.{q}.gguf")), be.as_ref()).unwrap();
+        let ids = prompt(15, a.spec().vocab_size);
+        assert_eq!(
+            bits(&full_logits(a.as_ref(), be.as_ref(), &ids)),
+            bits(&full_logits(b.as_ref(), be.as_ref(), &ids)),
+            "{q}: safetensors variant vs GGUF"
+        );
+    }
+    std::fs::remove_dir_all(&out_dir).ok();
+}
+
+/// A block-type entry that does not fit its tensor is a clear error naming both.
+#[test]
+fn a_block_entry_that_does_not_fit_its_tensor_is_refused() {
+    use kin_infer::io::safetensors::WeightStore;
+    let dir = scratch("bad-st");
+    let bytes = vec![0u8; 4 * 64];
+    let view =
+        safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![2, 32], &bytes).unwrap();
+    for (ty, what) in [
+        ("Q8_0", "expected a U8 tensor"),
+        ("IQ2_XS", "not a ggml block type"),
+    ] {
+        let meta = std::collections::HashMap::from([(
+            "kin.ggml_type.w.weight".to_string(),
+            ty.to_string(),
+        )]);
+        safetensors::tensor::serialize_to_file(
+            [("w.weight", view.clone())],
+            Some(meta),
+            &dir.join("model.safetensors"),
+        )
+        .unwrap();
+        let e = WeightStore::open_dir(&dir).err().expect("must fail");
+        let msg = e.to_string();
+        assert!(msg.contains("w.weight") && msg.contains(what), "{msg}");
+        assert_eq!(e.kind(), kin_infer::ErrorKind::InvalidModel);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -48,6 +48,40 @@ impl Stored {
     }
 }
 
+/// `__metadata__` key prefix naming a tensor's ggml block type: the safetensors variant of a
+/// quantized checkpoint (`kin-infer quantize --format safetensors`) stores a block matrix as a
+/// U8 tensor `[rows, row_bytes]` with `"kin.ggml_type.<name>": "Q4_0"` beside it.
+pub const GGML_TYPE_KEY: &str = "kin.ggml_type.";
+
+/// The storage and logical shape of a block-quantized safetensors tensor, validated: U8,
+/// two-dimensional, rows of whole blocks of a type this engine reads.
+fn block_tensor(
+    path: &Path,
+    name: &str,
+    ty: &str,
+    dtype: Dtype,
+    shape: &[usize],
+) -> Result<(Stored, Vec<usize>)> {
+    let bad = |reason: String| InferError::Safetensors {
+        path: path.to_path_buf(),
+        reason: format!("tensor `{name}` ({GGML_TYPE_KEY}{name} = `{ty}`): {reason}"),
+    };
+    let t = GgmlType::ALL
+        .into_iter()
+        .find(|t| t.name() == ty && t.block_len() > 1)
+        .ok_or_else(|| bad("not a ggml block type this build reads".into()))?;
+    match (dtype, shape) {
+        (Dtype::U8, [rows, row_bytes]) if row_bytes.is_multiple_of(t.block_bytes()) => Ok((
+            Stored::Ggml(t),
+            vec![*rows, row_bytes / t.block_bytes() * t.block_len()],
+        )),
+        _ => Err(bad(format!(
+            "expected a U8 tensor [rows, whole blocks of {} bytes], found {dtype:?} {shape:?}",
+            t.block_bytes()
+        ))),
+    }
+}
+
 #[derive(Clone, Debug)]
 struct TensorEntry {
     shard: usize,
@@ -240,12 +274,18 @@ impl WeightStore {
                     reason: e.to_string(),
                 })?;
             let base = 8 + header_len;
+            let blocks = meta.metadata().as_ref();
             for (name, info) in meta.tensors() {
                 let (s, e) = info.data_offsets;
+                let (dtype, shape) =
+                    match blocks.and_then(|m| m.get(&format!("{GGML_TYPE_KEY}{name}"))) {
+                        None => (Stored::St(info.dtype), info.shape.clone()),
+                        Some(ty) => block_tensor(path, &name, ty, info.dtype, &info.shape)?,
+                    };
                 let entry = TensorEntry {
                     shard: si,
-                    dtype: Stored::St(info.dtype),
-                    shape: info.shape.clone(),
+                    dtype,
+                    shape,
                     start: base + s,
                     end: base + e,
                 };

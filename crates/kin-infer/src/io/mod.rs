@@ -7,6 +7,7 @@ pub mod golden;
 pub mod hub;
 pub mod input_line;
 pub mod st_config;
+pub mod st_quantize;
 
 pub use kin_infer_core::io::{config_fields, gguf, gguf_writer, safetensors, source};
 
