@@ -331,6 +331,21 @@ impl GpuCompute for CpuCompute {
         }
     }
 
+    fn gather_matrix_rows(&self, m: &DeviceMatrix, ids: &[u32], out: ViewMut) {
+        let Inner::Cpu(groups) = &m.inner;
+        for (row, &id) in host_mut(out).chunks_exact_mut(m.k).zip(ids) {
+            // The column group holding output `id`.
+            let mut j = id as usize;
+            for g in groups {
+                if j < g.n() {
+                    g.column_into(j, row);
+                    break;
+                }
+                j -= g.n();
+            }
+        }
+    }
+
     fn gather_add(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut) {
         let t = whole(table);
         for (row, &id) in host_mut(out).chunks_exact_mut(width).zip(ids) {

@@ -406,6 +406,10 @@ pub trait GpuCompute: Send + Sync {
     fn softcap(&self, x: ViewMut, cap: f32);
     /// Embedding lookup: row `r` of `out` is row `ids[r]` of `table` (`width` wide).
     fn gather(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut);
+    /// `out` row `i` = output feature `ids[i]` of a prepared matrix (its `k` weights, the
+    /// torch weight's row), as the matrix's products use it: a token embedding table kept in
+    /// its stored format (quantized, or the tied head itself) gathered without an f32 copy.
+    fn gather_matrix_rows(&self, m: &DeviceMatrix, ids: &[u32], out: ViewMut);
     /// Row `r` of `out` += row `ids[r]` of `table`.
     fn gather_add(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut);
     /// Rotates, in each of `rows` rows of `x` (row stride `stride`), the heads of `head_dim`

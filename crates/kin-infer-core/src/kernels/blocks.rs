@@ -160,6 +160,25 @@ pub(crate) fn repack(
     pack(t, nr, k, n, |j| &cols[j])
 }
 
+/// Column `j` of a packed block matrix (all `k` values: a torch weight's row `j`, e.g. a
+/// token's embedding) dequantized into `out`, block by block as the reference does.
+pub(crate) fn column_into(
+    t: GgmlType,
+    nr: usize,
+    data: &[u8],
+    k: usize,
+    j: usize,
+    out: &mut [f32],
+) {
+    let (bl, bb) = (t.block_len(), t.block_bytes());
+    let (jp, c) = (j / nr, j % nr);
+    for (kb, o) in out[..k].chunks_exact_mut(bl).enumerate() {
+        let at = (jp * (k / bl) + kb) * nr * bb;
+        let block = read_block(t, nr, &data[at..at + nr * bb], c);
+        t.dequantize(&block[..bb], o);
+    }
+}
+
 /// B[p][j] of a packed block matrix (dequantizes the block holding it).
 pub(crate) fn get(t: GgmlType, nr: usize, data: &[u8], k: usize, p: usize, j: usize) -> f32 {
     let (bl, bb) = (t.block_len(), t.block_bytes());

@@ -278,6 +278,35 @@ impl PackedMatrix {
             }
         }
     }
+    /// Column `j` of B (all `k` values: row `j` of the torch weight it was packed from, e.g.
+    /// one token's embedding of a tied or quantized table) into `out`, widened or dequantized
+    /// exactly: the values the products use.
+    ///
+    /// # Panics
+    /// If `j >= n` or `out` is shorter than `k`.
+    pub fn column_into(&self, j: usize, out: &mut [f32]) {
+        assert!(
+            j < self.n && out.len() >= self.k,
+            "column_into out of range"
+        );
+        let (k, nr) = (self.k, self.nr);
+        let base = (j / nr) * k * nr + j % nr;
+        match &self.buf.data {
+            gemm::PanelData::F32(v) => {
+                for (p, o) in out[..k].iter_mut().enumerate() {
+                    *o = v.as_slice()[base + p * nr];
+                }
+            }
+            gemm::PanelData::U16(v) => {
+                for (p, o) in out[..k].iter_mut().enumerate() {
+                    *o = self.buf.format.widen(v.as_slice()[base + p * nr]);
+                }
+            }
+            gemm::PanelData::Blocks(v) => {
+                blocks::column_into(self.block_type(), nr, v.as_slice(), k, j, out)
+            }
+        }
+    }
     /// The ggml type of block panels (they are only ever built with one).
     fn block_type(&self) -> ggml::GgmlType {
         self.buf

@@ -100,6 +100,11 @@ impl Linear {
         }
     }
 
+    /// The prepared weight (`[out, in]` as the products use it).
+    pub fn weight(&self) -> &DeviceMatrix {
+        &self.weight
+    }
+
     pub fn out_dim(&self) -> usize {
         self.weight.n()
     }

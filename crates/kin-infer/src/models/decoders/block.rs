@@ -13,7 +13,9 @@
 
 use super::cache::{KvCache, ScratchDims};
 use super::{DecoderSpec, LogitsRows};
-use crate::backend::{AttnShape, GpuCompute, KvView, Positions, Tensor, View, ViewMut};
+use crate::backend::{
+    AttnShape, DeviceMatrix, GpuCompute, KvView, Positions, Tensor, View, ViewMut,
+};
 use crate::error::Result;
 use crate::nn::ffn::{FfnAct, FfnBuffers, GatedFfn};
 use crate::nn::rope::{Rotary, RotaryChunk, SwitchedRotary};
@@ -68,6 +70,17 @@ pub(crate) enum Rope {
     Switched(SwitchedRotary),
 }
 
+/// Where the token embeddings live.
+pub(crate) enum Embedding {
+    /// An f32 table.
+    Table(Tensor),
+    /// A prepared matrix in its stored format (a quantized table stays quantized; each
+    /// gathered row is dequantized exactly).
+    Matrix(DeviceMatrix),
+    /// The tied head's own weight (no second copy of the table).
+    Head,
+}
+
 /// A loaded decoder: configuration plus blocks.
 pub(crate) struct Stack {
     pub(crate) hidden: usize,
@@ -76,7 +89,7 @@ pub(crate) struct Stack {
     pub(crate) head_dim: usize,
     pub(crate) vocab: usize,
     /// `[vocab, hidden]` token embeddings.
-    pub(crate) embed: Tensor,
+    pub(crate) embed: Embedding,
     /// Gemma multiplies the embeddings by `sqrt(hidden)` (rounded as its dtype).
     pub(crate) embed_scale: Option<f32>,
     pub(crate) rope: Rope,
@@ -144,7 +157,11 @@ impl Stack {
         {
             let s = cache.scratch.bufs.as_mut().expect("scratch ensured");
             let x = s.x.at_mut(..rows * h);
-            be.gather(&self.embed, h, ids, x);
+            match &self.embed {
+                Embedding::Table(t) => be.gather(t, h, ids, x),
+                Embedding::Matrix(m) => be.gather_matrix_rows(m, ids, x),
+                Embedding::Head => be.gather_matrix_rows(self.lm_head.weight(), ids, x),
+            }
             if let Some(f) = self.embed_scale {
                 be.scale(s.x.at_mut(..rows * h), f);
             }

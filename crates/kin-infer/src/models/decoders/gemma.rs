@@ -26,7 +26,7 @@
 //! `pre_feedforward_layernorm`, `post_feedforward_layernorm`), `model.norm.weight`,
 //! `lm_head.weight` (only when untied).
 
-use super::block::{Block, Mlp, Residual, Rope, Stack};
+use super::block::{Block, Embedding, Mlp, Residual, Rope, Stack};
 use super::{
     attention_dims, attention_kind, sliding_note, token_ids, Decoder, DecoderSpec, KvCache,
     LogitsRows,
@@ -415,7 +415,7 @@ impl Gemma {
             kv_heads: cfg.kv_heads,
             head_dim: cfg.head_dim,
             vocab: cfg.vocab,
-            embed,
+            embed: Embedding::Table(embed),
             embed_scale: Some((h as f64).sqrt() as f32),
             rope: Rope::Rotary(rotary),
             blocks,

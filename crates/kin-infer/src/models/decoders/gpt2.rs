@@ -19,7 +19,7 @@
 //! `x += c_proj(attn(c_attn(ln_1(x))) ∪ cache)`, then `x += c_proj(gelu(c_fc(ln_2(x))))`;
 //! logits `= ln_f(x) · wteᵀ`.
 
-use super::block::{Block, Mlp, Residual, Rope, Stack};
+use super::block::{Block, Embedding, Mlp, Residual, Rope, Stack};
 use super::{token_ids, Decoder, DecoderSpec, KvCache, LogitsRows};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
@@ -260,7 +260,7 @@ impl Gpt2 {
             kv_heads: cfg.heads,
             head_dim: cfg.head_dim,
             vocab: cfg.vocab,
-            embed,
+            embed: Embedding::Table(embed),
             embed_scale: None,
             rope: Rope::Learned(wpe),
             blocks,

@@ -29,7 +29,7 @@
 //! `x += o(attn(rope(q), rope(k) ∪ cache, v ∪ cache))` on `rms(x)`, then
 //! `x += down(silu(gate) * up)` on `rms(x)`; logits `= lm_head(rms(x))`.
 
-use super::block::{Block, Mlp, Residual, Rope, Stack};
+use super::block::{Block, Embedding, Mlp, Residual, Rope, Stack};
 use super::{
     attention_dims, attention_kind, common_sizes, scaled_context, sliding_note, token_ids,
     CommonSizes, Decoder, DecoderSpec, KvCache, LogitsRows, MAX_ROPE_FACTOR,
@@ -37,7 +37,7 @@ use super::{
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
-use crate::io::safetensors::WeightStore;
+use crate::io::safetensors::{MatrixData, WeightStore};
 use crate::io::source::{Layout, WeightSource};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::{RopeScaling, Rotary};
@@ -390,7 +390,17 @@ impl Llama {
             cfg.kv_heads * cfg.head_dim,
         );
         let qkv_dim = q_dim + 2 * kv_dim;
-        let embed = be.upload(w.get(&embd, &[cfg.vocab, h])?.to_vec());
+        // A tied table is the head's own weight; an untied one in a stored format (bf16, a
+        // ggml block type) stays in it. Gathered rows are widened or dequantized exactly, so
+        // every choice gives the f32 table's bits.
+        let embed = if cfg.tied {
+            Embedding::Head
+        } else {
+            match w.get_matrix(&embd, &[cfg.vocab, h])? {
+                MatrixData::F32(t) => Embedding::Table(be.upload(t.to_vec())),
+                stored => Embedding::Matrix(be.prepare_weights(&[&stored], h)),
+            }
+        };
         let blocks = (0..cfg.layers)
             .into_par_iter()
             .map(|i| -> Result<Block> {

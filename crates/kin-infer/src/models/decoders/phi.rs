@@ -36,7 +36,7 @@
 //! frequency sets or cos/sin factor), with `nn::rope`'s deterministic f64 routines and the same
 //! f32 rounding steps as PyTorch.
 
-use super::block::{Block, Mlp, Residual, Rope, Stack};
+use super::block::{Block, Embedding, Mlp, Residual, Rope, Stack};
 use super::{
     attention_dims, attention_kind, common_sizes, token_ids, CommonSizes, Decoder, DecoderSpec,
     KvCache, LogitsRows,
@@ -539,7 +539,7 @@ impl Phi {
             kv_heads: cfg.kv_heads,
             head_dim: cfg.head_dim,
             vocab: cfg.vocab,
-            embed,
+            embed: Embedding::Table(embed),
             embed_scale: None,
             rope: Rope::Switched(rotary(&cfg)),
             blocks,
