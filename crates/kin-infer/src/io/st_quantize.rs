@@ -111,6 +111,13 @@ pub fn export(
             reason: e.to_string(),
         }
     })?;
+    // The crate writes through a private temporary file (mode 0600); a model is for reading.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644))
+            .map_err(|e| InferError::io(&target, e))?;
+    }
     copy_rest(dir, out, true)?;
     Ok((data.len(), meta.len()))
 }
