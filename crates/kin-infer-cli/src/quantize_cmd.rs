@@ -3,8 +3,8 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
+use kin_infer::io::gguf_export;
 use kin_infer::kernels::ggml::GgmlType;
-use kin_infer::models::decoders::gguf_export;
 use serde_json::json;
 use std::io::Write;
 use std::path::PathBuf;

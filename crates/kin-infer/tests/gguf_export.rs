@@ -8,8 +8,9 @@ mod support;
 
 use kin_infer::gpu::create_compute;
 use kin_infer::io::gguf::GgufFile;
+use kin_infer::io::gguf_export;
 use kin_infer::kernels::ggml::GgmlType;
-use kin_infer::models::decoders::{gguf_export, load_decoder};
+use kin_infer::models::decoders::load_decoder;
 use std::path::PathBuf;
 use support::decoder::{bits, fixture, full_logits, prompt};
 

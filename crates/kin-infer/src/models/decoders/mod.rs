@@ -14,7 +14,6 @@ pub(crate) mod block;
 pub mod cache;
 pub mod gemma;
 pub mod gguf;
-pub mod gguf_export;
 pub mod gpt2;
 pub mod llama;
 pub mod phi;

@@ -1,4 +1,5 @@
-//! `kin-infer quantize`: a Hugging Face LLaMA / Mistral / Qwen2 checkpoint written as a GGUF
+//! `kin-infer quantize` (a container writer, so it lives in `io`: the compute seam keeps
+//! `models/` away from the kernels, and quantizing a file is not compute): a Hugging Face LLaMA / Mistral / Qwen2 checkpoint written as a GGUF
 //! file the way llama.cpp's `convert_hf_to_gguf.py` + `llama-quantize` lay it out: llama.cpp's
 //! tensor names and metadata keys, LLaMA's q/k rows permuted into rotary-pair order (undone
 //! again by `gguf.rs` when loading), every 2-D weight whose rows are whole blocks quantized by
@@ -11,7 +12,6 @@
 //! weights (named), tokenizers other than byte-level BPE, pre-tokenizers llama.cpp has no
 //! name for.
 
-use super::llama::{self, Family, LlamaConfig};
 use crate::error::{InferError, Result};
 use crate::generate::chat::ChatTemplate;
 use crate::io::config_fields::ConfigSource;
@@ -20,6 +20,7 @@ use crate::io::gguf_writer::{self, TensorInfo};
 use crate::io::safetensors::WeightStore;
 use crate::kernels::ggml::GgmlType;
 use crate::kernels::quantize::{can_quantize, quantize};
+use crate::models::decoders::llama::{self, Family, LlamaConfig};
 use crate::nn::rope::RopeScaling;
 use serde_json::Value;
 use std::path::Path;
