@@ -1,5 +1,5 @@
 //! `kin-infer quantize`: a Hugging Face decoder checkpoint written as a GGUF file in a block
-//! type (the library's `models::decoders::gguf_export`), with a progress line on stderr.
+//! type (the library's `io::gguf_export`), with a progress line on stderr.
 
 use anyhow::{bail, Result};
 use clap::Args;

@@ -1,4 +1,4 @@
-//! `kin-infer quantize`'s writer (models::decoders::gguf_export) against the `gguf` package:
+//! `kin-infer quantize`'s writer (io::gguf_export) against the `gguf` package:
 //! a fixture checkpoint exported to F32 / Q8_0 / Q4_0 / Q4_1 holds, tensor for tensor, the
 //! names, types, dims and **bytes** that python/gen_gguf_decoders.py wrote with GGUFWriter and
 //! gguf.quants' reference quantizers (llama.cpp's q/k permutation included), and the same
