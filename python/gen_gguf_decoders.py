@@ -7,7 +7,8 @@ llama.cpp's convert_hf_to_gguf.py writes them.
     python python/gen_gguf_decoders.py
 
 For each fixture checkpoint (tests/decoder_fixtures/<name>: llama_gqa untied, llama_mqa tied,
-qwen2_bias with q/k/v biases):
+qwen2_bias with q/k/v biases; and gpt2_small as `gpt2_small.f32.gguf`, its Conv1D weights
+transposed and the tied head written out as `output`, as GPT2Model converts it):
 
 - `<name>.f32.gguf`: every tensor F32, named as llama.cpp names them (`blk.N.attn_q.weight`,
   ...), LLaMA's q/k rows permuted as `LlamaModel.permute` does (qwen2's are not), metadata
@@ -125,6 +126,48 @@ def tokenizer_metadata(w, vocab):
     w.add_add_bos_token(False)
 
 
+GPT2_LAYER = {
+    "ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output",
+    "ln_2": "ffn_norm", "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down",
+}
+
+
+def gpt2_tensors(cfg, st):
+    """convert_hf_to_gguf.py's GPT2Model: Conv1D weights transposed to [out, in], the tied
+    head written out as `output` too."""
+    p = "transformer." if "transformer.wte.weight" in st else ""
+    out = [("token_embd.weight", st[p + "wte.weight"]), ("position_embd.weight", st[p + "wpe.weight"])]
+    for i in range(cfg["n_layer"]):
+        for hf, name in GPT2_LAYER.items():
+            for kind in ["weight", "bias"]:
+                t = st[f"{p}h.{i}.{hf}.{kind}"]
+                if kind == "weight" and hf.startswith(("attn.", "mlp.")):
+                    t = t.T
+                out.append((f"blk.{i}.{name}.{kind}", t))
+    out += [("output_norm.weight", st[p + "ln_f.weight"]), ("output_norm.bias", st[p + "ln_f.bias"]),
+            ("output.weight", st[p + "wte.weight"])]
+    return [(n, np.ascontiguousarray(t, dtype=np.float32)) for n, t in out]
+
+
+def write_gpt2(path, cfg, tensors):
+    w = gguf.GGUFWriter(path, arch="gpt2")
+    w.add_name(os.path.basename(path))
+    w.add_context_length(cfg["n_positions"])
+    w.add_embedding_length(cfg["n_embd"])
+    w.add_feed_forward_length(cfg.get("n_inner") or 4 * cfg["n_embd"])
+    w.add_block_count(cfg["n_layer"])
+    w.add_head_count(cfg["n_head"])
+    w.add_layer_norm_eps(cfg["layer_norm_epsilon"])
+    w.add_file_type(0)
+    tokenizer_metadata(w, cfg["vocab_size"])
+    for name, t in tensors:
+        w.add_tensor(name, t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def write(path, cfg, tensors, qtype=None, twin=False):
     arch = cfg["model_type"]
     w = gguf.GGUFWriter(path, arch=arch)
@@ -176,6 +219,12 @@ def main():
         for qname, qtype in QUANTS.items():
             write(os.path.join(OUT, f"{model}.{qname}.gguf"), cfg, tensors, qtype)
             write(os.path.join(OUT, f"{model}.{qname}.twin.gguf"), cfg, tensors, qtype, twin=True)
+    # GPT-2 (no inverse-layer-index attention scale: GGUF has no key for it).
+    d = os.path.join(FIXTURES, "gpt2_small")
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    write_gpt2(os.path.join(OUT, "gpt2_small.f32.gguf"), cfg,
+               gpt2_tensors(cfg, load_file(os.path.join(d, "model.safetensors"))))
     print("wrote", sorted(os.listdir(OUT)))
 
 

@@ -13,10 +13,11 @@
 //! undoes it row by row ([`MatrixData::permute_rows`], so a quantized row stays as stored);
 //! Qwen2's converter leaves the rows as they are.
 //!
-//! Supported architectures: `llama` (LLaMA, and Mistral, which llama.cpp converts as llama)
-//! and `qwen2`. Any other `general.architecture` is a typed [`InferError::Unsupported`].
+//! Supported architectures: `llama` (LLaMA, and Mistral, which llama.cpp converts as llama),
+//! `qwen2` and `gpt2` (whose converter stores the `Conv1D` weights transposed to `[out, in]`
+//! and writes the tied head out as `output`). Any other `general.architecture` is a typed [`InferError::Unsupported`].
 
-use super::{llama, Decoder};
+use super::{gpt2, llama, Decoder};
 use crate::backend::GpuCompute;
 use crate::error::{InferError, Result};
 use crate::io::config_fields::ConfigSource;
@@ -51,7 +52,7 @@ pub(crate) static LAYOUT: Layout = Layout {
 };
 
 /// `general.architecture` values this build loads.
-pub const SUPPORTED: &[&str] = &["llama", "qwen2"];
+pub const SUPPORTED: &[&str] = &["llama", "qwen2", "gpt2"];
 
 /// Loads the decoder a GGUF file holds.
 pub fn load(path: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>> {
@@ -65,6 +66,13 @@ pub fn load(path: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>> {
                 &config, &store, &LAYOUT, permuted, be,
             )?))
         }
+        "gpt2" => Ok(Box::new(gpt2::Gpt2::load_with(
+            &config,
+            &store,
+            &gpt2::GGUF_LAYOUT,
+            false,
+            be,
+        )?)),
         _ => Err(unsupported(&gguf, &arch)),
     }
 }
@@ -144,17 +152,29 @@ fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result<ConfigSour
         Ok(())
     };
     obj.insert("model_type".into(), json!(arch));
-    for (hub, own) in [
-        ("max_position_embeddings", "context_length"),
-        ("hidden_size", "embedding_length"),
-        ("num_hidden_layers", "block_count"),
-        ("intermediate_size", "feed_forward_length"),
-        ("num_attention_heads", "attention.head_count"),
-        ("num_key_value_heads", "attention.head_count_kv"),
-        ("rms_norm_eps", "attention.layer_norm_rms_epsilon"),
-        ("rope_theta", "rope.freq_base"),
-        ("head_dim", "attention.key_length"),
-    ] {
+    // Each architecture's keys under the names its family's config.json uses.
+    let pairs: &[(&str, &str)] = match arch {
+        "gpt2" => &[
+            ("n_positions", "context_length"),
+            ("n_embd", "embedding_length"),
+            ("n_layer", "block_count"),
+            ("n_inner", "feed_forward_length"),
+            ("n_head", "attention.head_count"),
+            ("layer_norm_epsilon", "attention.layer_norm_epsilon"),
+        ],
+        _ => &[
+            ("max_position_embeddings", "context_length"),
+            ("hidden_size", "embedding_length"),
+            ("num_hidden_layers", "block_count"),
+            ("intermediate_size", "feed_forward_length"),
+            ("num_attention_heads", "attention.head_count"),
+            ("num_key_value_heads", "attention.head_count_kv"),
+            ("rms_norm_eps", "attention.layer_norm_rms_epsilon"),
+            ("rope_theta", "rope.freq_base"),
+            ("head_dim", "attention.key_length"),
+        ],
+    };
+    for (hub, own) in pairs {
         put(hub, format!("{arch}.{own}"), &mut obj)?;
     }
     for (hub, own) in [

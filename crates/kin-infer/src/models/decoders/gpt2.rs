@@ -24,7 +24,7 @@ use super::{token_ids, Decoder, DecoderSpec, KvCache, LogitsRows};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
-use crate::io::safetensors::{WeightStore, Weights};
+use crate::io::safetensors::{MatrixData, WeightStore, Weights};
 use crate::io::source::{Layout, WeightSource};
 use crate::nn::ffn::FfnAct;
 use crate::nn::{LayerNorm, Linear, Norm};
@@ -49,6 +49,28 @@ static LAYOUT: Layout = Layout {
         ("ffn_norm", "ln_2"),
         ("ffn_up", "mlp.c_fc"),
         ("ffn_down", "mlp.c_proj"),
+    ],
+};
+
+/// GGUF's GPT-2 (llama.cpp's converter): its own names, the `Conv1D` weights already
+/// transposed to `[out, in]`, and the tied head written out as `output`.
+pub(crate) static GGUF_LAYOUT: Layout = Layout {
+    name: "GGUF (llama.cpp), GPT-2",
+    prefixes: &[""],
+    globals: &[
+        ("token_embd", "token_embd"),
+        ("position_embd", "position_embd"),
+        ("output_norm", "output_norm"),
+        ("output", "output"),
+    ],
+    layer_prefix: "blk.{}.",
+    layer: &[
+        ("attn_norm", "attn_norm"),
+        ("attn_qkv", "attn_qkv"),
+        ("attn_output", "attn_output"),
+        ("ffn_norm", "ffn_norm"),
+        ("ffn_up", "ffn_up"),
+        ("ffn_down", "ffn_down"),
     ],
 };
 
@@ -189,13 +211,36 @@ impl Gpt2 {
         store: &WeightStore,
         be: &dyn GpuCompute,
     ) -> Result<Self> {
+        Self::load_with(config, store, &LAYOUT, true, be)
+    }
+
+    /// [`Gpt2::load`] through another container's `layout`; `conv1d`: the projection weights
+    /// are stored `[in, out]` (Hugging Face) rather than `[out, in]` (GGUF), whose matrices then
+    /// stay in their stored format.
+    pub(crate) fn load_with(
+        config: &ConfigSource,
+        store: &WeightStore,
+        layout: &'static Layout,
+        conv1d_weights: bool,
+        be: &dyn GpuCompute,
+    ) -> Result<Self> {
         let f = config.fields()?;
         let cfg = Gpt2Config::parse(&f)?;
-        let src = WeightSource::open(store, &LAYOUT)?;
+        let src = WeightSource::open(store, layout)?;
         let w = src.weights();
         let h = cfg.hidden;
         let embd = format!("{}.weight", src.global("token_embd"));
-        let embed = be.upload(w.get(&embd, &[cfg.vocab, h])?.to_vec());
+        let embed = match w.get_matrix(&embd, &[cfg.vocab, h])? {
+            MatrixData::F32(t) => Embedding::Table(be.upload(t.to_vec())),
+            stored => Embedding::Matrix(be.prepare_weights(&[&stored], h)),
+        };
+        let linear = |name: &str, i: usize, o: usize| {
+            if conv1d_weights {
+                conv1d(be, w, name, i, o)
+            } else {
+                Linear::load_with(be, w, &[name], i, o, true)
+            }
+        };
         let wpe = format!("{}.weight", src.global("position_embd"));
         let wpe = be.upload(w.get(&wpe, &[cfg.positions, h])?.to_vec());
         let ln = |name: &str| LayerNorm::load(be, w, name, h, cfg.eps).map(Norm::Layer);
@@ -205,15 +250,15 @@ impl Gpt2 {
                 let t = |name: &str| src.layer(i, name);
                 Ok(Block {
                     attn_norm: ln(&t("attn_norm"))?,
-                    qkv: conv1d(be, w, &t("attn_qkv"), h, 3 * h)?,
-                    o: conv1d(be, w, &t("attn_output"), h, h)?,
+                    qkv: linear(&t("attn_qkv"), h, 3 * h)?,
+                    o: linear(&t("attn_output"), h, h)?,
                     residual: Residual::Sequential {
                         ffn_norm: ln(&t("ffn_norm"))?,
                     },
                     mlp: Mlp::Plain {
-                        fc1: conv1d(be, w, &t("ffn_up"), h, cfg.inner)?,
+                        fc1: linear(&t("ffn_up"), h, cfg.inner)?,
                         act: cfg.act,
-                        fc2: conv1d(be, w, &t("ffn_down"), cfg.inner, h)?,
+                        fc2: linear(&t("ffn_down"), cfg.inner, h)?,
                         width: cfg.inner,
                     },
                     attn: AttnShape {
@@ -260,7 +305,7 @@ impl Gpt2 {
             kv_heads: cfg.heads,
             head_dim: cfg.head_dim,
             vocab: cfg.vocab,
-            embed: Embedding::Table(embed),
+            embed,
             embed_scale: None,
             rope: Rope::Learned(wpe),
             blocks,
