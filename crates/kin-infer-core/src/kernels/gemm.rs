@@ -338,11 +338,7 @@ pub(crate) fn matmul(
     // then streams its panels whole, which the hardware prefetchers follow (a Q4_0 panel's
     // 256-k slice is only 2.3 KB; strided slices of that size ran at a third of the read
     // bandwidth). Blocking never changes bits (partial sums are stored and reloaded exactly).
-    let kc_blocks = if m == 1 {
-        1
-    } else {
-        k.div_ceil(KC_MAX).max(1)
-    };
+    let kc_blocks = if m == 1 { 1 } else { k.div_ceil(KC_MAX).max(1) };
     // A block format's KC slices are whole blocks (k itself is, checked at packing).
     let bl = b.buf.format.block_len();
     let kcb = k.div_ceil(kc_blocks).div_ceil(bl) * bl;
