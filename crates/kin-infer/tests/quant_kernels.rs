@@ -159,8 +159,12 @@ fn decode_rows_over_many_panels_and_k_blocks() {
         check(t, 1, 1536, 576, 6, true);
         check(t, 2, 576, 192, 7, false);
     }
-    for t in [GgmlType::Q4_K, GgmlType::Q6_K] {
+    // The K-quants with direct kernels: decode and prompt rows, four-panel groups with a
+    // remainder, a partial panel, bias.
+    for t in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
         check(t, 1, 1024, 320, 8, false);
+        check(t, 1, 768, 200, 9, true);
+        check(t, 5, 512, 150, 10, true);
     }
 }
 
@@ -168,7 +172,12 @@ fn decode_rows_over_many_panels_and_k_blocks() {
 #[test]
 fn threads_change_no_bits() {
     let (m, k, n) = (29, 512, 200);
-    for t in [GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K] {
+    for t in [
+        GgmlType::Q4_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q6_K,
+    ] {
         let w = random_rows(t, n, k, 11);
         let wf = dequantized(t, &w, n, k);
         let a: Vec<f32> = {
@@ -197,13 +206,17 @@ fn threads_change_no_bits() {
 /// reads every element back as the reference dequantizes it.
 #[test]
 fn foreign_panel_widths_and_get() {
-    let (k, n) = (96, 45);
     for t in [
         GgmlType::Q8_0,
         GgmlType::Q4_0,
         GgmlType::Q4_1,
         GgmlType::Q5_1,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+        GgmlType::Q3_K,
     ] {
+        let (k, n) = (t.block_len() * 3, 45);
         let w = random_rows(t, n, k, 21);
         let wf = dequantized(t, &w, n, k);
         let a: Vec<f32> = {

@@ -13,13 +13,15 @@
 //!   k, each holding that k's code of every column: `nr` bytes for Q8_0; `nr / 2` bytes for
 //!   the 4-bit types, byte `i` holding column `i` in its low nibble and column `i + nr/2` in
 //!   its high one, so a tier widens a code row into two registers of consecutive columns
-//!   with one mask and one shift;
+//!   with one mask and one shift; the K-quants with direct kernels (Q4_K, Q5_K, Q6_K) in the
+//!   same spirit, their sub-block scales as rows across columns (`blocks_k.rs`);
 //! - **verbatim** (every other type): the `nr` columns' ggml blocks one after another, read
 //!   through the scalar reference (a slower path, as the issue allows for the other types).
 //!
 //! Padding columns of a last partial panel are zero bytes (scale 0.0); their products are
 //! computed and discarded, as for f32 panels.
 
+use super::blocks_k;
 use super::gemm::{f16_to_f32, AlignedBuf};
 use super::ggml::GgmlType;
 
@@ -28,13 +30,19 @@ const MAX_BLOCK: usize = 256;
 
 /// Whether the panels of `t` use the interleaved layout (see the module doc).
 pub(crate) const fn interleaved(t: GgmlType) -> bool {
-    matches!(t, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1)
+    matches!(t, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1) || k_interleaved(t)
+}
+
+/// Whether `t` is a K-quant with the interleaved layout of `blocks_k.rs`.
+pub(crate) const fn k_interleaved(t: GgmlType) -> bool {
+    matches!(t, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
 }
 
 /// Bytes where the interleaved code rows start in a panel block of width `nr`.
 pub(crate) const fn codes_at(t: GgmlType, nr: usize) -> usize {
     match t {
         GgmlType::Q4_1 => 4 * nr,
+        _ if k_interleaved(t) => blocks_k::codes_at(t, nr),
         _ => 2 * nr,
     }
 }
@@ -52,7 +60,8 @@ pub(crate) fn pack<'a>(
     col: impl Fn(usize) -> &'a [u8],
 ) -> AlignedBuf<u8> {
     let (bl, bb) = (t.block_len(), t.block_bytes());
-    assert!(bl > 1 && k.is_multiple_of(bl) && nr.is_multiple_of(2));
+    // Multiples of 8 columns: the K layouts' bit rows hold a whole byte of columns.
+    assert!(bl > 1 && k.is_multiple_of(bl) && nr.is_multiple_of(8));
     let (kb_n, panels) = (k / bl, n.div_ceil(nr));
     // Zeroed: the interleaved nibbles are or-ed in, and padding columns stay zero.
     let mut buf = AlignedBuf::<u8>::zeroed(panels * kb_n * nr * bb);
@@ -76,6 +85,9 @@ fn write_block(t: GgmlType, nr: usize, dst: &mut [u8], c: usize, src: &[u8]) {
     if !interleaved(t) {
         dst[c * bb..(c + 1) * bb].copy_from_slice(src);
         return;
+    }
+    if k_interleaved(t) {
+        return blocks_k::write(t, nr, dst, c, src);
     }
     dst[2 * c..2 * c + 2].copy_from_slice(&src[..2]);
     let codes = codes_at(t, nr);
@@ -108,6 +120,10 @@ fn read_block(t: GgmlType, nr: usize, src: &[u8], c: usize) -> [u8; MAX_BLOCK] {
     let mut out = [0u8; MAX_BLOCK];
     if !interleaved(t) {
         out[..bb].copy_from_slice(&src[c * bb..(c + 1) * bb]);
+        return out;
+    }
+    if k_interleaved(t) {
+        blocks_k::read(t, nr, src, c, &mut out);
         return out;
     }
     out[..2].copy_from_slice(&src[2 * c..2 * c + 2]);
@@ -217,9 +233,12 @@ pub(crate) unsafe fn dequant_slice(
         match t {
             GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 => interleaved_block(t, nr, pb, rows),
             _ => {
+                // Each column's ggml block, through the reference (verbatim blocks are read
+                // in place; the K layouts are unshuffled first).
                 let mut vals = [0.0f32; 256];
                 for c in 0..nr {
-                    t.dequantize(&pb[c * bb..(c + 1) * bb], &mut vals[..bl]);
+                    let block = read_block(t, nr, pb, c);
+                    t.dequantize(&block[..bb], &mut vals[..bl]);
                     for (p, v) in vals[..bl].iter().enumerate() {
                         rows[p * nr + c] = *v;
                     }

@@ -311,7 +311,7 @@ fn q3_k(b: &[u8], o: &mut [f32]) {
 }
 
 /// Q4_K/Q5_K's 12 packed bytes of eight 6-bit scales and mins (`get_scale_min`).
-fn scale_min(sc: &[u8], j: usize) -> (u8, u8) {
+pub(crate) fn scale_min(sc: &[u8], j: usize) -> (u8, u8) {
     if j < 4 {
         (sc[j] & 0x3F, sc[4 + j] & 0x3F)
     } else {

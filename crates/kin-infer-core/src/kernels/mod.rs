@@ -28,6 +28,7 @@ macro_rules! rows_table {
 
 mod aligned;
 mod blocks;
+mod blocks_k;
 pub mod format;
 mod gemm;
 mod generic;

@@ -36,6 +36,18 @@ pub(crate) static OPS: Ops = Ops {
             GgmlType::Q8_0,
             x86_quant::avx2_row4::<{ GgmlType::Q8_0.code() }>,
         ),
+        (
+            GgmlType::Q4_K,
+            x86_quant::avx2_row4::<{ GgmlType::Q4_K.code() }>,
+        ),
+        (
+            GgmlType::Q5_K,
+            x86_quant::avx2_row4::<{ GgmlType::Q5_K.code() }>,
+        ),
+        (
+            GgmlType::Q6_K,
+            x86_quant::avx2_row4::<{ GgmlType::Q6_K.code() }>,
+        ),
     ],
     dequant: Some(x86_quant::avx2_dequant),
     sum: |x| unsafe { sum(x) },

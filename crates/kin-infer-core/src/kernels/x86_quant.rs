@@ -19,21 +19,46 @@
 //! three types and the per-type branches fold away.
 
 use super::blocks::{codes_at, interleaved};
+use super::blocks_k::high_at;
 use super::ggml::GgmlType;
 use super::{x86_avx2, x86_avx512};
 use std::arch::x86_64::*;
 
 const Q4_0: u32 = GgmlType::Q4_0.code();
 const Q4_1: u32 = GgmlType::Q4_1.code();
+const Q4_K: u32 = GgmlType::Q4_K.code();
+const Q5_K: u32 = GgmlType::Q5_K.code();
+const Q6_K: u32 = GgmlType::Q6_K.code();
 
 /// The interleaved type with ggml code `CODE`.
 const fn ty(code: u32) -> GgmlType {
     match code {
         Q4_0 => GgmlType::Q4_0,
         Q4_1 => GgmlType::Q4_1,
-        // The tables instantiate only the three interleaved codes.
+        Q4_K => GgmlType::Q4_K,
+        Q5_K => GgmlType::Q5_K,
+        Q6_K => GgmlType::Q6_K,
+        // The tables instantiate only the interleaved codes.
         _ => GgmlType::Q8_0,
     }
+}
+
+/// The k that share one scale and offset: a legacy block's 32, a K-quant's sub-block.
+const fn group(t: GgmlType) -> usize {
+    match t {
+        GgmlType::Q6_K => 16,
+        _ => 32,
+    }
+}
+
+/// Unaligned little-endian loads of a bit row.
+#[inline(always)]
+unsafe fn read_u16(p: *const u8) -> u16 {
+    unsafe { u16::from_le(p.cast::<u16>().read_unaligned()) }
+}
+#[inline(always)]
+unsafe fn read_u32(p: *const u8) -> u32 {
+    unsafe { u32::from_le(p.cast::<u32>().read_unaligned()) }
 }
 
 // ---- AVX2: 16-column panels, two 8-lane halves ---------------------------------------------
@@ -42,54 +67,118 @@ mod avx2 {
     use super::*;
     pub(super) const NR: usize = 16;
 
-    /// A panel block's scales `d` and offsets (Q4_0: −8·d; Q4_1: the minimums; Q8_0: unused).
+    /// Group `g`'s multipliers and offsets of a panel block, per half: the weight is
+    /// `fma(code, mul, off)` (Q8_0: `code · mul`). Q4_0: `d`, −8·d; Q4_1: `d`, `m`; Q4_K and
+    /// Q5_K: `d·sc`, −(`dmin·m`); Q6_K: `d·sc`, −32·`d·sc` (all exact, see the module doc).
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    pub(super) unsafe fn scales(t: GgmlType, blk: *const u8) -> ([__m256; 2], [__m256; 2]) {
+    pub(super) unsafe fn scales(
+        t: GgmlType,
+        blk: *const u8,
+        g: usize,
+    ) -> ([__m256; 2], [__m256; 2]) {
         unsafe {
-            let d = [0, 1].map(|h| _mm256_cvtph_ps(_mm_loadu_si128(blk.add(16 * h).cast())));
-            let off = match t {
-                GgmlType::Q4_1 => [0, 1]
-                    .map(|h| _mm256_cvtph_ps(_mm_loadu_si128(blk.add(2 * NR + 16 * h).cast()))),
-                _ => d.map(|s| _mm256_mul_ps(s, _mm256_set1_ps(-8.0))),
+            let half = |at: usize| {
+                [0, 1].map(|h| _mm256_cvtph_ps(_mm_loadu_si128(blk.add(at + 16 * h).cast())))
             };
-            (d, off)
+            let bytes = |at: usize, h: usize| _mm_loadl_epi64(blk.add(at + 8 * h).cast());
+            match t {
+                GgmlType::Q4_1 => (half(0), half(2 * NR)),
+                GgmlType::Q4_K | GgmlType::Q5_K => {
+                    let (d, dmin) = (half(0), half(2 * NR));
+                    let shift = _mm_cvtsi32_si128(4 * (g % 2) as i32);
+                    let (lo_at, hi_at) = (4 * NR + g * NR, 12 * NR + g / 2 * NR);
+                    let mut mul = d;
+                    let mut off = d;
+                    for h in 0..2 {
+                        let lo = _mm256_cvtepu8_epi32(bytes(lo_at, h));
+                        let hi = _mm256_srl_epi32(_mm256_cvtepu8_epi32(bytes(hi_at, h)), shift);
+                        let three = _mm256_set1_epi32(3);
+                        let sc = _mm256_or_si256(
+                            _mm256_and_si256(lo, _mm256_set1_epi32(15)),
+                            _mm256_slli_epi32::<4>(_mm256_and_si256(hi, three)),
+                        );
+                        let m = _mm256_or_si256(
+                            _mm256_srli_epi32::<4>(lo),
+                            _mm256_slli_epi32::<4>(_mm256_and_si256(
+                                _mm256_srli_epi32::<2>(hi),
+                                three,
+                            )),
+                        );
+                        mul[h] = _mm256_mul_ps(d[h], _mm256_cvtepi32_ps(sc));
+                        let dm = _mm256_mul_ps(dmin[h], _mm256_cvtepi32_ps(m));
+                        off[h] = _mm256_xor_ps(dm, _mm256_set1_ps(-0.0));
+                    }
+                    (mul, off)
+                }
+                GgmlType::Q6_K => {
+                    let d = half(0);
+                    let mul = [0, 1].map(|h| {
+                        let sc = _mm256_cvtepi8_epi32(bytes(2 * NR + g * NR, h));
+                        _mm256_mul_ps(d[h], _mm256_cvtepi32_ps(sc))
+                    });
+                    (mul, mul.map(|s| _mm256_mul_ps(s, _mm256_set1_ps(-32.0))))
+                }
+                _ => {
+                    let d = half(0);
+                    (d, d.map(|s| _mm256_mul_ps(s, _mm256_set1_ps(-8.0))))
+                }
+            }
         }
     }
 
-    /// Code row `p` (of the rows at `rows`) as the reference's weights, columns 0..8 and 8..16.
+    /// Code row `p` of the panel block `blk` as the reference's weights, columns 0..8 and
+    /// 8..16.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub(super) unsafe fn weights(
         t: GgmlType,
-        rows: *const u8,
+        blk: *const u8,
         p: usize,
-        d: &[__m256; 2],
+        mul: &[__m256; 2],
         off: &[__m256; 2],
     ) -> (__m256, __m256) {
         unsafe {
+            let rows = blk.add(codes_at(t, NR));
             if t == GgmlType::Q8_0 {
                 let r = rows.add(p * NR);
                 let lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(r.cast()));
                 let hi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(r.add(8).cast()));
-                (
-                    _mm256_mul_ps(_mm256_cvtepi32_ps(lo), d[0]),
-                    _mm256_mul_ps(_mm256_cvtepi32_ps(hi), d[1]),
-                )
-            } else {
-                let w = _mm256_cvtepu8_epi32(_mm_loadl_epi64(rows.add(p * NR / 2).cast()));
-                let lo = _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(15)));
-                let hi = _mm256_cvtepi32_ps(_mm256_srli_epi32::<4>(w));
-                (
-                    _mm256_fmadd_ps(lo, d[0], off[0]),
-                    _mm256_fmadd_ps(hi, d[1], off[1]),
-                )
+                return (
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(lo), mul[0]),
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(hi), mul[1]),
+                );
             }
+            let w = _mm256_cvtepu8_epi32(_mm_loadl_epi64(rows.add(p * NR / 2).cast()));
+            let mut lo = _mm256_and_si256(w, _mm256_set1_epi32(15));
+            let mut hi = _mm256_srli_epi32::<4>(w);
+            if t == GgmlType::Q5_K {
+                // Column c's fifth bit is bit c of the row: shifted to bit 4 of lane c.
+                let bits = read_u16(blk.add(high_at(t, NR) + p * NR / 8)) as i32;
+                let v = _mm256_set1_epi32(bits << 4);
+                let sixteen = _mm256_set1_epi32(16);
+                let lo_b = _mm256_srlv_epi32(v, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                let hi_b = _mm256_srlv_epi32(v, _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15));
+                lo = _mm256_or_si256(lo, _mm256_and_si256(lo_b, sixteen));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(hi_b, sixteen));
+            } else if t == GgmlType::Q6_K {
+                // Column c's high two bits are bits 2c, 2c+1 of the row.
+                let v = _mm256_set1_epi32(read_u32(blk.add(high_at(t, NR) + p * NR / 4)) as i32);
+                let three = _mm256_set1_epi32(3);
+                let lo_b = _mm256_srlv_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+                let hi_b = _mm256_srlv_epi32(v, _mm256_setr_epi32(16, 18, 20, 22, 24, 26, 28, 30));
+                lo = _mm256_or_si256(lo, _mm256_slli_epi32::<4>(_mm256_and_si256(lo_b, three)));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi32::<4>(_mm256_and_si256(hi_b, three)));
+            }
+            (
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), mul[0], off[0]),
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), mul[1], off[1]),
+            )
         }
     }
 }
 
-/// AVX2 decode kernel over Q8_0 / Q4_0 / Q4_1 panels (`CODE`).
+/// AVX2 decode kernel over the interleaved panels of ggml type `CODE`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn avx2_row4<const CODE: u32>(
     kc: usize,
@@ -102,7 +191,8 @@ pub(super) unsafe fn avx2_row4<const CODE: u32>(
 ) {
     use avx2::NR;
     let t = ty(CODE);
-    let (pb, stride) = (NR * t.block_bytes(), bstride / 32 * t.block_bytes());
+    let (bl, gl) = (t.block_len(), group(t));
+    let (pb, stride) = (NR * t.block_bytes(), bstride / bl * t.block_bytes());
     unsafe {
         for pair in 0..2 {
             let cp = c.add(pair * 2 * NR);
@@ -113,16 +203,17 @@ pub(super) unsafe fn avx2_row4<const CODE: u32>(
                 }
             }
             let panels = [b.add(2 * pair * stride), b.add((2 * pair + 1) * stride)];
-            for kb in 0..kc / 32 {
+            for kb in 0..kc / bl {
                 let blk = panels.map(|p| p.add(kb * pb));
-                let s = blk.map(|b| avx2::scales(t, b));
-                let rows = blk.map(|b| b.add(codes_at(t, NR)));
-                for p in 0..32 {
-                    let av = _mm256_broadcast_ss(&*a.add(kb * 32 + p));
-                    for q in 0..2 {
-                        let (lo, hi) = avx2::weights(t, rows[q], p, &s[q].0, &s[q].1);
-                        acc[2 * q] = _mm256_fmadd_ps(av, lo, acc[2 * q]);
-                        acc[2 * q + 1] = _mm256_fmadd_ps(av, hi, acc[2 * q + 1]);
+                for g in 0..bl / gl {
+                    let s = blk.map(|b| avx2::scales(t, b, g));
+                    for p in g * gl..(g + 1) * gl {
+                        let av = _mm256_broadcast_ss(&*a.add(kb * bl + p));
+                        for q in 0..2 {
+                            let (lo, hi) = avx2::weights(t, blk[q], p, &s[q].0, &s[q].1);
+                            acc[2 * q] = _mm256_fmadd_ps(av, lo, acc[2 * q]);
+                            acc[2 * q + 1] = _mm256_fmadd_ps(av, hi, acc[2 * q + 1]);
+                        }
                     }
                 }
             }
@@ -147,16 +238,18 @@ pub(super) unsafe fn avx2_dequant(t: GgmlType, src: *const u8, kc: usize, out: *
     if !interleaved(t) {
         return false;
     }
+    let (bl, gl) = (t.block_len(), group(t));
     let pb = NR * t.block_bytes();
     unsafe {
-        for kb in 0..kc / 32 {
-            let blk = src.add(kb * pb);
-            let (d, off) = avx2::scales(t, blk);
-            let (rows, o) = (blk.add(codes_at(t, NR)), out.add(kb * 32 * NR));
-            for p in 0..32 {
-                let (lo, hi) = avx2::weights(t, rows, p, &d, &off);
-                _mm256_storeu_ps(o.add(p * NR), lo);
-                _mm256_storeu_ps(o.add(p * NR + 8), hi);
+        for kb in 0..kc / bl {
+            let (blk, o) = (src.add(kb * pb), out.add(kb * bl * NR));
+            for g in 0..bl / gl {
+                let (mul, off) = avx2::scales(t, blk, g);
+                for p in g * gl..(g + 1) * gl {
+                    let (lo, hi) = avx2::weights(t, blk, p, &mul, &off);
+                    _mm256_storeu_ps(o.add(p * NR), lo);
+                    _mm256_storeu_ps(o.add(p * NR + 8), hi);
+                }
             }
         }
     }
@@ -172,15 +265,58 @@ mod avx512 {
     /// As [`super::avx2::scales`], 16 lanes per half.
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
     #[inline]
-    pub(super) unsafe fn scales(t: GgmlType, blk: *const u8) -> ([__m512; 2], [__m512; 2]) {
+    pub(super) unsafe fn scales(
+        t: GgmlType,
+        blk: *const u8,
+        g: usize,
+    ) -> ([__m512; 2], [__m512; 2]) {
         unsafe {
-            let d = [0, 1].map(|h| _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(32 * h).cast())));
-            let off = match t {
-                GgmlType::Q4_1 => [0, 1]
-                    .map(|h| _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(2 * NR + 32 * h).cast()))),
-                _ => d.map(|s| _mm512_mul_ps(s, _mm512_set1_ps(-8.0))),
+            let half = |at: usize| {
+                [0, 1].map(|h| _mm512_cvtph_ps(_mm256_loadu_si256(blk.add(at + 32 * h).cast())))
             };
-            (d, off)
+            let bytes = |at: usize, h: usize| _mm_loadu_si128(blk.add(at + 16 * h).cast());
+            match t {
+                GgmlType::Q4_1 => (half(0), half(2 * NR)),
+                GgmlType::Q4_K | GgmlType::Q5_K => {
+                    let (d, dmin) = (half(0), half(2 * NR));
+                    let shift = _mm_cvtsi32_si128(4 * (g % 2) as i32);
+                    let (lo_at, hi_at) = (4 * NR + g * NR, 12 * NR + g / 2 * NR);
+                    let mut mul = d;
+                    let mut off = d;
+                    for h in 0..2 {
+                        let lo = _mm512_cvtepu8_epi32(bytes(lo_at, h));
+                        let hi = _mm512_srl_epi32(_mm512_cvtepu8_epi32(bytes(hi_at, h)), shift);
+                        let three = _mm512_set1_epi32(3);
+                        let sc = _mm512_or_si512(
+                            _mm512_and_si512(lo, _mm512_set1_epi32(15)),
+                            _mm512_slli_epi32::<4>(_mm512_and_si512(hi, three)),
+                        );
+                        let m = _mm512_or_si512(
+                            _mm512_srli_epi32::<4>(lo),
+                            _mm512_slli_epi32::<4>(_mm512_and_si512(
+                                _mm512_srli_epi32::<2>(hi),
+                                three,
+                            )),
+                        );
+                        mul[h] = _mm512_mul_ps(d[h], _mm512_cvtepi32_ps(sc));
+                        let dm = _mm512_mul_ps(dmin[h], _mm512_cvtepi32_ps(m));
+                        off[h] = _mm512_xor_ps(dm, _mm512_set1_ps(-0.0));
+                    }
+                    (mul, off)
+                }
+                GgmlType::Q6_K => {
+                    let d = half(0);
+                    let mul = [0, 1].map(|h| {
+                        let sc = _mm512_cvtepi8_epi32(bytes(2 * NR + g * NR, h));
+                        _mm512_mul_ps(d[h], _mm512_cvtepi32_ps(sc))
+                    });
+                    (mul, mul.map(|s| _mm512_mul_ps(s, _mm512_set1_ps(-32.0))))
+                }
+                _ => {
+                    let d = half(0);
+                    (d, d.map(|s| _mm512_mul_ps(s, _mm512_set1_ps(-8.0))))
+                }
+            }
         }
     }
 
@@ -189,34 +325,52 @@ mod avx512 {
     #[inline]
     pub(super) unsafe fn weights(
         t: GgmlType,
-        rows: *const u8,
+        blk: *const u8,
         p: usize,
-        d: &[__m512; 2],
+        mul: &[__m512; 2],
         off: &[__m512; 2],
     ) -> (__m512, __m512) {
         unsafe {
+            let rows = blk.add(codes_at(t, NR));
             if t == GgmlType::Q8_0 {
                 let r = rows.add(p * NR);
                 let lo = _mm512_cvtepi8_epi32(_mm_loadu_si128(r.cast()));
                 let hi = _mm512_cvtepi8_epi32(_mm_loadu_si128(r.add(16).cast()));
-                (
-                    _mm512_mul_ps(_mm512_cvtepi32_ps(lo), d[0]),
-                    _mm512_mul_ps(_mm512_cvtepi32_ps(hi), d[1]),
-                )
-            } else {
-                let w = _mm512_cvtepu8_epi32(_mm_loadu_si128(rows.add(p * NR / 2).cast()));
-                let lo = _mm512_cvtepi32_ps(_mm512_and_si512(w, _mm512_set1_epi32(15)));
-                let hi = _mm512_cvtepi32_ps(_mm512_srli_epi32::<4>(w));
-                (
-                    _mm512_fmadd_ps(lo, d[0], off[0]),
-                    _mm512_fmadd_ps(hi, d[1], off[1]),
-                )
+                return (
+                    _mm512_mul_ps(_mm512_cvtepi32_ps(lo), mul[0]),
+                    _mm512_mul_ps(_mm512_cvtepi32_ps(hi), mul[1]),
+                );
             }
+            let w = _mm512_cvtepu8_epi32(_mm_loadu_si128(rows.add(p * NR / 2).cast()));
+            let mut lo = _mm512_and_si512(w, _mm512_set1_epi32(15));
+            let mut hi = _mm512_srli_epi32::<4>(w);
+            if t == GgmlType::Q5_K {
+                // Bit c of the row is column c's fifth bit: the row is the lanes' mask.
+                let bits = read_u32(blk.add(high_at(t, NR) + p * NR / 8));
+                let sixteen = _mm512_set1_epi32(16);
+                lo = _mm512_mask_or_epi32(lo, bits as u16, lo, sixteen);
+                hi = _mm512_mask_or_epi32(hi, (bits >> 16) as u16, hi, sixteen);
+            } else if t == GgmlType::Q6_K {
+                let at = blk.add(high_at(t, NR) + p * NR / 4);
+                let shifts =
+                    _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+                let three = _mm512_set1_epi32(3);
+                let bits = |v: u32| {
+                    let b = _mm512_srlv_epi32(_mm512_set1_epi32(v as i32), shifts);
+                    _mm512_slli_epi32::<4>(_mm512_and_si512(b, three))
+                };
+                lo = _mm512_or_si512(lo, bits(read_u32(at)));
+                hi = _mm512_or_si512(hi, bits(read_u32(at.add(4))));
+            }
+            (
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), mul[0], off[0]),
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), mul[1], off[1]),
+            )
         }
     }
 }
 
-/// AVX-512 decode kernel over Q8_0 / Q4_0 / Q4_1 panels (`CODE`).
+/// AVX-512 decode kernel over the interleaved panels of ggml type `CODE`.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 pub(super) unsafe fn avx512_row4<const CODE: u32>(
     kc: usize,
@@ -229,7 +383,8 @@ pub(super) unsafe fn avx512_row4<const CODE: u32>(
 ) {
     use avx512::NR;
     let t = ty(CODE);
-    let (pb, stride) = (NR * t.block_bytes(), bstride / 32 * t.block_bytes());
+    let (bl, gl) = (t.block_len(), group(t));
+    let (pb, stride) = (NR * t.block_bytes(), bstride / bl * t.block_bytes());
     unsafe {
         for pair in 0..2 {
             let cp = c.add(pair * 2 * NR);
@@ -240,16 +395,17 @@ pub(super) unsafe fn avx512_row4<const CODE: u32>(
                 }
             }
             let panels = [b.add(2 * pair * stride), b.add((2 * pair + 1) * stride)];
-            for kb in 0..kc / 32 {
+            for kb in 0..kc / bl {
                 let blk = panels.map(|p| p.add(kb * pb));
-                let s = blk.map(|b| avx512::scales(t, b));
-                let rows = blk.map(|b| b.add(codes_at(t, NR)));
-                for p in 0..32 {
-                    let av = _mm512_set1_ps(*a.add(kb * 32 + p));
-                    for q in 0..2 {
-                        let (lo, hi) = avx512::weights(t, rows[q], p, &s[q].0, &s[q].1);
-                        acc[2 * q] = _mm512_fmadd_ps(av, lo, acc[2 * q]);
-                        acc[2 * q + 1] = _mm512_fmadd_ps(av, hi, acc[2 * q + 1]);
+                for g in 0..bl / gl {
+                    let s = blk.map(|b| avx512::scales(t, b, g));
+                    for p in g * gl..(g + 1) * gl {
+                        let av = _mm512_set1_ps(*a.add(kb * bl + p));
+                        for q in 0..2 {
+                            let (lo, hi) = avx512::weights(t, blk[q], p, &s[q].0, &s[q].1);
+                            acc[2 * q] = _mm512_fmadd_ps(av, lo, acc[2 * q]);
+                            acc[2 * q + 1] = _mm512_fmadd_ps(av, hi, acc[2 * q + 1]);
+                        }
                     }
                 }
             }
@@ -273,16 +429,18 @@ pub(super) unsafe fn avx512_dequant(t: GgmlType, src: *const u8, kc: usize, out:
     if !interleaved(t) {
         return false;
     }
+    let (bl, gl) = (t.block_len(), group(t));
     let pb = NR * t.block_bytes();
     unsafe {
-        for kb in 0..kc / 32 {
-            let blk = src.add(kb * pb);
-            let (d, off) = avx512::scales(t, blk);
-            let (rows, o) = (blk.add(codes_at(t, NR)), out.add(kb * 32 * NR));
-            for p in 0..32 {
-                let (lo, hi) = avx512::weights(t, rows, p, &d, &off);
-                _mm512_storeu_ps(o.add(p * NR), lo);
-                _mm512_storeu_ps(o.add(p * NR + 16), hi);
+        for kb in 0..kc / bl {
+            let (blk, o) = (src.add(kb * pb), out.add(kb * bl * NR));
+            for g in 0..bl / gl {
+                let (mul, off) = avx512::scales(t, blk, g);
+                for p in g * gl..(g + 1) * gl {
+                    let (lo, hi) = avx512::weights(t, blk, p, &mul, &off);
+                    _mm512_storeu_ps(o.add(p * NR), lo);
+                    _mm512_storeu_ps(o.add(p * NR + 16), hi);
+                }
             }
         }
     }
