@@ -1,5 +1,5 @@
 //! Decode's matrix-vector product over block-quantized weights against the f32 one, per tier:
-//! random `ROWS × K` blocks of Q8_0, Q4_0 and Q4_1 (finite f16 scales), packed by each SIMD
+//! random `ROWS × K` blocks of Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K (finite f16 scales), packed by each SIMD
 //! tier this CPU has (panels stay quantized; the tier's direct kernel dequantizes in
 //! registers), timed against that tier's f32 product over the reference-dequantized matrix,
 //! and checked to give the same bits.
@@ -25,8 +25,8 @@ fn main() {
     let n = args.first().copied().unwrap_or(4096);
     let k = args.get(1).copied().unwrap_or(4096);
     let reps = args.get(2).copied().unwrap_or(10);
-    if !k.is_multiple_of(32) || n == 0 {
-        eprintln!("K must be a multiple of 32 and ROWS at least 1");
+    if !k.is_multiple_of(256) || n == 0 {
+        eprintln!("K must be a multiple of 256 (the K-quants' block) and ROWS at least 1");
         std::process::exit(2);
     }
     let mut s = 0x2545_F491_4F6C_DD1Du64;
@@ -55,17 +55,28 @@ fn main() {
         weights / 1e6
     );
     let mut all_equal = true;
-    for t in [GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1] {
+    for t in [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ] {
         let mut q = vec![0u8; n * t.row_bytes(k).expect("whole blocks")];
         for blk in q.chunks_exact_mut(t.block_bytes()) {
             for b in blk.iter_mut() {
                 *b = next() as u8;
             }
-            // Every interleaved type starts with an f16 scale; Q4_1 then its f16 minimum.
-            let fields = if t == GgmlType::Q4_1 { 2 } else { 1 };
-            for f in 0..fields {
+            // The f16 fields (ggml-common.h): scales, and minimums of Q4_1 / Q4_K / Q5_K.
+            let at: &[usize] = match t {
+                GgmlType::Q4_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+                GgmlType::Q6_K => &[208],
+                _ => &[0],
+            };
+            for &f in at {
                 let v = half::f16::from_f32(0.002 + (next() % 1000) as f32 * 2e-5);
-                blk[2 * f..2 * f + 2].copy_from_slice(&v.to_bits().to_le_bytes());
+                blk[f..f + 2].copy_from_slice(&v.to_bits().to_le_bytes());
             }
         }
         let mut wf = vec![0.0f32; n * k];
