@@ -13,6 +13,19 @@ chat template. It is written three times, with `tokenizer.ggml.pre` "gpt-2", "ll
 gguf_tokenizer_mapping.py`) splits text with the same expression as llama.cpp
 (`llama-vocab.cpp`), so its ids are the reference. Each case is encoded without special tokens
 (`add_special_tokens=False`); the files set `add_bos_token` false.
+
+SentencePiece vocabularies (`tokenizer.ggml.model` "llama"): a BPE model trained here with the
+`sentencepiece` package (500 pieces, byte fallback, `<|im_start|>`/`<|im_end|>` as control and
+`<think>` as a user-defined symbol) and written with tokens, scores and token types exactly as
+llama.cpp's converter does (`_create_vocab_sentencepiece`: control 3, unknown 2, byte 6,
+user-defined 4, normal 1), no merges. Three files with that vocabulary: architecture "llama"
+(transformers' plain sentencepiece builder), "phi3" (its prefix-space variant) and "gemma"
+(its "gemma2": merges in file order; transformers reads no "gemma" GGUF). Their cases are encoded both without and with special tokens (the
+files leave `add_bos_token` unset: true, as llama.cpp assumes for sentencepiece). For the
+"llama" file golden.json also records `sentencepiece`'s own ids, the tokenizer llama.cpp
+reimplements, and how many cases agree with transformers.
+
+    pip install sentencepiece==0.2.3
 """
 
 import json
@@ -46,6 +59,7 @@ CASES = [
     "naïve café 東京 Москва 🙂",
     "tabs\tand\r\nwindows newlines\n\n\nthree",
     "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+    "unseen ☃ ß <think> x",
     "",
 ]
 
@@ -84,6 +98,44 @@ def write(path, tokens, merges, pre):
     w.close()
 
 
+def train_spm():
+    import io
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS), model_writer=model, model_type="bpe", vocab_size=500,
+        byte_fallback=True, character_coverage=1.0, control_symbols=["<|im_start|>", "<|im_end|>"],
+        user_defined_symbols=["<think>"], split_digits=True, allow_whitespace_only_pieces=True,
+        remove_extra_whitespaces=False, normalization_rule_name="identity", num_threads=1,
+        minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    tokens, scores, types = [], [], []
+    for i in range(sp.get_piece_size()):
+        tokens.append(sp.id_to_piece(i))
+        scores.append(sp.get_score(i))
+        types.append(3 if sp.is_control(i) else 2 if sp.is_unknown(i) else 6 if sp.is_byte(i)
+                     else 5 if sp.is_unused(i) else 4 if tokens[-1] == "<think>" else 1)
+    return sp, tokens, scores, types
+
+
+def write_spm(path, arch, tokens, scores, types):
+    w = gguf.GGUFWriter(path, arch=arch)
+    w.add_name(f"tokenizer-spm-{arch}")
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(tokens.index("<s>"))
+    w.add_eos_token_id(tokens.index("</s>"))
+    w.add_unk_token_id(tokens.index("<unk>"))
+    w.add_chat_template(TEMPLATE)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main():
     from transformers import AutoTokenizer
     import transformers
@@ -100,6 +152,20 @@ def main():
         golden["files"][name] = [
             {"text": c, "ids": t(c, add_special_tokens=False)["input_ids"]} for c in CASES
         ]
+    sp, stokens, scores, types = train_spm()
+    golden["spm"] = {}
+    for arch in ["llama", "phi3", "gemma2"]:
+        name = f"spm_{arch}.gguf"
+        write_spm(os.path.join(OUT, name), arch, stokens, scores, types)
+        t = AutoTokenizer.from_pretrained(OUT, gguf_file=name)
+        golden["spm"][name] = [
+            {"text": c, "ids": t(c, add_special_tokens=False)["input_ids"],
+             "ids_with_special": t(c)["input_ids"]} for c in CASES
+        ]
+    ref = [sp.encode(c) for c in CASES]
+    agree = sum(r == g["ids"] for r, g in zip(ref, golden["spm"]["spm_llama.gguf"]))
+    golden["sentencepiece"] = {"file": "spm_llama.gguf", "ids": ref,
+                               "agree_with_transformers": f"{agree}/{len(CASES)}"}
     with open(os.path.join(OUT, "golden.json"), "w") as f:
         json.dump(golden, f, indent=1, ensure_ascii=False)
         f.write("\n")

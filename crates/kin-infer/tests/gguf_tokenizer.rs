@@ -45,6 +45,40 @@ fn ids_match_transformers_for_every_pre_tokenizer() {
     }
 }
 
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// SentencePiece vocabularies (`tokenizer.ggml.model` "llama", scores and no merges) for the
+/// three conventions transformers applies (llama, phi3, gemma2): ids with and without BOS.
+#[test]
+fn sentencepiece_ids_match_transformers() {
+    let golden: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir().join("golden.json")).unwrap()).unwrap();
+    let files = golden["spm"].as_object().unwrap();
+    assert_eq!(files.len(), 3);
+    for (name, cases) in files {
+        let tok = GenTokenizer::load(&dir().join(name)).unwrap();
+        for case in cases.as_array().unwrap() {
+            let text = case["text"].as_str().unwrap();
+            let want = ids(&case["ids"]);
+            let got = tok.encode_with(text, false).unwrap();
+            assert_eq!(got, want, "{name}: {text:?}");
+            let with = ids(&case["ids_with_special"]);
+            assert_eq!(tok.encode(text).unwrap(), with, "{name}: {text:?} (BOS)");
+            // The decoder strips the prefix `▁` (and so one leading space of the text, as
+            // transformers' does); Gemma adds none. Added tokens (`<think>`) start new pieces.
+            if !text.contains('<') && !text.starts_with(' ') {
+                assert_eq!(tok.decode(&got).unwrap(), text, "{name}: decode");
+            }
+        }
+    }
+}
+
 #[test]
 fn chat_template_and_special_tokens_come_from_the_file() {
     let path = dir().join("bpe_qwen2.gguf");

@@ -8,7 +8,8 @@
 //! Control tokens (type 3) are special; control and user-defined tokens (type 4) are matched
 //! whole in the text before pre-tokenization, as llama.cpp's special-token parsing does.
 //! `tokenizer.ggml.add_bos_token` (default false for BPE) prepends the BOS id.
-//! SentencePiece vocabularies (`"llama"`) and other models are a typed Unsupported for now.
+//! SentencePiece vocabularies (`"llama"`): `gguf_spm.rs`. Other models (`t5`'s unigram,
+//! `rwkv`, ...) are a typed Unsupported.
 
 use crate::error::{InferError, Result};
 use crate::io::gguf::{GgufFile, MetaValue};
@@ -47,7 +48,7 @@ fn err(gguf: &GgufFile, reason: String) -> InferError {
 }
 
 /// A string array of the metadata.
-fn strings<'a>(gguf: &'a GgufFile, key: &str) -> Result<Option<Vec<&'a str>>> {
+pub(super) fn strings<'a>(gguf: &'a GgufFile, key: &str) -> Result<Option<Vec<&'a str>>> {
     match gguf.get(key) {
         None => Ok(None),
         Some(MetaValue::Array(items)) => items
@@ -83,7 +84,7 @@ pub fn token_id(gguf: &GgufFile, key: &str, vocab: usize) -> Result<Option<u32>>
 pub fn has_tokenizer(gguf: &GgufFile) -> bool {
     gguf.get("tokenizer.ggml.model")
         .and_then(MetaValue::as_str)
-        .is_some_and(|m| m == "gpt2")
+        .is_some_and(|m| m == "gpt2" || m == "llama")
 }
 
 /// The `tokenizer.json` document equivalent to the file's tokenizer.
@@ -103,9 +104,9 @@ pub fn tokenizer_json(gguf: &GgufFile) -> Result<Value> {
             ))
         }
     };
-    if model != "gpt2" {
+    if model != "gpt2" && model != "llama" {
         return Err(InferError::Unsupported(format!(
-            "{}: GGUF tokenizer model `{model}` is not supported yet (supported: gpt2, byte-level BPE)",
+            "{}: GGUF tokenizer model `{model}` is not supported yet (supported: gpt2, byte-level BPE; llama, SentencePiece BPE)",
             gguf.path().display()
         )));
     }
@@ -117,12 +118,6 @@ pub fn tokenizer_json(gguf: &GgufFile) -> Result<Value> {
             format!("{} tokens (expected 1..={MAX_VOCAB})", tokens.len()),
         ));
     }
-    let merges = strings(gguf, "tokenizer.ggml.merges")?.ok_or_else(|| {
-        err(
-            gguf,
-            "a BPE tokenizer without `tokenizer.ggml.merges`".into(),
-        )
-    })?;
     let types: Vec<i64> = match gguf.get("tokenizer.ggml.token_type") {
         None => vec![1; tokens.len()],
         Some(MetaValue::Array(a)) if a.len() == tokens.len() => {
@@ -145,6 +140,15 @@ pub fn tokenizer_json(gguf: &GgufFile) -> Result<Value> {
             ))
         }
     };
+    if model == "llama" {
+        return super::gguf_spm::tokenizer_json(gguf, &tokens, &types);
+    }
+    let merges = strings(gguf, "tokenizer.ggml.merges")?.ok_or_else(|| {
+        err(
+            gguf,
+            "a BPE tokenizer without `tokenizer.ggml.merges`".into(),
+        )
+    })?;
     let pre = gguf
         .get("tokenizer.ggml.pre")
         .and_then(MetaValue::as_str)
@@ -180,24 +184,11 @@ pub fn tokenizer_json(gguf: &GgufFile) -> Result<Value> {
         gguf.get("tokenizer.ggml.add_bos_token"),
         Some(MetaValue::Bool(true))
     );
-    let bos = token_id(gguf, "tokenizer.ggml.bos_token_id", tokens.len())?;
-    let post = match (add_bos, bos) {
-        (true, Some(b)) => {
-            let t = tokens[b as usize];
-            json!({
-                "type": "TemplateProcessing",
-                "single": [{"SpecialToken": {"id": t, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-                "pair": [{"SpecialToken": {"id": t, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
-                "special_tokens": {t: {"id": t, "ids": [b], "tokens": [t]}},
-            })
-        }
-        (true, None) => return Err(err(
-            gguf,
-            "`tokenizer.ggml.add_bos_token` is true but there is no `tokenizer.ggml.bos_token_id`"
-                .into(),
-        )),
-        _ => Value::Null,
-    };
+    let add_eos = matches!(
+        gguf.get("tokenizer.ggml.add_eos_token"),
+        Some(MetaValue::Bool(true))
+    );
+    let post = template(gguf, &tokens, add_bos, add_eos)?;
     Ok(json!({
         "version": "1.0",
         "truncation": null,
@@ -212,6 +203,39 @@ pub fn tokenizer_json(gguf: &GgufFile) -> Result<Value> {
             "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
             "ignore_merges": false, "vocab": vocab, "merges": merges,
         },
+    }))
+}
+
+/// The post-processor adding BOS before (and EOS after) each sequence, as transformers'
+/// `update_post_processor` writes it; null when neither is added.
+pub(super) fn template(gguf: &GgufFile, tokens: &[&str], bos: bool, eos: bool) -> Result<Value> {
+    if !bos && !eos {
+        return Ok(Value::Null);
+    }
+    let mut specials = serde_json::Map::new();
+    let mut piece = |key: &str, on: bool| -> Result<Vec<Value>> {
+        if !on {
+            return Ok(Vec::new());
+        }
+        let id = token_id(gguf, key, tokens.len())?.ok_or_else(|| {
+            err(
+                gguf,
+                format!("the file asks for this token to be added but has no `{key}`"),
+            )
+        })?;
+        let t = tokens[id as usize];
+        specials.insert(t.into(), json!({"id": t, "ids": [id], "tokens": [t]}));
+        Ok(vec![json!({"SpecialToken": {"id": t, "type_id": 0}})])
+    };
+    let (b, e) = (
+        piece("tokenizer.ggml.bos_token_id", bos)?,
+        piece("tokenizer.ggml.eos_token_id", eos)?,
+    );
+    let seq = |id: &str, ty: u32| json!({"Sequence": {"id": id, "type_id": ty}});
+    let single: Vec<Value> = [b.clone(), vec![seq("A", 0)], e.clone()].concat();
+    let pair: Vec<Value> = [b, vec![seq("A", 0)], e.clone(), vec![seq("B", 1)], e].concat();
+    Ok(json!({
+        "type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": specials,
     }))
 }
 

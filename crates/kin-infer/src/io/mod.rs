@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod gguf_export;
+mod gguf_spm;
 pub mod gguf_tokenizer;
 pub mod golden;
 pub mod hub;
