@@ -14,6 +14,8 @@ byte-identical reruns, golden format kin-infer-golden/1, tol 1e-4). Fixtures:
   (transformers' default `layer_types`), `query_pre_attn_scalar` 20 (not head_dim),
   `attn_logit_softcapping` 1.5 and `final_logit_softcapping` 0.5, both small enough to change
   the logits (checked here: the model without them differs by more than 1e-2).
+- `gemma2_hd`: gemma2_sw's shape with `query_pre_attn_scalar` = head_dim 16, what a Gemma 2
+  GGUF implies (python/gen_gguf_decoders.py converts it).
 
 Gemma's RMSNorm multiplies by `(1 + w)`: norm weights are drawn as `0.2 * randn` so the
 scale is near 1; the tied embedding table is `0.03 * randn` (and gemma_tied's projections
@@ -61,6 +63,21 @@ FIXTURES = {
             num_attention_heads=4, num_key_value_heads=2, head_dim=16,
             max_position_embeddings=48, rms_norm_eps=1e-6, rope_theta=10000.0,
             hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=20,
+            sliding_window=5, attn_logit_softcapping=1.5, final_logit_softcapping=0.5,
+        ),
+        prompt_lengths=[7, 19, 27],
+        embed_scale=0.03, proj_scale=1.0,
+    ),
+    # What a Gemma 2 GGUF can say: llama.cpp has no key for query_pre_attn_scalar (it takes
+    # head_dim, hidden/heads for the 46-layer 27B), so this twin of gemma2_sw uses head_dim.
+    "gemma2_hd": dict(
+        seed=3003,
+        family="gemma2",
+        config=dict(
+            vocab_size=96, hidden_size=48, intermediate_size=80, num_hidden_layers=3,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+            max_position_embeddings=48, rms_norm_eps=1e-6, rope_theta=10000.0,
+            hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=16,
             sliding_window=5, attn_logit_softcapping=1.5, final_logit_softcapping=0.5,
         ),
         prompt_lengths=[7, 19, 27],

@@ -21,6 +21,15 @@ transposed and the tied head written out as `output`, as GPT2Model converts it):
   `gguf.quants.dequantize` (F32). The engine must give the two bit-identical logits: the
   quantized kernels multiply exactly the dequantized values.
 
+Gemma (`gemma_tied`) and Gemma 2 (`gemma2_hd`) as GemmaModel / Gemma2Model convert them:
+every `*norm.weight` stored as `1 + w` (in f32), no lm_head (llama.cpp ties Gemma's head),
+head_dim as `attention.key_length`, Gemma 2's `attn_logit_softcapping`,
+`final_logit_softcapping` and `attention.sliding_window`, Gemma 2's four norms as
+`attn_norm`, `post_attention_norm`, `ffn_norm` (pre-feed-forward) and `post_ffw_norm`; no
+rope permutation (llama.cpp ropes Gemma in NeoX order) and no rope base (its default, 10000,
+the fixtures'). gemma_tied also gets a q8_0 file and twin (its quantized tied table is the
+head and, scaled, the embedding).
+
 Fixed inputs, no randomness: reruns are byte-identical.
 """
 
@@ -38,9 +47,11 @@ ROOT = os.path.dirname(HERE)
 FIXTURES = os.path.join(ROOT, "tests", "decoder_fixtures")
 OUT = os.path.join(ROOT, "tests", "fixtures", "gguf", "decoders")
 
-MODELS = ["llama_gqa", "llama_mqa", "qwen2_bias"]
+MODELS = ["llama_gqa", "llama_mqa", "qwen2_bias", "gemma_tied", "gemma2_hd"]
 # llama_mqa's 48-wide rows are not whole blocks: its quantized files would be F32 throughout.
-QUANTIZED = ["llama_gqa", "qwen2_bias"]
+QUANTIZED = ["llama_gqa", "qwen2_bias", "gemma_tied"]
+# gemma_tied: one format is enough (the kernels are tested per type elsewhere).
+ONLY_Q8 = ["gemma_tied"]
 QUANTS = {"q8_0": T.Q8_0, "q4_0": T.Q4_0, "q4_1": T.Q4_1}
 
 
@@ -56,6 +67,13 @@ def permute(w, n_head, n_head_kv):
             .swapaxes(1, 2)
             .reshape(w.shape))
 
+
+GEMMA2_LAYER = {
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "post_attention_norm",
+    "pre_feedforward_layernorm": "ffn_norm",
+    "post_feedforward_layernorm": "post_ffw_norm",
+}
 
 HF_LAYER = {
     "input_layernorm": "attn_norm",
@@ -74,9 +92,13 @@ def gguf_tensors(cfg, st):
     """(name, f32 array) in llama.cpp's names and order."""
     arch = cfg["model_type"]
     heads, kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    layer = dict(HF_LAYER)
+    if arch == "gemma2":
+        del layer["post_attention_layernorm"]
+        layer.update(GEMMA2_LAYER)
     out = [("token_embd.weight", st["model.embed_tokens.weight"])]
     for i in range(cfg["num_hidden_layers"]):
-        for hf, name in HF_LAYER.items():
+        for hf, name in layer.items():
             for kind in ["weight", "bias"]:
                 key = f"model.layers.{i}.{hf}.{kind}"
                 if key not in st:
@@ -88,9 +110,14 @@ def gguf_tensors(cfg, st):
                     t = permute(t, heads, kv)
                 out.append((f"blk.{i}.{name}.{kind}", t))
     out.append(("output_norm.weight", st["model.norm.weight"]))
-    if "lm_head.weight" in st and not cfg.get("tie_word_embeddings", False):
+    gemma = arch.startswith("gemma")
+    if "lm_head.weight" in st and not cfg.get("tie_word_embeddings", False) and not gemma:
         out.append(("output.weight", st["lm_head.weight"]))
-    return [(n, np.ascontiguousarray(t, dtype=np.float32)) for n, t in out]
+    out = [(n, np.ascontiguousarray(t, dtype=np.float32)) for n, t in out]
+    if gemma:
+        # GemmaModel.modify_tensors: `data_torch + 1` for every norm weight (f32 here).
+        out = [(n, t + np.float32(1.0) if n.endswith("norm.weight") else t) for n, t in out]
+    return out
 
 
 def tokenizer_metadata(w, vocab):
@@ -182,11 +209,20 @@ def write(path, cfg, tensors, qtype=None, twin=False):
     w.add_head_count(heads)
     w.add_head_count_kv(cfg.get("num_key_value_heads", heads))
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_rope_freq_base(theta)
-    w.add_rope_dimension_count(head_dim)
-    if head_dim != cfg["hidden_size"] // heads:
+    if arch.startswith("gemma"):
+        assert theta == 10000.0
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
+        if arch == "gemma2":
+            w.add_attn_logit_softcapping(cfg["attn_logit_softcapping"])
+            w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+            w.add_sliding_window(cfg["sliding_window"])
+    else:
+        w.add_rope_freq_base(theta)
+        w.add_rope_dimension_count(head_dim)
+        if head_dim != cfg["hidden_size"] // heads:
+            w.add_key_length(head_dim)
+            w.add_value_length(head_dim)
     w.add_file_type(FILE_TYPE[qtype])
     tokenizer_metadata(w, cfg["vocab_size"])
     for name, t in tensors:
@@ -217,6 +253,8 @@ def main():
         if model not in QUANTIZED:
             continue
         for qname, qtype in QUANTS.items():
+            if model in ONLY_Q8 and qname != "q8_0":
+                continue
             write(os.path.join(OUT, f"{model}.{qname}.gguf"), cfg, tensors, qtype)
             write(os.path.join(OUT, f"{model}.{qname}.twin.gguf"), cfg, tensors, qtype, twin=True)
     # GPT-2 (no inverse-layer-index attention scale: GGUF has no key for it).

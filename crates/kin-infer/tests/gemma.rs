@@ -2,7 +2,8 @@
 //! - gemma_tied: GeGLU, (1 + w) RMSNorm, sqrt(hidden)-scaled embeddings, head_dim 24 with
 //!   hidden 64 and 4 heads, GQA, tied head;
 //! - gemma2_sw: sandwich norms, query_pre_attn_scalar 20, attention-logit softcap 1.5 and
-//!   final-logit softcap 0.5, sliding window 5 on layers 0 and 2 (shorter than the prompts).
+//!   final-logit softcap 0.5, sliding window 5 on layers 0 and 2 (shorter than the prompts);
+//! - gemma2_hd: the same with query_pre_attn_scalar = head_dim, as a Gemma 2 GGUF implies.
 //!
 //! Full-prompt logits within `tol`, greedy tokens exactly, incremental decoding past the window
 //! equal to the full forward pass bit for bit, 1 vs 2 threads and every SIMD tier
@@ -21,7 +22,7 @@ use kin_infer::models::decoders::load_decoder;
 use kin_infer::InferError;
 use serde_json::Value;
 
-const FIXTURES: [&str; 2] = ["gemma_tied", "gemma2_sw"];
+const FIXTURES: [&str; 3] = ["gemma_tied", "gemma2_sw", "gemma2_hd"];
 
 #[test]
 fn logits_and_greedy_tokens_match_transformers() {

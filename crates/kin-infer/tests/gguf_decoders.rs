@@ -1,7 +1,8 @@
 //! Decoders from GGUF files (tests/fixtures/gguf/decoders, written by
 //! python/gen_gguf_decoders.py with the `gguf` package as llama.cpp's converter writes them):
-//! - an F32 GGUF of a fixture checkpoint (llama, qwen2, gpt2) gives the safetensors
-//!   checkpoint's logits bit for bit (the LLaMA q/k row permutation undone, GPT-2's Conv1D
+//! - an F32 GGUF of a fixture checkpoint (llama, qwen2, gemma, gemma2, gpt2) gives the safetensors
+//!   checkpoint's logits bit for bit (the LLaMA q/k row permutation undone, Gemma's `1 + w`
+//!   norms read as stored, GPT-2's Conv1D
 //!   weights read as converted; config from metadata), so it meets the same transformers
 //!   goldens;
 //! - a Q8_0 / Q4_0 / Q4_1 GGUF and its F32 twin (every quantized tensor replaced by
@@ -30,7 +31,14 @@ fn load(path: &std::path::Path, be: &dyn GpuCompute) -> Box<dyn Decoder> {
 #[test]
 fn f32_gguf_equals_the_safetensors_checkpoint_bit_for_bit() {
     let be = create_compute(None).unwrap();
-    for name in ["llama_gqa", "llama_mqa", "qwen2_bias", "gpt2_small"] {
+    for name in [
+        "llama_gqa",
+        "llama_mqa",
+        "qwen2_bias",
+        "gemma_tied",
+        "gemma2_hd",
+        "gpt2_small",
+    ] {
         let st = load(&fixture(name), be.as_ref());
         let gg = load(&gguf(&format!("{name}.f32.gguf")), be.as_ref());
         let (a, b) = (st.spec(), gg.spec());
@@ -81,8 +89,12 @@ fn f32_gguf_equals_the_safetensors_checkpoint_bit_for_bit() {
 #[test]
 fn quantized_gguf_equals_its_dequantized_f32_twin_on_every_tier() {
     let tiers: Vec<Tier> = Tier::available_exact();
-    for name in ["llama_gqa", "qwen2_bias"] {
-        for q in ["q8_0", "q4_0", "q4_1"] {
+    for (name, formats) in [
+        ("llama_gqa", &["q8_0", "q4_0", "q4_1"][..]),
+        ("qwen2_bias", &["q8_0", "q4_0", "q4_1"]),
+        ("gemma_tied", &["q8_0"]),
+    ] {
+        for &q in formats {
             let mut first: Option<Vec<u32>> = None;
             for &tier in &tiers {
                 let be = create_compute(Some(tier)).unwrap();

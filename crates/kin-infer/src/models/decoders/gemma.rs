@@ -293,7 +293,7 @@ pub struct Gemma {
     stack: Stack,
 }
 
-/// Loads a Gemma model from `config` (its parsed `config.json` is `v`) and `store`.
+/// Loads a Gemma model from `config` and `store` (the Hub's layout).
 pub fn load(
     config: &ConfigSource,
     store: &WeightStore,
@@ -304,13 +304,26 @@ pub fn load(
 
 impl Gemma {
     fn load(config: &ConfigSource, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
+        Self::load_with(config, store, None, false, be)
+    }
+
+    /// [`Gemma::load`] through another container's `layout` (default: the Hub's, per
+    /// version); `norms_plus_one`: the norm weights are stored as `1 + w` already, as
+    /// llama.cpp's converter writes them (its RMSNorm multiplies by the weight alone).
+    pub(crate) fn load_with(
+        config: &ConfigSource,
+        store: &WeightStore,
+        layout: Option<&'static Layout>,
+        norms_plus_one: bool,
+        be: &dyn GpuCompute,
+    ) -> Result<Self> {
         let f = config.fields()?;
         let cfg = GemmaConfig::parse(&f)?;
-        let layout = if cfg.v2 {
+        let layout = layout.unwrap_or(if cfg.v2 {
             &LAYOUT_2
         } else {
             &super::llama::LAYOUT
-        };
+        });
         let src = WeightSource::open(store, layout)?;
         let w = src.weights();
         let embd = format!("{}.weight", src.global("token_embd"));
@@ -319,10 +332,20 @@ impl Gemma {
             cfg.heads * cfg.head_dim,
             cfg.kv_heads * cfg.head_dim,
         );
-        // Unscaled: the tied head reads it as is; the stack scales the gathered rows.
-        let embed = be.upload(w.get(&embd, &[cfg.vocab, h])?.to_vec());
+        // Unscaled: the stack scales the gathered rows. A tied table is the head's own
+        // weight (its rows read back exactly, in the stored format: f32, or a GGUF's blocks).
+        let embed = if cfg.tied {
+            Embedding::Head
+        } else {
+            Embedding::Table(be.upload(w.get(&embd, &[cfg.vocab, h])?.to_vec()))
+        };
         let norm = |name: &str| -> Result<Norm> {
-            let weight = one_plus(&w.get(name, &[h])?);
+            let w = w.get(name, &[h])?;
+            let weight = if norms_plus_one {
+                w.to_vec()
+            } else {
+                one_plus(&w)
+            };
             Ok(Norm::Rms(RmsNorm::from_weight(be, weight, cfg.eps)))
         };
         let blocks = (0..cfg.layers)
@@ -415,7 +438,7 @@ impl Gemma {
             kv_heads: cfg.kv_heads,
             head_dim: cfg.head_dim,
             vocab: cfg.vocab,
-            embed: Embedding::Table(embed),
+            embed,
             embed_scale: Some((h as f64).sqrt() as f32),
             rope: Rope::Rotary(rotary),
             blocks,

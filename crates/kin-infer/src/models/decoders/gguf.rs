@@ -14,10 +14,11 @@
 //! Qwen2's converter leaves the rows as they are.
 //!
 //! Supported architectures: `llama` (LLaMA, and Mistral, which llama.cpp converts as llama),
-//! `qwen2` and `gpt2` (whose converter stores the `Conv1D` weights transposed to `[out, in]`
+//! `qwen2`, `gemma` and `gemma2` (norms stored as `1 + w`; Gemma 2's softcaps and window from
+//! `gemma2.*`, its attention scale by llama.cpp's rule, as GGUF has no key for it), and `gpt2` (whose converter stores the `Conv1D` weights transposed to `[out, in]`
 //! and writes the tied head out as `output`). Any other `general.architecture` is a typed [`InferError::Unsupported`].
 
-use super::{gpt2, llama, Decoder};
+use super::{gemma, gpt2, llama, Decoder};
 use crate::backend::GpuCompute;
 use crate::error::{InferError, Result};
 use crate::io::config_fields::ConfigSource;
@@ -44,15 +45,17 @@ pub(crate) static LAYOUT: Layout = Layout {
         ("attn_k", "attn_k"),
         ("attn_v", "attn_v"),
         ("attn_output", "attn_output"),
+        ("post_attention_norm", "post_attention_norm"),
         ("ffn_norm", "ffn_norm"),
         ("ffn_gate", "ffn_gate"),
         ("ffn_up", "ffn_up"),
         ("ffn_down", "ffn_down"),
+        ("post_ffw_norm", "post_ffw_norm"),
     ],
 };
 
 /// `general.architecture` values this build loads.
-pub const SUPPORTED: &[&str] = &["llama", "qwen2", "gpt2"];
+pub const SUPPORTED: &[&str] = &["llama", "qwen2", "gemma", "gemma2", "gpt2"];
 
 /// Loads the decoder a GGUF file holds.
 pub fn load(path: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>> {
@@ -66,6 +69,15 @@ pub fn load(path: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>> {
                 &config, &store, &LAYOUT, permuted, be,
             )?))
         }
+        // llama.cpp's Gemma converters store the norms as `1 + w`, and rope in transformers'
+        // (NeoX) layout: nothing to permute.
+        "gemma" | "gemma2" => Ok(Box::new(gemma::Gemma::load_with(
+            &config,
+            &store,
+            Some(&LAYOUT),
+            true,
+            be,
+        )?)),
         "gpt2" => Ok(Box::new(gpt2::Gpt2::load_with(
             &config,
             &store,
@@ -177,6 +189,30 @@ fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result<ConfigSour
     for (hub, own) in pairs {
         put(hub, format!("{arch}.{own}"), &mut obj)?;
     }
+    if arch == "gemma2" {
+        for (hub, own) in [
+            ("attn_logit_softcapping", "attn_logit_softcapping"),
+            ("final_logit_softcapping", "final_logit_softcapping"),
+            ("sliding_window", "attention.sliding_window"),
+        ] {
+            put(hub, format!("{arch}.{own}"), &mut obj)?;
+        }
+        // GGUF has no key for it: llama.cpp scales by head_dim^-0.5, except for the 27B
+        // model (46 layers), by (hidden / heads)^-0.5, which is its query_pre_attn_scalar.
+        let layers = obj.get("num_hidden_layers").and_then(Value::as_u64);
+        let scalar = match (layers, head_dim(&obj)) {
+            (Some(46), _) => obj
+                .get("hidden_size")
+                .and_then(Value::as_u64)
+                .zip(obj.get("num_attention_heads").and_then(Value::as_u64))
+                .filter(|(_, n)| *n > 0)
+                .map(|(h, n)| h / n),
+            (_, d) => d.map(|d| d as u64),
+        };
+        if let Some(q) = scalar {
+            obj.insert("query_pre_attn_scalar".into(), json!(q));
+        }
+    }
     for (hub, own) in [
         ("bos_token_id", "tokenizer.ggml.bos_token_id"),
         ("eos_token_id", "tokenizer.ggml.eos_token_id"),
@@ -223,6 +259,12 @@ fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result<ConfigSour
                 gguf.path().display()
             )));
         }
+    }
+    if obj.contains_key("query_pre_attn_scalar") {
+        keys.insert(
+            "query_pre_attn_scalar".into(),
+            "(none: llama.cpp's rule, head_dim, or hidden/heads with 46 layers)".into(),
+        );
     }
     // The vocabulary is the embedding table's rows (GGUF has no required key for it).
     if let Some([vocab, _]) = store.shape("token_embd.weight") {
