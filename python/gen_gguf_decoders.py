@@ -30,8 +30,19 @@ rope permutation (llama.cpp ropes Gemma in NeoX order) and no rope base (its def
 the fixtures'). gemma_tied also gets a q8_0 file and twin (its quantized tied table is the
 head and, scaled, the embedding).
 
+Phi-3 (`phi3_longrope`) as Phi3MiniModel converts it: the fused `qkv_proj` and
+`gate_up_proj` stored as they are (`attn_qkv`, `ffn_up`), `rope.scaling.original_context_length`,
+`attention.sliding_window`, `rope.scaling.attn_factor` and the longrope factors as the F32
+tensors `rope_factors_long.weight` / `rope_factors_short.weight`. Phi-2 (`phi_partial`) as
+Phi2Model converts it (separate q/k/v with biases, `rope.dimension_count` for the partial
+rotary, `attention.layernorm_epsilon`), except that `feed_forward_length` and
+`attention.head_count_kv` are the model's own (the converter writes `4 · hidden` and the head
+count, true of microsoft/phi-2 only; the loader reads the fc1 rows anyway).
+
 Fixed inputs, no randomness: reruns are byte-identical.
 """
+
+import math
 
 import json
 import os
@@ -47,11 +58,12 @@ ROOT = os.path.dirname(HERE)
 FIXTURES = os.path.join(ROOT, "tests", "decoder_fixtures")
 OUT = os.path.join(ROOT, "tests", "fixtures", "gguf", "decoders")
 
-MODELS = ["llama_gqa", "llama_mqa", "qwen2_bias", "gemma_tied", "gemma2_hd"]
+MODELS = ["llama_gqa", "llama_mqa", "qwen2_bias", "gemma_tied", "gemma2_hd", "phi3_longrope",
+          "phi_partial"]
 # llama_mqa's 48-wide rows are not whole blocks: its quantized files would be F32 throughout.
-QUANTIZED = ["llama_gqa", "qwen2_bias", "gemma_tied"]
-# gemma_tied: one format is enough (the kernels are tested per type elsewhere).
-ONLY_Q8 = ["gemma_tied"]
+QUANTIZED = ["llama_gqa", "qwen2_bias", "gemma_tied", "phi3_longrope"]
+# One format is enough for these (the kernels are tested per type elsewhere).
+ONLY_Q8 = ["gemma_tied", "phi3_longrope"]
 QUANTS = {"q8_0": T.Q8_0, "q4_0": T.Q4_0, "q4_1": T.Q4_1}
 
 
@@ -88,12 +100,37 @@ HF_LAYER = {
 }
 
 
+PHI3_LAYER = {
+    "input_layernorm": "attn_norm",
+    "self_attn.qkv_proj": "attn_qkv",
+    "self_attn.o_proj": "attn_output",
+    "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+
+PHI2_LAYER = {
+    "input_layernorm": "attn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.dense": "attn_output",
+    "mlp.fc1": "ffn_up",
+    "mlp.fc2": "ffn_down",
+}
+
+
+def arch_of(cfg):
+    return {"phi": "phi2"}.get(cfg["model_type"], cfg["model_type"])
+
+
 def gguf_tensors(cfg, st):
     """(name, f32 array) in llama.cpp's names and order."""
-    arch = cfg["model_type"]
+    arch = arch_of(cfg)
     heads, kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
-    layer = dict(HF_LAYER)
+    layer = {"phi3": PHI3_LAYER, "phi2": PHI2_LAYER}.get(arch, HF_LAYER)
     if arch == "gemma2":
+        layer = dict(layer)
         del layer["post_attention_layernorm"]
         layer.update(GEMMA2_LAYER)
     out = [("token_embd.weight", st["model.embed_tokens.weight"])]
@@ -109,10 +146,20 @@ def gguf_tensors(cfg, st):
                 if arch == "llama" and name == "attn_k":
                     t = permute(t, heads, kv)
                 out.append((f"blk.{i}.{name}.{kind}", t))
-    out.append(("output_norm.weight", st["model.norm.weight"]))
+    final = "model.final_layernorm" if arch == "phi2" else "model.norm"
+    for kind in ["weight", "bias"]:
+        if f"{final}.{kind}" in st:
+            out.append((f"output_norm.{kind}", st[f"{final}.{kind}"]))
     gemma = arch.startswith("gemma")
     if "lm_head.weight" in st and not cfg.get("tie_word_embeddings", False) and not gemma:
         out.append(("output.weight", st["lm_head.weight"]))
+        if "lm_head.bias" in st:
+            out.append(("output.bias", st["lm_head.bias"]))
+    rp = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    if arch == "phi3" and rp.get("rope_type") in ("longrope", "su"):
+        # Phi3MiniModel.generate_extra_tensors
+        out.append(("rope_factors_long.weight", np.array(rp["long_factor"], dtype=np.float32)))
+        out.append(("rope_factors_short.weight", np.array(rp["short_factor"], dtype=np.float32)))
     out = [(n, np.ascontiguousarray(t, dtype=np.float32)) for n, t in out]
     if gemma:
         # GemmaModel.modify_tensors: `data_torch + 1` for every norm weight (f32 here).
@@ -196,11 +243,12 @@ def write_gpt2(path, cfg, tensors):
 
 
 def write(path, cfg, tensors, qtype=None, twin=False):
-    arch = cfg["model_type"]
+    arch = arch_of(cfg)
     w = gguf.GGUFWriter(path, arch=arch)
     heads = cfg["num_attention_heads"]
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
-    theta = cfg.get("rope_theta") or cfg.get("rope_parameters", {}).get("rope_theta", 10000.0)
+    rp = cfg.get("rope_parameters") or {}
+    theta = cfg.get("rope_theta") or rp.get("rope_theta", 10000.0)
     w.add_name(os.path.basename(path))
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
@@ -208,8 +256,24 @@ def write(path, cfg, tensors, qtype=None, twin=False):
     w.add_feed_forward_length(cfg["intermediate_size"])
     w.add_head_count(heads)
     w.add_head_count_kv(cfg.get("num_key_value_heads", heads))
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    if arch.startswith("gemma"):
+    if arch == "phi2":
+        w.add_layer_norm_eps(cfg["layer_norm_eps"])
+    else:
+        w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    rot_pct = rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
+    if arch == "phi2":
+        w.add_rope_dimension_count(int(rot_pct * cfg["hidden_size"]) // heads)
+    elif arch == "phi3":
+        n_embd, max_pos = cfg["hidden_size"], cfg["max_position_embeddings"]
+        orig = cfg["original_max_position_embeddings"]
+        w.add_rope_scaling_orig_ctx_len(orig)
+        w.add_rope_dimension_count(int(rot_pct * n_embd) // heads)
+        w.add_rope_freq_base(theta)
+        w.add_sliding_window(cfg.get("sliding_window") or 0)
+        scale = max_pos / orig
+        w.add_rope_scaling_attn_factors(
+            math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1.0 else 1.0)
+    elif arch.startswith("gemma"):
         assert theta == 10000.0
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)

@@ -1,6 +1,6 @@
 //! Decoders from GGUF files (tests/fixtures/gguf/decoders, written by
 //! python/gen_gguf_decoders.py with the `gguf` package as llama.cpp's converter writes them):
-//! - an F32 GGUF of a fixture checkpoint (llama, qwen2, gemma, gemma2, gpt2) gives the safetensors
+//! - an F32 GGUF of a fixture checkpoint (llama, qwen2, gemma, gemma2, phi3 with longrope, phi2, gpt2) gives the safetensors
 //!   checkpoint's logits bit for bit (the LLaMA q/k row permutation undone, Gemma's `1 + w`
 //!   norms read as stored, GPT-2's Conv1D
 //!   weights read as converted; config from metadata), so it meets the same transformers
@@ -37,6 +37,8 @@ fn f32_gguf_equals_the_safetensors_checkpoint_bit_for_bit() {
         "qwen2_bias",
         "gemma_tied",
         "gemma2_hd",
+        "phi3_longrope",
+        "phi_partial",
         "gpt2_small",
     ] {
         let st = load(&fixture(name), be.as_ref());
@@ -77,12 +79,18 @@ fn f32_gguf_equals_the_safetensors_checkpoint_bit_for_bit() {
             assert_eq!(a.tied_embeddings, b.tied_embeddings, "{name}: tied head");
         }
         assert_eq!(a.attention, b.attention, "{name}: attention kind");
-        let ids = prompt(19, a.vocab_size);
-        assert_eq!(
-            bits(&full_logits(st.as_ref(), be.as_ref(), &ids)),
-            bits(&full_logits(gg.as_ref(), be.as_ref(), &ids)),
-            "{name}: F32 GGUF logits differ from the safetensors checkpoint's"
-        );
+        // 30 tokens: past phi3_longrope's original context (24), so its long factors too.
+        for len in [19, 30] {
+            if len > a.max_sequence_length {
+                continue;
+            }
+            let ids = prompt(len, a.vocab_size);
+            assert_eq!(
+                bits(&full_logits(st.as_ref(), be.as_ref(), &ids)),
+                bits(&full_logits(gg.as_ref(), be.as_ref(), &ids)),
+                "{name}: F32 GGUF logits differ from the safetensors checkpoint's ({len} tokens)"
+            );
+        }
     }
 }
 
@@ -93,6 +101,7 @@ fn quantized_gguf_equals_its_dequantized_f32_twin_on_every_tier() {
         ("llama_gqa", &["q8_0", "q4_0", "q4_1"][..]),
         ("qwen2_bias", &["q8_0", "q4_0", "q4_1"]),
         ("gemma_tied", &["q8_0"]),
+        ("phi3_longrope", &["q8_0"]),
     ] {
         for &q in formats {
             let mut first: Option<Vec<u32>> = None;

@@ -14,11 +14,12 @@
 //! Qwen2's converter leaves the rows as they are.
 //!
 //! Supported architectures: `llama` (LLaMA, and Mistral, which llama.cpp converts as llama),
-//! `qwen2`, `gemma` and `gemma2` (norms stored as `1 + w`; Gemma 2's softcaps and window from
+//! `qwen2`, `phi3` (fused qkv and gate-up as stored; longrope from its factor tensors) and
+//! `phi2` (transformers' `phi`), `gemma` and `gemma2` (norms stored as `1 + w`; Gemma 2's softcaps and window from
 //! `gemma2.*`, its attention scale by llama.cpp's rule, as GGUF has no key for it), and `gpt2` (whose converter stores the `Conv1D` weights transposed to `[out, in]`
 //! and writes the tied head out as `output`). Any other `general.architecture` is a typed [`InferError::Unsupported`].
 
-use super::{gemma, gpt2, llama, Decoder};
+use super::{gemma, gpt2, llama, phi, Decoder};
 use crate::backend::GpuCompute;
 use crate::error::{InferError, Result};
 use crate::io::config_fields::ConfigSource;
@@ -44,6 +45,7 @@ pub(crate) static LAYOUT: Layout = Layout {
         ("attn_q", "attn_q"),
         ("attn_k", "attn_k"),
         ("attn_v", "attn_v"),
+        ("attn_qkv", "attn_qkv"),
         ("attn_output", "attn_output"),
         ("post_attention_norm", "post_attention_norm"),
         ("ffn_norm", "ffn_norm"),
@@ -55,7 +57,7 @@ pub(crate) static LAYOUT: Layout = Layout {
 };
 
 /// `general.architecture` values this build loads.
-pub const SUPPORTED: &[&str] = &["llama", "qwen2", "gemma", "gemma2", "gpt2"];
+pub const SUPPORTED: &[&str] = &["llama", "qwen2", "gemma", "gemma2", "phi3", "phi2", "gpt2"];
 
 /// Loads the decoder a GGUF file holds.
 pub fn load(path: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>> {
@@ -76,6 +78,12 @@ pub fn load(path: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>> {
             &store,
             Some(&LAYOUT),
             true,
+            be,
+        )?)),
+        "phi3" | "phi2" => Ok(Box::new(phi::Phi::load_with(
+            &config,
+            &store,
+            Some(&LAYOUT),
             be,
         )?)),
         "gpt2" => Ok(Box::new(gpt2::Gpt2::load_with(
@@ -163,9 +171,35 @@ fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result<ConfigSour
         }
         Ok(())
     };
-    obj.insert("model_type".into(), json!(arch));
+    // transformers calls llama.cpp's phi2 `phi`.
+    let model_type = if arch == "phi2" { "phi" } else { arch };
+    obj.insert("model_type".into(), json!(model_type));
     // Each architecture's keys under the names its family's config.json uses.
     let pairs: &[(&str, &str)] = match arch {
+        "phi2" => &[
+            ("max_position_embeddings", "context_length"),
+            ("hidden_size", "embedding_length"),
+            ("num_hidden_layers", "block_count"),
+            ("num_attention_heads", "attention.head_count"),
+            ("num_key_value_heads", "attention.head_count_kv"),
+            ("layer_norm_eps", "attention.layernorm_epsilon"),
+            ("rope_theta", "rope.freq_base"),
+        ],
+        "phi3" => &[
+            ("max_position_embeddings", "context_length"),
+            (
+                "original_max_position_embeddings",
+                "rope.scaling.original_context_length",
+            ),
+            ("hidden_size", "embedding_length"),
+            ("num_hidden_layers", "block_count"),
+            ("intermediate_size", "feed_forward_length"),
+            ("num_attention_heads", "attention.head_count"),
+            ("num_key_value_heads", "attention.head_count_kv"),
+            ("rms_norm_eps", "attention.layer_norm_rms_epsilon"),
+            ("rope_theta", "rope.freq_base"),
+            ("sliding_window", "attention.sliding_window"),
+        ],
         "gpt2" => &[
             ("n_positions", "context_length"),
             ("n_embd", "embedding_length"),
@@ -247,13 +281,21 @@ fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result<ConfigSour
             gguf.path().display()
         )));
     }
-    // The rotary width must be the head's: partial rotary is not in these families.
+    // The rotary width must be the head's, except in the Phi families (partial rotary).
     let head_dim_key = format!("{arch}.rope.dimension_count");
     if let (Some(rot), Some(hd)) = (
         gguf.get(&head_dim_key).and_then(MetaValue::as_u64),
         head_dim(&obj),
     ) {
-        if rot != hd as u64 {
+        if arch.starts_with("phi") {
+            if rot != hd as u64 {
+                obj.insert(
+                    "partial_rotary_factor".into(),
+                    json!(rot as f64 / hd as f64),
+                );
+                keys.insert("partial_rotary_factor".into(), head_dim_key.clone());
+            }
+        } else if rot != hd as u64 {
             return Err(InferError::Unsupported(format!(
                 "{}: `{head_dim_key}` {rot} differs from the head dimension {hd} (partial rotary) in a {arch} model",
                 gguf.path().display()
@@ -265,6 +307,9 @@ fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result<ConfigSour
             "query_pre_attn_scalar".into(),
             "(none: llama.cpp's rule, head_dim, or hidden/heads with 46 layers)".into(),
         );
+    }
+    if arch.starts_with("phi") {
+        phi_extras(gguf, store, arch, &mut obj, &mut keys)?;
     }
     // The vocabulary is the embedding table's rows (GGUF has no required key for it).
     if let Some([vocab, _]) = store.shape("token_embd.weight") {
@@ -280,6 +325,72 @@ fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result<ConfigSour
         gguf.path().to_path_buf(),
         keys,
     ))
+}
+
+/// The Phi families' config from tensors: phi2's intermediate size (its converter writes
+/// `4 · hidden` whatever the model has; the fc1 rows are the truth), Phi-3's sliding window
+/// (0: none) and longrope factors (`rope_factors_long/short.weight`, with
+/// `phi3.rope.scaling.attn_factor` when it is not the default transformers derives).
+fn phi_extras(
+    gguf: &GgufFile,
+    store: &WeightStore,
+    arch: &str,
+    obj: &mut Map<String, Value>,
+    keys: &mut BTreeMap<String, String>,
+) -> Result<()> {
+    if arch == "phi2" {
+        if let Some([rows, _]) = store.shape("blk.0.ffn_up.weight") {
+            obj.insert("intermediate_size".into(), json!(rows));
+            keys.insert("intermediate_size".into(), "blk.0.ffn_up.weight".into());
+        }
+        return Ok(());
+    }
+    if obj.get("sliding_window").and_then(Value::as_u64) == Some(0) {
+        obj.insert("sliding_window".into(), Value::Null);
+    }
+    let (long, short) = ("rope_factors_long.weight", "rope_factors_short.weight");
+    if !store.contains(long) && !store.contains(short) {
+        return Ok(());
+    }
+    let factors = |name: &str| -> Result<Value> {
+        let n =
+            match store.shape(name) {
+                Some([n]) => *n,
+                _ => return Err(gguf_err(
+                    gguf,
+                    format!(
+                        "`{name}` is missing or not a vector (longrope needs both factor tensors)"
+                    ),
+                )),
+            };
+        let t = store.read(name, &[n])?;
+        Ok(json!(t
+            .as_slice()
+            .iter()
+            .map(|x| *x as f64)
+            .collect::<Vec<_>>()))
+    };
+    let mut scaling = json!({"rope_type": "longrope", "long_factor": factors(long)?, "short_factor": factors(short)?});
+    keys.insert("rope_scaling".into(), format!("{long}, {short}"));
+    // transformers' default attention factor; the file's (an f32) replaces it only when it
+    // differs beyond its own rounding.
+    let af_key = format!("{arch}.rope.scaling.attn_factor");
+    if let Some(af) = gguf.get(&af_key).and_then(MetaValue::as_f64) {
+        let num = |k: &str| obj.get(k).and_then(Value::as_f64);
+        let default = match (
+            num("max_position_embeddings"),
+            num("original_max_position_embeddings"),
+        ) {
+            (Some(m), Some(o)) if o > 1.0 && m > o => (1.0 + (m / o).ln() / o.ln()).sqrt(),
+            _ => 1.0,
+        };
+        if (af - default).abs() > 1e-6 * default {
+            scaling["attention_factor"] = json!(af);
+            keys.insert("rope_scaling.attention_factor".into(), af_key);
+        }
+    }
+    obj.insert("rope_scaling".into(), scaling);
+    Ok(())
 }
 
 /// The head dimension the config implies (explicit, else hidden / heads), if it can tell.

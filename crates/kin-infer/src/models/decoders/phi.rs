@@ -389,10 +389,22 @@ impl Phi {
         store: &WeightStore,
         be: &dyn GpuCompute,
     ) -> Result<Self> {
+        Self::load_with(config, store, None, be)
+    }
+
+    /// [`Phi::load`] through another container's `layout` (default: the Hub's, per family;
+    /// GGUF's names are the logical names, fused Phi-3 tensors included).
+    pub(crate) fn load_with(
+        config: &ConfigSource,
+        store: &WeightStore,
+        layout: Option<&'static Layout>,
+        be: &dyn GpuCompute,
+    ) -> Result<Self> {
         let f = config.fields()?;
         let cfg = PhiConfig::parse(&f)?;
         let phi = cfg.family == Family::Phi;
-        let src = WeightSource::open(store, if phi { &LAYOUT } else { &LAYOUT_3 })?;
+        let layout = layout.unwrap_or(if phi { &LAYOUT } else { &LAYOUT_3 });
+        let src = WeightSource::open(store, layout)?;
         let w = src.weights();
         let embd = format!("{}.weight", src.global("token_embd"));
         let h = cfg.hidden;
