@@ -353,16 +353,17 @@ fn phi_extras(
         return Ok(());
     }
     let factors = |name: &str| -> Result<Value> {
-        let n =
-            match store.shape(name) {
-                Some([n]) => *n,
-                _ => return Err(gguf_err(
+        let n = match store.shape(name) {
+            Some([n]) => *n,
+            _ => {
+                return Err(gguf_err(
                     gguf,
                     format!(
                         "`{name}` is missing or not a vector (longrope needs both factor tensors)"
                     ),
-                )),
-            };
+                ))
+            }
+        };
         let t = store.read(name, &[n])?;
         Ok(json!(t
             .as_slice()
