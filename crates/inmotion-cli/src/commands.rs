@@ -85,6 +85,10 @@ fn describe_fields(m: &Model) -> Vec<(&'static str, Value)> {
         ("model", json!(meta.family.name())),
         ("artifact", json!(m.dir.display().to_string())),
         ("tensors", json!(m.n_tensors)),
+        // Weight matrices a quantized artifact keeps as integer codes (dequantized inside
+        // the GEMM), and the bytes their panels hold.
+        ("matrices_as_codes", json!(m.codes_in_memory.0)),
+        ("codes_bytes", json!(m.codes_in_memory.1)),
     ];
     match &meta.hparams {
         Hparams::Transformer(h) => {

@@ -26,6 +26,8 @@ pub struct Model {
     pub dir: PathBuf,
     /// Number of tensors in model.safetensors.
     pub n_tensors: usize,
+    /// Weight matrices kept as integer codes in memory, and the bytes their panels hold.
+    pub codes_in_memory: (usize, usize),
     be: Box<dyn Backend>,
     net: Net,
     logits: Tensor,
@@ -60,6 +62,13 @@ impl Model {
 
     /// Loads `dir` onto `be`.
     pub fn load_on(dir: &Path, be: Box<dyn Backend>) -> Result<Model> {
+        Model::load_on_with(dir, be, true)
+    }
+
+    /// [`Model::load_on`]; `keep_codes`: a quantized artifact's weight matrices stay 2-8-bit
+    /// codes in memory (the default), else they are dequantized to f32 at load. The outputs
+    /// are the same bits either way.
+    pub fn load_on_with(dir: &Path, be: Box<dyn Backend>, keep_codes: bool) -> Result<Model> {
         if !dir.is_dir() {
             return Err(Error::Input(format!(
                 "artifact `{}` is not a directory",
@@ -104,7 +113,10 @@ impl Model {
             }
         }
         let q = &meta.quantization;
-        let store = Store::parse(&wpath, &map, q.int, &q.tensors)?;
+        let mut store = Store::parse(&wpath, &map, q.int, &q.tensors)?;
+        if !keep_codes {
+            store = store.dequantize_at_load();
+        }
         let net = match &meta.hparams {
             Hparams::Transformer(h) => {
                 Net::Transformer(Box::new(Transformer::load(&*be, &store, &meta, h)?))
@@ -115,6 +127,7 @@ impl Model {
         let k = meta.num_classes;
         Ok(Model {
             n_tensors: store.len(),
+            codes_in_memory: store.kept(),
             dir: dir.to_path_buf(),
             meta,
             logits: be.zeros(k),

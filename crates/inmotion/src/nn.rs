@@ -23,12 +23,28 @@ pub fn load_host(st: &Store, prefix: &str, wshape: &[usize]) -> Result<(Vec<f32>
 
 /// `{prefix}.weight` / `{prefix}.bias` onto the backend (the weight packed from the map).
 pub fn load_linear(be: &dyn Backend, st: &Store, prefix: &str, wshape: &[usize]) -> Result<Linear> {
-    let inp = wshape[1..].iter().product();
-    let w = st.with(&format!("{prefix}.weight"), wshape, |w| {
-        be.prepare_matrix(&[w], inp)
-    })?;
+    let w = load_matrix(be, st, &format!("{prefix}.weight"), wshape)?;
     let b = st.get(&format!("{prefix}.bias"), &[wshape[0]])?;
     Ok(Linear::from_parts(be, w, Some(b)))
+}
+
+/// A weight matrix of `wshape` onto the backend, as stored: a quantized artifact's codes stay
+/// codes (integer affine blocks, dequantized inside the GEMM to the values [`Store::get`]
+/// gives, so the products have the same bits); float weights are packed from the map.
+pub fn load_matrix(
+    be: &dyn Backend,
+    st: &Store,
+    name: &str,
+    wshape: &[usize],
+) -> Result<kin_infer_core::backend::DeviceMatrix> {
+    let inp = wshape[1..].iter().product();
+    if let Some((format, bytes)) = st.blocks(name, wshape)? {
+        if let Ok(m) = be.prepare_matrix_blocks(&[&bytes], inp, format) {
+            st.note_kept(m.stored_bytes());
+            return Ok(m);
+        }
+    }
+    st.with(name, wshape, |w| be.prepare_matrix(&[w], inp))
 }
 
 /// LayerNorm `{prefix}.weight` / `{prefix}.bias` of width `d`.

@@ -15,7 +15,7 @@
 
 use crate::error::{Error, Result};
 use crate::meta::{Family, Meta, TransformerHparams};
-use crate::nn::{linear, load_host, load_linear, load_norm, BatchNorm};
+use crate::nn::{linear, load_host, load_linear, load_matrix, load_norm, BatchNorm};
 use crate::weights::Store;
 use kin_infer_core::backend::{Act, Backend, SeqSpan, Tensor};
 use kin_infer_core::nn::{LayerNorm, Linear};
@@ -169,10 +169,12 @@ impl Transformer {
         let layers = (0..h.num_layers)
             .map(|i| {
                 let p = format!("encoder.transformer.layers.{i}");
-                let qkv_w =
-                    st.with(&format!("{p}.self_attn.in_proj_weight"), &[3 * d, d], |w| {
-                        be.prepare_matrix(&[w], d)
-                    })?;
+                let qkv_w = load_matrix(
+                    be,
+                    st,
+                    &format!("{p}.self_attn.in_proj_weight"),
+                    &[3 * d, d],
+                )?;
                 let qkv_b = st.get(&format!("{p}.self_attn.in_proj_bias"), &[3 * d])?;
                 Ok(Layer {
                     norm1: load_norm(be, st, &format!("{p}.norm1"), d, eps)?,

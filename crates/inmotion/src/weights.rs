@@ -2,12 +2,18 @@
 //!
 //! F32 / F16 / BF16 tensors are widened to f32; a quantized tensor `W` (listed in
 //! `quantization.tensors`) is read from `W.__q` (U8 codes), `W.__scale` and `W.__zero` (F32)
-//! and dequantized once, here, as `scale * (u - zero)` in f32. Every tensor the model asks for
+//! and dequantized once, here, as `scale * (u - zero)` in f32 ([`Store::get`]), or, for the
+//! weight matrices the models multiply as they are, kept as codes: [`Store::blocks`] rewrites
+//! them as integer affine blocks (`kin_infer_core::kernels::affine`) that the GEMM
+//! dequantizes with the same formula, so the products keep their bits and the weights stay
+//! 2-8 bits in memory. Every tensor the model asks for
 //! is marked consumed; [`Store::finish`] rejects whatever was not (except the I64
 //! `num_batches_tracked` bookkeeping of BatchNorm).
 
 use crate::error::{Error, Result};
-use crate::meta::IntLayout;
+use crate::meta::{Granularity, IntLayout};
+use kin_infer_core::kernels::affine::AffineBlocks;
+use kin_infer_core::kernels::WeightFormat;
 use safetensors::{Dtype, SafeTensors};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
@@ -75,6 +81,11 @@ pub struct Store<'a> {
     quant: Option<IntLayout>,
     quantized: HashSet<String>,
     consumed: RefCell<HashSet<String>>,
+    /// Whether [`Store::blocks`] keeps quantized weights as codes (else they are dequantized
+    /// at load, the reference path the codes are tested against).
+    keep_codes: bool,
+    /// Matrices kept as codes, and their resident bytes (panels).
+    kept: std::cell::Cell<(usize, usize)>,
 }
 
 fn is_bookkeeping(name: &str) -> bool {
@@ -127,7 +138,16 @@ impl<'a> Store<'a> {
             quant,
             quantized: quantized.iter().cloned().collect(),
             consumed: RefCell::new(HashSet::new()),
+            keep_codes: true,
+            kept: std::cell::Cell::new((0, 0)),
         })
+    }
+
+    /// Dequantizes every quantized weight at load instead of keeping codes (same outputs,
+    /// bit for bit: tests compare the two; more memory).
+    pub fn dequantize_at_load(mut self) -> Self {
+        self.keep_codes = false;
+        self
     }
 
     pub fn len(&self) -> usize {
@@ -227,6 +247,68 @@ impl<'a> Store<'a> {
         let scale = self.float(&format!("{name}.__scale"), &[rows, ng])?;
         let zero = self.float(&format!("{name}.__zero"), &[rows, ng])?;
         Ok(dequantize(q.data, &scale, &zero, rows, cols, &layout))
+    }
+
+    /// A quantized weight of `shape` (`[out, in...]`) as integer affine blocks, one row of
+    /// blocks per output, with their format, or `None` when the tensor is not quantized or
+    /// its groups do not cut the rows into blocks (the caller then reads it with
+    /// [`Store::get`]). The codes, scales and zeros are validated as [`Store::get`] does.
+    pub fn blocks(&self, name: &str, shape: &[usize]) -> Result<Option<(WeightFormat, Vec<u8>)>> {
+        if !self.keep_codes || !self.quantized.contains(name) || shape.len() < 2 {
+            return Ok(None);
+        }
+        let layout = self
+            .quant
+            .expect("quantized tensors imply an integer layout");
+        let rows = shape[0];
+        let cols: usize = shape[1..].iter().product();
+        let group = match layout.granularity {
+            Granularity::PerGroup => layout.group_size,
+            _ => cols,
+        };
+        let Some(fmt) = AffineBlocks::for_rows(layout.bits, cols, group) else {
+            return Ok(None);
+        };
+        let qn = format!("{name}.__q");
+        let q = self.raw(&qn)?;
+        let bpr = layout.bytes_per_row(cols);
+        if q.dtype != Dtype::U8 || q.shape != [rows, bpr] {
+            return Err(Error::tensor(
+                &self.path,
+                &qn,
+                format!(
+                    "{:?} {:?}, but {}-bit codes of a [{rows}, {cols}] weight need U8 [{rows}, {bpr}]",
+                    q.dtype, q.shape, layout.bits
+                ),
+            ));
+        }
+        let ng = layout.n_groups(cols);
+        let scale = self.float(&format!("{name}.__scale"), &[rows, ng])?;
+        let zero = self.float(&format!("{name}.__zero"), &[rows, ng])?;
+        let mut out = Vec::with_capacity(rows * cols / fmt.block_len() * fmt.block_bytes());
+        for r in 0..rows {
+            let row = &q.data[r * bpr..(r + 1) * bpr];
+            fmt.encode_row(
+                cols,
+                group,
+                |c| read_code(row, layout.bits, c),
+                |g| scale[r * ng + g],
+                |g| zero[r * ng + g],
+                &mut out,
+            );
+        }
+        Ok(Some((WeightFormat::Affine(fmt), out)))
+    }
+
+    /// Records a matrix the backend kept as codes (`bytes` resident).
+    pub fn note_kept(&self, bytes: usize) {
+        let (n, b) = self.kept.get();
+        self.kept.set((n + 1, b + bytes));
+    }
+
+    /// Matrices kept as codes so far, and their resident bytes.
+    pub fn kept(&self) -> (usize, usize) {
+        self.kept.get()
     }
 
     /// Marks a tensor that must be present with `shape` but is not used.

@@ -93,6 +93,53 @@ fn every_tier_gives_the_generic_bits() {
     }
 }
 
+/// Quantized artifacts keep their weight matrices as codes in memory (integer affine blocks
+/// the GEMM dequantizes), and their outputs are, on every exact tier, the bits of the same
+/// artifact dequantized to f32 at load (the reference path). The trained transformer int8 and
+/// q4 models keep codes; sigreg's quantized convolutions are folded with their BatchNorms at
+/// load (new values, so f32), and its latent projection's rows are not whole groups of 32.
+#[test]
+fn quantized_artifacts_keep_codes_with_the_dequantized_bits() {
+    let mut kept_any = 0;
+    for a in fixture_artifacts() {
+        let generic = Model::load_with(&a, Tier::Generic).unwrap();
+        if generic.meta.quantization.int.is_none() {
+            assert_eq!(generic.codes_in_memory, (0, 0), "{}", a.display());
+            continue;
+        }
+        let name = a.file_name().unwrap().to_string_lossy().to_string();
+        let trained = !a.parent().unwrap().ends_with("conformance");
+        if trained && !name.starts_with("sigreg") {
+            assert!(
+                generic.codes_in_memory.0 > 0,
+                "{name}: no matrix kept as codes"
+            );
+        }
+        kept_any += generic.codes_in_memory.0;
+        let g = Golden::load(&a, &generic.meta).unwrap();
+        for t in Tier::available_exact() {
+            let be = |t| Box::new(kin_infer_core::backend::CpuCompute::with_tier(t).unwrap());
+            let mut codes = Model::load_on_with(&a, be(t), true).unwrap();
+            let mut floats = Model::load_on_with(&a, be(t), false).unwrap();
+            assert_eq!(floats.codes_in_memory, (0, 0));
+            for c in &g.cases {
+                let x: Vec<u32> = codes
+                    .forward(&c.input)
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
+                let y: Vec<u32> = floats
+                    .forward(&c.input)
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
+                assert_eq!(x, y, "{name} on {t:?}: codes vs dequantized at load");
+            }
+        }
+    }
+    assert!(kept_any > 0);
+}
+
 /// A small artifact of `family` (random weights), optionally quantized.
 fn small_meta(
     family: Family,

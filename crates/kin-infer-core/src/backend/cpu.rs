@@ -11,7 +11,6 @@ use super::{
 };
 use crate::error::Result;
 use crate::io::safetensors::TensorData;
-use crate::kernels::ggml::GgmlType;
 use crate::kernels::{self, math, Kernels, Tier, WeightFormat};
 use crate::nn::pooling::{Pooling, PoolingMode};
 use crate::nn::rope::RotaryChunk;
@@ -211,8 +210,13 @@ impl GpuCompute for CpuCompute {
         }
     }
 
-    fn prepare_matrix_quant(&self, parts: &[&[u8]], k: usize, t: GgmlType) -> Result<DeviceMatrix> {
-        let packed = self.k.pack_rows_quant(parts, k, t)?;
+    fn prepare_matrix_blocks(
+        &self,
+        parts: &[&[u8]],
+        k: usize,
+        format: WeightFormat,
+    ) -> Result<DeviceMatrix> {
+        let packed = self.k.pack_rows_blocks(parts, k, format)?;
         Ok(DeviceMatrix {
             n: packed.n(),
             k,

@@ -329,7 +329,17 @@ pub trait GpuCompute: Send + Sync {
         -> DeviceMatrix;
     /// [`GpuCompute::prepare_matrix`] over rows of a ggml block type (each row whole
     /// blocks), kept quantized where the backend can; an error when `k` is not whole blocks.
-    fn prepare_matrix_quant(&self, parts: &[&[u8]], k: usize, t: GgmlType) -> Result<DeviceMatrix>;
+    fn prepare_matrix_quant(&self, parts: &[&[u8]], k: usize, t: GgmlType) -> Result<DeviceMatrix> {
+        self.prepare_matrix_blocks(parts, k, WeightFormat::from_ggml(t))
+    }
+    /// [`GpuCompute::prepare_matrix_quant`] for any block format (ggml's, or integer affine
+    /// blocks: `kernels::affine`).
+    fn prepare_matrix_blocks(
+        &self,
+        parts: &[&[u8]],
+        k: usize,
+        format: WeightFormat,
+    ) -> Result<DeviceMatrix>;
     /// Prepares weights as loaded ([`MatrixData`]), each in its storage: consecutive parts of
     /// one format are packed together, and a change of format starts a new column group (a
     /// llama.cpp file may store a layer's q and k as Q4_K beside a Q6_K v). Every output
@@ -353,9 +363,9 @@ pub trait GpuCompute: Send + Sync {
                 }
                 // A block matrix the backend cannot keep (rows not whole blocks: the readers
                 // refuse those first) runs on its dequantized values: the same bits.
-                WeightFormat::Quant(t) => {
+                WeightFormat::Quant(_) | WeightFormat::Affine(_) => {
                     let rows: Vec<&[u8]> = run.iter().filter_map(|p| p.quant_rows()).collect();
-                    self.prepare_matrix_quant(&rows, k, t)
+                    self.prepare_matrix_blocks(&rows, k, f)
                         .unwrap_or_else(|_| wide())
                 }
                 WeightFormat::F32 => wide(),

@@ -22,11 +22,18 @@
 //! computed and discarded, as for f32 panels.
 
 use super::blocks_k;
+use super::format::WeightFormat;
 use super::gemm::{f16_to_f32, AlignedBuf};
 use super::ggml::GgmlType;
 
-/// Largest ggml block (Q6_K's 210 bytes) rounded up: a stack buffer holds any one block.
-const MAX_BLOCK: usize = 256;
+/// Largest block (an affine block of 256 8-bit codes: 264 bytes; ggml's largest, Q6_K, is
+/// 210) rounded up: a stack buffer holds any one block.
+const MAX_BLOCK: usize = 272;
+
+/// The interleaved ggml type of `f`, if its panels use that layout.
+fn interleaved_type(f: WeightFormat) -> Option<GgmlType> {
+    f.quant().filter(|t| interleaved(*t))
+}
 
 /// Whether the panels of `t` use the interleaved layout (see the module doc).
 pub(crate) const fn interleaved(t: GgmlType) -> bool {
@@ -47,13 +54,13 @@ pub(crate) const fn codes_at(t: GgmlType, nr: usize) -> usize {
     }
 }
 
-/// Packs a `k × n` matrix of `t` given by its columns (`col(j)`: the ggml blocks of k
+/// Packs a `k × n` matrix of block format `t` given by its columns (`col(j)`: the ggml blocks of k
 /// values, i.e. row `j` of a torch weight as stored in the file) into panels of width `nr`.
 ///
 /// # Panics
 /// If `t` is not a block type, `k` is not whole blocks or a column is shorter than its blocks.
 pub(crate) fn pack<'a>(
-    t: GgmlType,
+    t: WeightFormat,
     nr: usize,
     k: usize,
     n: usize,
@@ -61,7 +68,7 @@ pub(crate) fn pack<'a>(
 ) -> AlignedBuf<u8> {
     let (bl, bb) = (t.block_len(), t.block_bytes());
     // Multiples of 8 columns: the K layouts' bit rows hold a whole byte of columns.
-    assert!(bl > 1 && k.is_multiple_of(bl) && nr.is_multiple_of(8));
+    assert!(t.is_block() && k.is_multiple_of(bl) && nr.is_multiple_of(8));
     let (kb_n, panels) = (k / bl, n.div_ceil(nr));
     // Zeroed: the interleaved nibbles are or-ed in, and padding columns stay zero.
     let mut buf = AlignedBuf::<u8>::zeroed(panels * kb_n * nr * bb);
@@ -80,12 +87,12 @@ pub(crate) fn pack<'a>(
 }
 
 /// Stores column `c`'s ggml block `src` into the panel block `dst` (zeroed before).
-fn write_block(t: GgmlType, nr: usize, dst: &mut [u8], c: usize, src: &[u8]) {
-    let bb = t.block_bytes();
-    if !interleaved(t) {
+fn write_block(f: WeightFormat, nr: usize, dst: &mut [u8], c: usize, src: &[u8]) {
+    let bb = f.block_bytes();
+    let Some(t) = interleaved_type(f) else {
         dst[c * bb..(c + 1) * bb].copy_from_slice(src);
         return;
-    }
+    };
     if k_interleaved(t) {
         return blocks_k::write(t, nr, dst, c, src);
     }
@@ -115,13 +122,13 @@ fn write_block(t: GgmlType, nr: usize, dst: &mut [u8], c: usize, src: &[u8]) {
 
 /// Column `c`'s ggml block back out of the panel block `src` (the first `block_bytes`
 /// bytes of the result): what [`write_block`] stored.
-fn read_block(t: GgmlType, nr: usize, src: &[u8], c: usize) -> [u8; MAX_BLOCK] {
-    let bb = t.block_bytes();
+fn read_block(f: WeightFormat, nr: usize, src: &[u8], c: usize) -> [u8; MAX_BLOCK] {
+    let bb = f.block_bytes();
     let mut out = [0u8; MAX_BLOCK];
-    if !interleaved(t) {
+    let Some(t) = interleaved_type(f) else {
         out[..bb].copy_from_slice(&src[c * bb..(c + 1) * bb]);
         return out;
-    }
+    };
     if k_interleaved(t) {
         blocks_k::read(t, nr, src, c, &mut out);
         return out;
@@ -153,7 +160,7 @@ fn read_block(t: GgmlType, nr: usize, src: &[u8], c: usize) -> [u8; MAX_BLOCK] {
 
 /// The same matrix's panels at another panel width (a matrix packed by another tier).
 pub(crate) fn repack(
-    t: GgmlType,
+    t: WeightFormat,
     from_nr: usize,
     data: &[u8],
     k: usize,
@@ -179,7 +186,7 @@ pub(crate) fn repack(
 /// Column `j` of a packed block matrix (all `k` values: a torch weight's row `j`, e.g. a
 /// token's embedding) dequantized into `out`, block by block as the reference does.
 pub(crate) fn column_into(
-    t: GgmlType,
+    t: WeightFormat,
     nr: usize,
     data: &[u8],
     k: usize,
@@ -196,7 +203,7 @@ pub(crate) fn column_into(
 }
 
 /// B[p][j] of a packed block matrix (dequantizes the block holding it).
-pub(crate) fn get(t: GgmlType, nr: usize, data: &[u8], k: usize, p: usize, j: usize) -> f32 {
+pub(crate) fn get(t: WeightFormat, nr: usize, data: &[u8], k: usize, p: usize, j: usize) -> f32 {
     let (bl, bb) = (t.block_len(), t.block_bytes());
     let (jp, c, kb) = (j / nr, j % nr, p / bl);
     let at = (jp * (k / bl) + kb) * nr * bb;
@@ -214,7 +221,7 @@ pub(crate) fn get(t: GgmlType, nr: usize, data: &[u8], k: usize, p: usize, j: us
 /// # Safety
 /// `src` must hold `kc / block_len` panel blocks of width `nr`, `out` `kc · nr` floats.
 pub(crate) unsafe fn dequant_slice(
-    t: GgmlType,
+    t: WeightFormat,
     nr: usize,
     src: *const u8,
     kc: usize,
@@ -230,8 +237,10 @@ pub(crate) unsafe fn dequant_slice(
     };
     for (kb, pb) in src.chunks_exact(nr * bb).enumerate() {
         let rows = &mut out[kb * bl * nr..(kb + 1) * bl * nr];
-        match t {
-            GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 => interleaved_block(t, nr, pb, rows),
+        match t.quant() {
+            Some(q @ (GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1)) => {
+                interleaved_block(q, nr, pb, rows)
+            }
             _ => {
                 // Each column's ggml block, through the reference (verbatim blocks are read
                 // in place; the K layouts are unshuffled first).

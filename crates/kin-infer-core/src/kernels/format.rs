@@ -14,9 +14,12 @@
 //! and ggml's *block* formats ([`WeightFormat::Quant`]: Q8_0, Q4_0, Q4_1, Q5_0, …, K-quants),
 //! whose panels (`blocks.rs`) the GEMM driver dequantizes into f32 panel rows for the f32
 //! micro-kernel, or, for a single row (decode), hands to a tier's direct kernel that
-//! dequantizes in registers (`Ops::row4_quant`). Either way the values are the reference
+//! dequantizes in registers (`Ops::row4_quant`); and integer *affine* blocks
+//! ([`WeightFormat::Affine`], quantized inMotion artifacts), staged like the ggml blocks that
+//! have no direct kernel. Either way the values are the reference
 //! dequantizer's, so the products are the f32 product's bits over the dequantized matrix.
 
+use super::affine::AffineBlocks;
 use super::gemm;
 use super::ggml::GgmlType;
 
@@ -32,6 +35,8 @@ pub enum WeightFormat {
     /// A ggml block type (never F32/F16/BF16: those are the element formats above; build
     /// with [`WeightFormat::from_ggml`]).
     Quant(GgmlType),
+    /// Integer affine blocks (quantized inMotion artifacts, `affine.rs`).
+    Affine(AffineBlocks),
 }
 
 impl WeightFormat {
@@ -60,16 +65,24 @@ impl WeightFormat {
             WeightFormat::F32 => 0,
             WeightFormat::Bf16 => 1,
             WeightFormat::F16 => 2,
-            WeightFormat::Quant(_) => panic!("block formats have no element kernel"),
+            WeightFormat::Quant(_) | WeightFormat::Affine(_) => {
+                panic!("block formats have no element kernel")
+            }
         }
     }
 
-    /// The block type of a block format, `None` for an element format.
+    /// The ggml type of a ggml block format, `None` for any other format.
     pub const fn quant(self) -> Option<GgmlType> {
         match self {
             WeightFormat::Quant(t) => Some(t),
             _ => None,
         }
+    }
+
+    /// Whether the format is stored in blocks (ggml's or affine): its panels are
+    /// `blocks.rs`'s, dequantized inside the GEMM.
+    pub const fn is_block(self) -> bool {
+        matches!(self, WeightFormat::Quant(_) | WeightFormat::Affine(_))
     }
 
     /// The name containers and reports use (safetensors' dtype spelling; ggml's for blocks).
@@ -79,17 +92,24 @@ impl WeightFormat {
             WeightFormat::Bf16 => "BF16",
             WeightFormat::F16 => "F16",
             WeightFormat::Quant(t) => t.name(),
+            WeightFormat::Affine(a) => a.name(),
         }
     }
 
     /// Values per block (1 for the element formats; 32 for Q8_0 / Q4_0, 256 for K-quants).
     pub const fn block_len(self) -> usize {
-        self.ggml_type().block_len()
+        match self {
+            WeightFormat::Affine(a) => a.block_len(),
+            _ => self.ggml_type().block_len(),
+        }
     }
 
     /// Bytes per block as stored.
     pub const fn block_bytes(self) -> usize {
-        self.ggml_type().block_bytes()
+        match self {
+            WeightFormat::Affine(a) => a.block_bytes(),
+            _ => self.ggml_type().block_bytes(),
+        }
     }
 
     /// Bytes of `elems` stored values (`elems` a multiple of the block length).
@@ -110,7 +130,7 @@ impl WeightFormat {
         match self {
             WeightFormat::Bf16 => gemm::bf16_to_f32(bits),
             WeightFormat::F16 => gemm::f16_to_f32(bits),
-            WeightFormat::F32 | WeightFormat::Quant(_) => {
+            WeightFormat::F32 | WeightFormat::Quant(_) | WeightFormat::Affine(_) => {
                 panic!("widen: {} is not a 16-bit format", self.name())
             }
         }
@@ -122,16 +142,21 @@ impl WeightFormat {
     /// # Panics
     /// If `bytes` is not whole blocks or `out` does not hold their values.
     pub fn dequantize(self, bytes: &[u8], out: &mut [f32]) {
-        self.ggml_type().dequantize(bytes, out)
+        match self {
+            WeightFormat::Affine(a) => a.dequantize(bytes, out),
+            _ => self.ggml_type().dequantize(bytes, out),
+        }
     }
 
-    /// The ggml tensor type with this storage (whose reference dequantizer is this one's).
-    pub const fn ggml_type(self) -> GgmlType {
+    /// The ggml tensor type with this storage (whose reference dequantizer is this one's);
+    /// affine blocks have none (callers match them first).
+    const fn ggml_type(self) -> GgmlType {
         match self {
             WeightFormat::F32 => GgmlType::F32,
             WeightFormat::Bf16 => GgmlType::BF16,
             WeightFormat::F16 => GgmlType::F16,
             WeightFormat::Quant(t) => t,
+            WeightFormat::Affine(_) => panic!("affine blocks are not a ggml type"),
         }
     }
 }

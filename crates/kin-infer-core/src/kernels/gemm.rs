@@ -490,16 +490,18 @@ unsafe fn block(
         format: b.buf.format,
         ptr: b.buf.as_ptr(),
     };
-    let quant = b.buf.format.quant();
+    let fmt = b.buf.format;
+    let quant = fmt.is_block().then_some(fmt);
     // The single-row four-panel kernel for this format: an element format's from the tier's
-    // table; a block format's direct kernel if the tier has one for the type.
-    let row4 = match quant {
-        None => ops.row4.map(|table| table[b.buf.format.index()]),
-        Some(t) => ops
+    // table; a ggml block type's direct kernel if the tier has one (affine blocks: none).
+    let row4 = match fmt {
+        WeightFormat::Quant(t) => ops
             .row4_quant
             .iter()
             .find(|(q, _)| *q == t)
             .map(|(_, kernel)| *kernel),
+        WeightFormat::Affine(_) => None,
+        _ => ops.row4.map(|table| table[fmt.index()]),
     };
     let mut stage_guard = match quant {
         Some(_) => STAGE.with(|cell| cell.take()),
@@ -580,7 +582,10 @@ unsafe fn block(
                     // holds kcb·nr ≥ kc·nr floats.
                     unsafe {
                         let (src, dst) = (bdata.at(boff), stage_guard.as_mut_ptr());
-                        let done = ops.dequant.is_some_and(|f| f(t, src, kc, dst));
+                        let done = match (t.quant(), ops.dequant) {
+                            (Some(q), Some(f)) => f(q, src, kc, dst),
+                            _ => false,
+                        };
                         if !done {
                             super::blocks::dequant_slice(t, nr, src, kc, dst)
                         }

@@ -26,6 +26,7 @@ macro_rules! rows_table {
     };
 }
 
+pub mod affine;
 mod aligned;
 mod blocks;
 mod blocks_k;
@@ -308,12 +309,10 @@ impl PackedMatrix {
             }
         }
     }
-    /// The ggml type of block panels (they are only ever built with one).
-    fn block_type(&self) -> ggml::GgmlType {
-        self.buf
-            .format
-            .quant()
-            .expect("block panels have a block type")
+    /// The block format of block panels (they are only ever built with one).
+    fn block_type(&self) -> WeightFormat {
+        debug_assert!(self.buf.format.is_block());
+        self.buf.format
     }
     /// Bytes the panels occupy (what a loaded matrix keeps resident).
     pub fn stored_bytes(&self) -> usize {
@@ -542,13 +541,25 @@ impl Kernels {
         k: usize,
         t: ggml::GgmlType,
     ) -> Result<PackedMatrix> {
-        let fmt = WeightFormat::from_ggml(t);
-        let row_bytes = t.row_bytes(k).filter(|b| *b > 0 && fmt.quant().is_some());
+        self.pack_rows_blocks(parts, k, WeightFormat::from_ggml(t))
+    }
+
+    /// [`Self::pack_rows_quant`] for any block format (ggml's, or integer affine blocks).
+    ///
+    /// # Errors
+    /// `fmt` not a block format, `k` not whole blocks, or a part not whole rows.
+    pub fn pack_rows_blocks(
+        &self,
+        parts: &[&[u8]],
+        k: usize,
+        fmt: WeightFormat,
+    ) -> Result<PackedMatrix> {
+        let (bl, bb) = (fmt.block_len(), fmt.block_bytes());
+        let row_bytes = (fmt.is_block() && k > 0 && k.is_multiple_of(bl)).then(|| k / bl * bb);
         let Some(rb) = row_bytes else {
             return Err(InferError::Unsupported(format!(
-                "a {} weight matrix with rows of {k} values (block-quantized rows must be whole blocks of {})",
-                t.name(),
-                t.block_len()
+                "a {} weight matrix with rows of {k} values (block-quantized rows must be whole blocks of {bl})",
+                fmt.name(),
             )));
         };
         let mut rows: Vec<&[u8]> = Vec::new();
@@ -556,7 +567,7 @@ impl Kernels {
             if !p.len().is_multiple_of(rb) {
                 return Err(InferError::Unsupported(format!(
                     "a {} weight part of {} bytes is not whole rows of {rb} bytes",
-                    t.name(),
+                    fmt.name(),
                     p.len()
                 )));
             }
@@ -566,7 +577,7 @@ impl Kernels {
         let nr = self.ops.nr;
         let buf = gemm::Panels {
             format: fmt,
-            data: gemm::PanelData::Blocks(blocks::pack(t, nr, k, n, |j| rows[j])),
+            data: gemm::PanelData::Blocks(blocks::pack(fmt, nr, k, n, |j| rows[j])),
         };
         Ok(PackedMatrix { k, n, nr, buf })
     }
