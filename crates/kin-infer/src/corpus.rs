@@ -53,11 +53,18 @@ pub struct Manifest {
 }
 
 /// Hash of the files that decide a model's outputs (configs, tokenizer, weights), in
-/// path order.
+/// path order; for a single-file model (GGUF), that file.
 pub fn model_hash(dir: &Path) -> Result<String> {
     let mut files = Vec::new();
-    collect(dir, dir, &mut files)?;
-    files.sort();
+    let (dir, files) = if dir.is_file() {
+        let parent = dir.parent().unwrap_or(Path::new(""));
+        files.push(PathBuf::from(dir.file_name().unwrap_or_default()));
+        (parent, files)
+    } else {
+        collect(dir, dir, &mut files)?;
+        files.sort();
+        (dir, files)
+    };
     let mut h = Xxh3::new();
     for rel in &files {
         let path = dir.join(rel);

@@ -1,6 +1,6 @@
 //! The sentence-embedding pipeline: tokenizer → encoder → pooling → optional L2 normalization,
-//! configured from the sentence-transformers layout of the model directory, with options
-//! overriding it.
+//! configured from the sentence-transformers layout of the model directory (or an encoder GGUF
+//! file's metadata), with options overriding it.
 
 use crate::backend::{self as gpu, GpuCompute, Tensor};
 use crate::error::{InferError, Result};
@@ -64,6 +64,9 @@ impl Embedder {
     /// Loads a model directory (config.json + safetensors, optional tokenizer.json and
     /// sentence-transformers configs).
     pub fn load(dir: &Path, opts: &EmbedderOptions) -> Result<Self> {
+        if crate::models::decoders::is_gguf_file(dir) {
+            return Self::load_gguf(dir, opts);
+        }
         let t0 = Instant::now();
         if !dir.is_dir() {
             return Err(InferError::ModelNotFound(dir.display().to_string()));
@@ -142,6 +145,73 @@ impl Embedder {
             pooling,
             dense,
             normalize: opts.normalize.unwrap_or(st.normalize),
+            max_length,
+            backend,
+            pool,
+            threads,
+        })
+    }
+
+    /// An encoder GGUF file (llama.cpp's `bert`): weights, config, tokenizer and pooling from
+    /// the file (`models/encoders/gguf.rs`); no Dense modules; normalization only if asked.
+    fn load_gguf(path: &Path, opts: &EmbedderOptions) -> Result<Self> {
+        let t0 = Instant::now();
+        let threads = threads::resolve_threads(opts.threads)?;
+        let pool = threads::build_pool(threads)?;
+        let backend = gpu::create_compute(opts.tier)?;
+        let (store, gguf) = WeightStore::open_gguf(path)?;
+        let model =
+            pool.install(|| crate::models::encoders::gguf::load(&gguf, &store, backend.as_ref()))?;
+        let limit = model.spec().max_sequence_length;
+        let max_length = match opts.max_length {
+            Some(0) => return Err(InferError::Input("max length must be at least 1".into())),
+            Some(n) if n > limit => {
+                return Err(InferError::Input(format!(
+                    "max length {n} exceeds the model's position limit of {limit}"
+                )))
+            }
+            Some(n) => n,
+            None => limit,
+        };
+        let tokenizer = if crate::io::gguf_tokenizer::has_tokenizer(&gguf) {
+            let t = crate::io::gguf_tokenizer::load(&gguf)?;
+            Some(TextTokenizer::from_tokenizer(t, path, max_length)?)
+        } else {
+            None
+        };
+        let pooling = match opts.pooling.clone() {
+            Some(p) => p,
+            None => crate::models::encoders::gguf::pooling(&gguf)?,
+        };
+        if pooling.modes().is_empty() {
+            return Err(InferError::Input("pooling names no mode".into()));
+        }
+        let full_dim = pooling.output_dim(model.spec().hidden_size);
+        if let Some(d) = opts.dimensions {
+            if d == 0 || d > full_dim {
+                return Err(InferError::Input(format!(
+                    "dimensions {d} must be between 1 and the embedding size {full_dim}"
+                )));
+            }
+        }
+        let info = ModelInfo {
+            dir: path.to_path_buf(),
+            tensors: store.len(),
+            parameters: store.parameter_count(),
+            dtype_counts: store.dtype_counts(),
+            storage_dtype: store.storage_dtype(),
+            shards: 1,
+            weight_prefix: model.weight_prefix().to_string(),
+            load_ms: t0.elapsed().as_secs_f64() * 1e3,
+        };
+        Ok(Embedder {
+            dimensions: opts.dimensions,
+            model,
+            info,
+            tokenizer,
+            pooling,
+            dense: Vec::new(),
+            normalize: opts.normalize.unwrap_or(false),
             max_length,
             backend,
             pool,

@@ -70,6 +70,12 @@ pub fn gguf_file(data: &[u8]) {
     };
     if std::fs::write(&path, data).is_ok() {
         let _ = decoders::load_decoder(&path, &be).map(|m| m.spec().kv_dim());
+        // And the encoder loader (BERT GGUFs): config, tensors, pooling, tokenizer.
+        let opts = crate::embed::EmbedderOptions {
+            threads: Some(1),
+            ..Default::default()
+        };
+        let _ = crate::embed::Embedder::load(&path, &opts).map(|e| e.dim());
     }
 }
 

@@ -53,6 +53,30 @@ impl TextTokenizer {
         })
     }
 
+    /// A tokenizer built elsewhere (a GGUF file's), truncating like [`TextTokenizer::load`].
+    pub fn from_tokenizer(
+        mut inner: tokenizers::Tokenizer,
+        path: &Path,
+        max_length: usize,
+    ) -> Result<Self> {
+        inner.with_padding(None);
+        inner
+            .with_truncation(Some(TruncationParams {
+                direction: TruncationDirection::Right,
+                max_length,
+                strategy: TruncationStrategy::LongestFirst,
+                stride: 0,
+            }))
+            .map_err(|e| InferError::Tokenizer {
+                reason: format!("{}: {e}", path.display()),
+            })?;
+        Ok(TextTokenizer {
+            inner,
+            path: path.to_path_buf(),
+            max_length,
+        })
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -149,6 +149,16 @@ impl BertConfig {
             )));
         }
         let f = ConfigFields::new(&value, path)?;
+        Self::from_fields(architecture, &f, path)
+    }
+
+    /// Validates a BERT-layout config from its fields (a `config.json`, or a GGUF file's
+    /// metadata under the Hub's keys: `models/encoders/gguf.rs`).
+    pub fn from_fields(
+        architecture: ModelArchitecture,
+        f: &ConfigFields,
+        path: &Path,
+    ) -> Result<Self> {
         let vocab_size = f.usize("vocab_size", None)?;
         let hidden_size = f.usize("hidden_size", None)?;
         let num_hidden_layers = f.usize("num_hidden_layers", None)?;

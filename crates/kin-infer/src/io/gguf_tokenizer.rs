@@ -8,7 +8,8 @@
 //! Control tokens (type 3) are special; control and user-defined tokens (type 4) are matched
 //! whole in the text before pre-tokenization, as llama.cpp's special-token parsing does.
 //! `tokenizer.ggml.add_bos_token` (default false for BPE) prepends the BOS id.
-//! SentencePiece vocabularies (`"llama"`): `gguf_spm.rs`. Other models (`t5`'s unigram,
+//! SentencePiece vocabularies (`"llama"`): `gguf_spm.rs`; BERT's WordPiece (`"bert"`):
+//! `gguf_wordpiece.rs`. Other models (`t5`'s unigram,
 //! `rwkv`, ...) are a typed Unsupported.
 
 use crate::error::{InferError, Result};
@@ -84,7 +85,7 @@ pub fn token_id(gguf: &GgufFile, key: &str, vocab: usize) -> Result<Option<u32>>
 pub fn has_tokenizer(gguf: &GgufFile) -> bool {
     gguf.get("tokenizer.ggml.model")
         .and_then(MetaValue::as_str)
-        .is_some_and(|m| m == "gpt2" || m == "llama")
+        .is_some_and(|m| m == "gpt2" || m == "llama" || m == "bert")
 }
 
 /// The `tokenizer.json` document equivalent to the file's tokenizer.
@@ -104,9 +105,9 @@ pub fn tokenizer_json(gguf: &GgufFile) -> Result<Value> {
             ))
         }
     };
-    if model != "gpt2" && model != "llama" {
+    if !matches!(model, "gpt2" | "llama" | "bert") {
         return Err(InferError::Unsupported(format!(
-            "{}: GGUF tokenizer model `{model}` is not supported yet (supported: gpt2, byte-level BPE; llama, SentencePiece BPE)",
+            "{}: GGUF tokenizer model `{model}` is not supported yet (supported: gpt2, byte-level BPE; llama, SentencePiece BPE; bert, WordPiece)",
             gguf.path().display()
         )));
     }
@@ -142,6 +143,9 @@ pub fn tokenizer_json(gguf: &GgufFile) -> Result<Value> {
     };
     if model == "llama" {
         return super::gguf_spm::tokenizer_json(gguf, &tokens, &types);
+    }
+    if model == "bert" {
+        return super::gguf_wordpiece::tokenizer_json(gguf, &tokens, &types);
     }
     let merges = strings(gguf, "tokenizer.ggml.merges")?.ok_or_else(|| {
         err(

@@ -5,6 +5,7 @@ pub mod config;
 pub mod gguf_export;
 mod gguf_spm;
 pub mod gguf_tokenizer;
+mod gguf_wordpiece;
 pub mod golden;
 pub mod hub;
 pub mod input_line;

@@ -105,7 +105,7 @@ fn unsupported(gguf: &GgufFile, arch: &str) -> InferError {
     ))
 }
 
-fn gguf_err(gguf: &GgufFile, reason: String) -> InferError {
+pub(crate) fn gguf_err(gguf: &GgufFile, reason: String) -> InferError {
     InferError::Gguf {
         path: gguf.path().to_path_buf(),
         reason,
@@ -132,7 +132,7 @@ pub fn architecture(gguf: &GgufFile) -> Result<String> {
 
 /// A metadata value as JSON (numbers keep their value; arrays are refused, as no config field
 /// read here is one).
-fn scalar(v: &MetaValue) -> Option<Value> {
+pub(crate) fn scalar(v: &MetaValue) -> Option<Value> {
     Some(match v {
         MetaValue::Str(s) => json!(s),
         MetaValue::Bool(b) => json!(b),

@@ -209,9 +209,12 @@ pub fn is_gguf_file(path: &Path) -> bool {
 /// Whether `dir/config.json` names a decoder family this build knows (else it is treated as
 /// an encoder, whose loader reports unsupported types).
 pub fn is_decoder_dir(dir: &Path) -> bool {
-    // A GGUF file holds a decoder (the architectures this build reads are all decoders).
+    // A GGUF file holds a decoder unless its architecture is an encoder's (`bert`); one that
+    // does not parse goes to the decoder loader, which reports why.
     if is_gguf_file(dir) {
-        return true;
+        return crate::io::gguf::GgufFile::open(dir)
+            .map(|g| !crate::models::encoders::gguf::is_encoder(&g))
+            .unwrap_or(true);
     }
     crate::io::read_json::<serde_json::Value>(&dir.join("config.json"))
         .ok()

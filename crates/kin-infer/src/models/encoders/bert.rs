@@ -63,8 +63,20 @@ pub struct BertModel {
 
 impl BertModel {
     pub fn load(cfg: BertConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
-        let src =
-            WeightSource::open_with_prefixes(store, &LAYOUT, cfg.architecture.weight_prefixes())?;
+        let prefixes = cfg.architecture.weight_prefixes();
+        Self::load_with(cfg, store, &LAYOUT, prefixes, be)
+    }
+
+    /// [`BertModel::load`] through another container's `layout` (a GGUF file's: its names
+    /// are the logical names) under one of `prefixes`.
+    pub(crate) fn load_with(
+        cfg: BertConfig,
+        store: &WeightStore,
+        layout: &'static Layout,
+        prefixes: &[&str],
+        be: &dyn GpuCompute,
+    ) -> Result<Self> {
+        let src = WeightSource::open_with_prefixes(store, layout, prefixes)?;
         let w = src.weights();
         let g = |name: &str| format!("{}.weight", src.global(name));
         let h = cfg.hidden_size;
