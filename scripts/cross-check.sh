@@ -3,7 +3,8 @@
 #   - x86_64-unknown-linux-musl (static) under `qemu-x86_64 -cpu Westmere` (no AVX, AVX2, FMA),
 #   - aarch64-unknown-linux-gnu under `qemu-aarch64`,
 # each running `check` on every fixture artifact under tests/fixtures/inmotion (conformance/
-# included); fails unless every one prints PARITY OK. Installs what is missing (Debian packages
+# included); fails unless every one prints PARITY OK. Then kin-infer-core's quant_matvec
+# example under qemu-aarch64 (the NEON tier's block-quantized products, bit for bit). Installs what is missing (Debian packages
 # qemu-user, musl-tools, gcc-aarch64-linux-gnu; rustup targets). No RUSTFLAGS / target-cpu:
 # the binaries pick their SIMD tier at run time.
 #
@@ -70,6 +71,18 @@ run_all() {  # label, runner...
 }
 run_all "musl/$CPU" qemu-x86_64 -cpu "$CPU" "$MUSL_BIN"
 run_all "aarch64" qemu-aarch64 -L /usr/aarch64-linux-gnu "$ARM_BIN"
+# The NEON tier's block-quantized products (kernels/neon_quant.rs staging, the scalar path for
+# the rest) against its f32 products over the dequantized matrices: bits equal, or exit 1.
+cargo build --release -p kin-infer-core --example quant_matvec --target $ARM >&2
+qm="$(qemu-aarch64 -L /usr/aarch64-linux-gnu "$TARGET_DIR/$ARM/release/examples/quant_matvec" 96 512 1 2>&1)" \
+    || { echo "$qm"; echo "aarch64: quant_matvec FAILED (bits differ)" >&2; fail=1; }
+echo "$qm"
+if [ "$(grep -c 'neon .*bits equal: true' <<<"$qm")" -ne 6 ]; then
+    echo "aarch64: quant_matvec did not check the NEON tier on all six types" >&2
+    fail=1
+else
+    echo "aarch64: quantized products on the NEON tier equal their f32 twins"
+fi
 if [ $fail -ne 0 ]; then
     echo "cross-check: FAILED" >&2
     exit 1

@@ -37,6 +37,8 @@ pub mod ggml;
 pub mod math;
 #[cfg(target_arch = "aarch64")]
 mod neon;
+#[cfg(target_arch = "aarch64")]
+mod neon_quant;
 pub mod quantize;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx2;

@@ -22,7 +22,7 @@ pub(crate) static OPS: Ops = Ops {
     ],
     row4: None,
     row4_quant: &[],
-    dequant: None,
+    dequant: Some(super::neon_quant::dequant),
     sum: |x| unsafe { sum(x) },
     dot: |x, y| unsafe { dot(x, y) },
     max: |x| unsafe { max(x) },
