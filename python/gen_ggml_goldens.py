@@ -16,6 +16,12 @@ Fixed seed: reruns are byte-identical. Per type, `cases` holds
   dequantization: the blocks a real quantizer writes, and the goldens our quantizer (next) is
   held to.
 
+- `kind: "quantize"` for Q4_K, Q5_K, Q6_K (no numpy quantizer in gguf): the bytes of
+  llama.cpp's own `quantize_row_<type>_ref` (ggml-quants.c), called through ctypes in the
+  library of the `xllamacpp` wheel (its CPU build of llama.cpp), on random rows (a zero row, a
+  constant row, one with outliers), from a second fixed seed so the cases above keep their
+  bytes. Needs `pip install xllamacpp` (version recorded in `versions`).
+
 Bytes and f32 values are lowercase hex of their little-endian storage.
 """
 
@@ -103,6 +109,34 @@ def main():
             cases.append(case_quantize(rng, t, 4, 64))
         out["types"].append({"type": t.name, "code": int(t), "block_len": block_len,
                              "block_bytes": block_bytes, "cases": cases})
+    # The K-quants' reference quantizers: llama.cpp's C functions themselves.
+    import ctypes
+    import xllamacpp
+    lib = ctypes.CDLL(xllamacpp.xllamacpp.__file__)
+    out["versions"]["xllamacpp"] = metadata.version("xllamacpp")
+    krng = np.random.default_rng(20261202)
+    for entry in out["types"]:
+        if entry["type"] not in ("Q4_K", "Q5_K", "Q6_K"):
+            continue
+        t = T[entry["type"]]
+        fn = getattr(lib, f"quantize_row_{entry['type'].lower().replace('_k', '_K')}_ref")
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+        fn.restype = None
+        rows, row_len = 5, 512
+        src = (krng.standard_normal((rows, row_len)) * 2).astype(np.float32)
+        src[0, :] = 0.0
+        src[1, :] = np.float32(1.25)
+        src[2, ::37] *= 40.0
+        src[3, :256] = np.abs(src[3, :256])
+        src = np.ascontiguousarray(src)
+        q = np.zeros(rows * row_len // 256 * entry["block_bytes"], dtype=np.uint8)
+        fn(src.ctypes.data, q.ctypes.data, src.size)
+        deq = quants.dequantize(q.reshape(rows, -1), t).astype(np.float32)
+        entry["cases"].append({
+            "kind": "quantize", "rows": rows, "row_len": row_len,
+            "reference": f"llama.cpp quantize_row_{entry['type'].lower().replace('_k', '_K')}_ref (xllamacpp)",
+            "source": src.tobytes().hex(), "blocks": q.tobytes().hex(), "values": deq.tobytes().hex(),
+        })
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)

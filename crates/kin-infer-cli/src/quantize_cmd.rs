@@ -14,7 +14,9 @@ pub struct QuantizeArgs {
     /// Model directory (config.json + safetensors; LLaMA, Mistral or Qwen2).
     #[arg(long)]
     pub model: PathBuf,
-    /// Storage type of the weight matrices: q8_0, q4_0, q4_1, q5_0, q5_1 or f32.
+    /// Storage type of the weight matrices: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k or
+    /// f32, or llama.cpp's q4_k_m / q5_k_m recipes (Q6_K for the output and some attn_v and
+    /// ffn_down).
     #[arg(long = "type")]
     pub ty: String,
     /// Output: a `.gguf` file, or with `--format safetensors` a model directory.
@@ -32,13 +34,25 @@ pub struct QuantizeArgs {
     pub json: bool,
 }
 
-fn parse_type(s: &str) -> Result<GgmlType> {
+/// `--type`: a ggml type name, or llama.cpp's `q4_k_m` / `q5_k_m` recipes (`q4_k_s`, `q5_k_s`
+/// are the plain K-quants): the type and whether it is the `_M` recipe.
+fn parse_type(s: &str) -> Result<(GgmlType, bool)> {
+    let s = s.trim().to_ascii_lowercase();
+    let (base, medium) = match s.as_str() {
+        "q4_k_m" => ("q4_k", true),
+        "q5_k_m" => ("q5_k", true),
+        "q4_k_s" => ("q4_k", false),
+        "q5_k_s" => ("q5_k", false),
+        other => (other, false),
+    };
     let t = GgmlType::ALL
         .into_iter()
-        .find(|t| t.name().eq_ignore_ascii_case(s.trim()));
+        .find(|t| t.name().eq_ignore_ascii_case(base));
     match t {
-        Some(t) => Ok(t),
-        None => bail!("--type `{s}` is not a ggml type (q8_0, q4_0, q4_1, q5_0, q5_1, f32)"),
+        Some(t) => Ok((t, medium)),
+        None => bail!(
+            "--type `{s}` is not a ggml type (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m, q5_k_m, f32)"
+        ),
     }
 }
 
@@ -65,7 +79,7 @@ fn run_safetensors(a: &QuantizeArgs, ty: GgmlType) -> Result<u8> {
         "model": a.model.display().to_string(),
         "out": a.out.display().to_string(),
         "format": "safetensors",
-        "type": ty.name(),
+        "type": a.ty.trim().to_ascii_lowercase(),
         "tensors": tensors,
         "quantized_tensors": quantized,
         "seconds": (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
@@ -83,23 +97,27 @@ fn run_safetensors(a: &QuantizeArgs, ty: GgmlType) -> Result<u8> {
 }
 
 pub fn run(a: QuantizeArgs) -> Result<u8> {
-    let ty = parse_type(&a.ty)?;
+    let (ty, medium) = parse_type(&a.ty)?;
     if a.format == "safetensors" {
+        if medium {
+            bail!("--type {}: the _M recipes are GGUF's (llama.cpp's tensor names); --format safetensors takes one type", a.ty);
+        }
         return run_safetensors(&a, ty);
     }
     if a.format != "gguf" {
         bail!("--format `{}`: expected gguf or safetensors", a.format);
     }
     let t0 = std::time::Instant::now();
-    let report = gguf_export::export(&a.model, &a.out, ty, progress(a.quiet))?;
+    let report = gguf_export::export_with(&a.model, &a.out, ty, medium, progress(a.quiet))?;
     let secs = t0.elapsed().as_secs_f64();
     let v = json!({
         "model": a.model.display().to_string(),
         "out": a.out.display().to_string(),
-        "type": ty.name(),
+        "type": a.ty.trim().to_ascii_lowercase(),
         "architecture": report.architecture,
         "tensors": report.tensors,
         "quantized_tensors": report.quantized,
+        "tensor_types": report.types,
         "bytes": report.bytes,
         "tokenizer": report.tokenizer,
         "chat_template": report.chat_template,
@@ -110,12 +128,18 @@ pub fn run(a: QuantizeArgs) -> Result<u8> {
         println!("{v}");
     } else if !a.quiet {
         eprintln!(
-            "wrote {} ({} bytes): {} tensors, {} in {}, architecture {}{}{}",
+            "wrote {} ({} bytes): {} tensors, {} quantized ({}), architecture {}{}{}",
             a.out.display(),
             report.bytes,
             report.tensors,
             report.quantized,
-            ty.name(),
+            report
+                .types
+                .iter()
+                .filter(|(t, _)| t.as_str() != "F32")
+                .map(|(t, n)| format!("{n} {t}"))
+                .collect::<Vec<_>>()
+                .join(", "),
             report.architecture,
             if report.tokenizer {
                 ", tokenizer"

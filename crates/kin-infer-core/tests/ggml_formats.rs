@@ -74,8 +74,9 @@ fn every_type_dequantizes_as_gguf_quants_does() {
     }
 }
 
-/// Our reference quantizers write gguf.quants' bytes for every quantize case (random rows, a
-/// constant one, an all-zero one).
+/// Our reference quantizers write the reference's bytes for every quantize case (random rows, a
+/// constant one, an all-zero one; the K-quants' also one with outliers and one all positive):
+/// gguf.quants' for the 32-value types, llama.cpp's own `quantize_row_*_ref` for the K-quants.
 #[test]
 fn quantizers_write_what_gguf_quants_writes() {
     use kin_infer_core::kernels::quantize::{can_quantize, quantize};
@@ -105,7 +106,10 @@ fn quantizers_write_what_gguf_quants_writes() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 5, "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0");
+    assert_eq!(
+        checked, 8,
+        "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (gguf.quants) and Q4_K, Q5_K, Q6_K (llama.cpp's C)"
+    );
 }
 
 #[test]

@@ -92,12 +92,51 @@ fn an_exported_q8_0_file_runs_like_its_reference() {
     std::fs::remove_dir_all(&out_dir).ok();
 }
 
+/// The K-quant exports follow llama.cpp's choices: with q4_k_m, Q6_K for the output and for
+/// attn_v / ffn_down in use_more_bits layers (of llama_gqa's two: `i < 2/8 || i >= 7·2/8 ||
+/// (i − 2/8) % 3 == 2` holds for layer 1 only), Q4_K elsewhere; a matrix whose rows are not
+/// whole 256-value blocks takes the fallback (Q4_K → Q5_0, Q6_K → Q8_0). The file loads and
+/// runs. (The K-quantizers' bytes are held to llama.cpp's own in kin-infer-core's
+/// tests/ggml_formats.rs.)
+#[test]
+fn k_quant_recipes_follow_llama_cpp() {
+    let out_dir = scratch("k");
+    let out = out_dir.join("m.gguf");
+    let r = gguf_export::export_with(&fixture("llama_gqa"), &out, GgmlType::Q4_K, true, |_, _| {})
+        .unwrap();
+    let f = GgufFile::open(&out).unwrap();
+    assert_eq!(
+        f.get("general.file_type").and_then(|v| v.as_u64()),
+        Some(15),
+        "LLAMA_FTYPE_MOSTLY_Q4_K_M"
+    );
+    let ty = |name: &str| f.tensor(name).unwrap_or_else(|| panic!("{name}")).ty;
+    // Rows of 64 and 96 values: never whole K blocks, so every type is its fallback.
+    assert_eq!(ty("output.weight"), GgmlType::Q8_0);
+    assert_eq!(ty("blk.1.attn_v.weight"), GgmlType::Q8_0);
+    assert_eq!(ty("blk.1.ffn_down.weight"), GgmlType::Q8_0);
+    assert_eq!(ty("blk.0.attn_v.weight"), GgmlType::Q5_0);
+    assert_eq!(ty("blk.0.ffn_down.weight"), GgmlType::Q5_0);
+    assert_eq!(ty("blk.0.attn_q.weight"), GgmlType::Q5_0);
+    assert_eq!(ty("blk.0.attn_norm.weight"), GgmlType::F32);
+    assert!(r.quantized > 0);
+    let be = create_compute(None).unwrap();
+    let m = load_decoder(&out, be.as_ref()).unwrap();
+    let logits = full_logits(m.as_ref(), be.as_ref(), &prompt(9, m.spec().vocab_size));
+    assert!(logits.iter().all(|x| x.is_finite()));
+    std::fs::remove_dir_all(&out_dir).ok();
+}
+
 #[test]
 fn unsupported_inputs_are_typed_errors() {
     let out_dir = scratch("err");
     let out = out_dir.join("m.gguf");
-    // K-quants have no reference quantizer here yet.
-    let e = gguf_export::export(&fixture("llama_gqa"), &out, GgmlType::Q4_K, |_, _| {})
+    // Q2_K and Q3_K have no reference quantizer here; the _M recipe is Q4_K's and Q5_K's.
+    let e = gguf_export::export(&fixture("llama_gqa"), &out, GgmlType::Q2_K, |_, _| {})
+        .err()
+        .unwrap();
+    assert_eq!(e.kind(), kin_infer::ErrorKind::Unsupported, "{e}");
+    let e = gguf_export::export_with(&fixture("llama_gqa"), &out, GgmlType::Q8_0, true, |_, _| {})
         .err()
         .unwrap();
     assert_eq!(e.kind(), kin_infer::ErrorKind::Unsupported, "{e}");

@@ -40,6 +40,7 @@ mod neon;
 #[cfg(target_arch = "aarch64")]
 mod neon_quant;
 pub mod quantize;
+mod quantize_k;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx2;
 #[cfg(target_arch = "x86_64")]

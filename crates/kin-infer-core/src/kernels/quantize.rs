@@ -9,8 +9,9 @@
 //!   on ties), `q = min(15, trunc(x · (1/d) + 8.5))` (`31`, `16.5`);
 //! - Q4_1 / Q5_1: `d = (max − min) / 15` (`/ 31`), `q = min(15, trunc((x − min) · (1/d) + 0.5))`.
 //!
-//! `1/d` is 0 when `d` is 0 (a zero block). The K-quants' reference quantizers (an iterative
-//! search for scales) are not here yet: asking for one is a typed error in the callers.
+//! `1/d` is 0 when `d` is 0 (a zero block). Q4_K, Q5_K and Q6_K: `quantize_k.rs` (held to
+//! llama.cpp's own C functions). Q2_K and Q3_K are not written: asking for one is a typed
+//! error in the callers.
 
 use super::ggml::GgmlType;
 
@@ -18,23 +19,35 @@ use super::ggml::GgmlType;
 pub const fn can_quantize(t: GgmlType) -> bool {
     matches!(
         t,
-        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1
+        GgmlType::Q8_0
+            | GgmlType::Q4_0
+            | GgmlType::Q4_1
+            | GgmlType::Q5_0
+            | GgmlType::Q5_1
+            | GgmlType::Q4_K
+            | GgmlType::Q5_K
+            | GgmlType::Q6_K
     )
 }
 
-/// Quantizes `x` (whole blocks of 32 values) into `t`'s blocks, appended to `out`.
+/// Quantizes `x` (whole blocks of `t`'s 32 or 256 values) into `t`'s blocks, appended to
+/// `out`.
 ///
 /// # Panics
 /// If `t` is not one [`can_quantize`] accepts or `x` is not whole blocks (callers check both,
 /// and that the values are finite, first).
 pub fn quantize(t: GgmlType, x: &[f32], out: &mut Vec<u8>) {
     assert!(can_quantize(t), "no reference quantizer for {}", t.name());
-    assert!(x.len().is_multiple_of(32), "quantize: not whole blocks");
-    out.reserve(x.len() / 32 * t.block_bytes());
-    for b in x.chunks_exact(32) {
+    let bl = t.block_len();
+    assert!(x.len().is_multiple_of(bl), "quantize: not whole blocks");
+    out.reserve(x.len() / bl * t.block_bytes());
+    for b in x.chunks_exact(bl) {
         match t {
             GgmlType::Q8_0 => q8_0(b, out),
             GgmlType::Q4_0 | GgmlType::Q5_0 => symmetric(t, b, out),
+            GgmlType::Q4_K => super::quantize_k::q45_k(4, b, out),
+            GgmlType::Q5_K => super::quantize_k::q45_k(5, b, out),
+            GgmlType::Q6_K => super::quantize_k::q6_k(b, out),
             _ => with_min(t, b, out),
         }
     }

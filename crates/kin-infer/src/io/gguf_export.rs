@@ -30,25 +30,51 @@ use std::path::Path;
 pub struct ExportReport {
     pub architecture: String,
     pub tensors: usize,
-    /// Tensors stored in the requested type (the rest F32: norms, biases, rows not whole blocks).
+    /// Tensors stored quantized (in the requested type, or the `_M` recipe's Q6_K, or a
+    /// K-quant's fallback); the rest F32: norms, biases, rows not whole blocks.
     pub quantized: usize,
+    /// Tensors per stored ggml type (`"Q4_K": 14`, ...).
+    pub types: std::collections::BTreeMap<String, usize>,
     pub bytes: u64,
     pub tokenizer: bool,
     pub chat_template: bool,
 }
 
-/// llama.cpp's `general.file_type` (`enum llama_ftype`) for a file mostly of `t`.
-fn file_type(t: GgmlType) -> u32 {
-    match t {
-        GgmlType::F32 => 0,
-        GgmlType::F16 => 1,
-        GgmlType::Q4_0 => 2,
-        GgmlType::Q4_1 => 3,
-        GgmlType::Q8_0 => 7,
-        GgmlType::Q5_0 => 8,
-        GgmlType::Q5_1 => 9,
+/// llama.cpp's `general.file_type` (`enum llama_ftype`) for a file mostly of `t` (`medium`:
+/// the `_M` recipe; a plain K-quant file is its `_S`).
+fn file_type(t: GgmlType, medium: bool) -> u32 {
+    match (t, medium) {
+        (GgmlType::F32, _) => 0,
+        (GgmlType::F16, _) => 1,
+        (GgmlType::Q4_0, _) => 2,
+        (GgmlType::Q4_1, _) => 3,
+        (GgmlType::Q8_0, _) => 7,
+        (GgmlType::Q5_0, _) => 8,
+        (GgmlType::Q5_1, _) => 9,
+        (GgmlType::Q4_K, false) => 14,
+        (GgmlType::Q4_K, true) => 15,
+        (GgmlType::Q5_K, false) => 16,
+        (GgmlType::Q5_K, true) => 17,
+        (GgmlType::Q6_K, _) => 18,
         _ => 0,
     }
+}
+
+/// llama.cpp's substitute for a K-quant whose rows are not whole 256-value blocks
+/// (`llama-quant.cpp`'s incompatible-tensor fallback).
+fn fallback(t: GgmlType) -> GgmlType {
+    match t {
+        GgmlType::Q4_K => GgmlType::Q5_0,
+        GgmlType::Q5_K => GgmlType::Q5_1,
+        GgmlType::Q6_K => GgmlType::Q8_0,
+        t => t,
+    }
+}
+
+/// llama.cpp's `use_more_bits(i, n)`: the first and last eighth of the layers and every
+/// third one between, which the `_M` recipes give Q6_K for attn_v and ffn_down.
+fn more_bits(i: usize, n: usize) -> bool {
+    i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2
 }
 
 /// Writes the checkpoint in `dir` to `out` with its weight matrices in `ty` (F32 or a type
@@ -57,11 +83,31 @@ pub fn export(
     dir: &Path,
     out: &Path,
     ty: GgmlType,
+    progress: impl FnMut(usize, usize),
+) -> Result<ExportReport> {
+    export_with(dir, out, ty, false, progress)
+}
+
+/// [`export`]; `medium` (with Q4_K or Q5_K): llama.cpp's `_M` recipe, Q6_K for the output
+/// (or the tied embedding) and for attn_v and ffn_down in [`more_bits`] layers. A K-quant
+/// tensor whose rows are not whole blocks takes llama.cpp's fallback type (Q4_K → Q5_0, Q5_K
+/// → Q5_1, Q6_K → Q8_0), F32 if those do not fit either.
+pub fn export_with(
+    dir: &Path,
+    out: &Path,
+    ty: GgmlType,
+    medium: bool,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<ExportReport> {
     if ty != GgmlType::F32 && !can_quantize(ty) {
         return Err(InferError::Unsupported(format!(
-            "quantizing to {} is not supported yet (supported: f32, q8_0, q4_0, q4_1, q5_0, q5_1)",
+            "quantizing to {} is not supported yet (supported: f32, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, q4_k_m, q5_k_m)",
+            ty.name()
+        )));
+    }
+    if medium && !matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
+        return Err(InferError::Unsupported(format!(
+            "the _M recipe exists for q4_k and q5_k, not {}",
             ty.name()
         )));
     }
@@ -91,7 +137,7 @@ pub fn export(
         )));
     }
     let store = WeightStore::open_dir(dir)?;
-    let mut meta = metadata(&cfg, arch, dir, ty)?;
+    let mut meta = metadata(&cfg, arch, dir, ty, medium)?;
     let tokenizer = tokenizer_metadata(dir, &cfg, &mut meta)?;
     let chat_template = match ChatTemplate::load(dir) {
         Ok(t) => {
@@ -147,22 +193,38 @@ pub fn export(
             vec![cfg.vocab, h],
         ));
     }
-    let stored = |shape: &[usize]| {
-        if shape.len() == 2 && ty != GgmlType::F32 && shape[1].is_multiple_of(ty.block_len()) {
-            ty
-        } else {
-            GgmlType::F32
+    let stored = |name: &str, shape: &[usize]| {
+        if shape.len() != 2 || ty == GgmlType::F32 {
+            return GgmlType::F32;
         }
+        let layer = name
+            .strip_prefix("blk.")
+            .and_then(|r| r.split('.').next())
+            .and_then(|n| n.parse::<usize>().ok());
+        let six = medium
+            && (name == "output.weight"
+                || (cfg.tied && name == "token_embd.weight")
+                || ((name.ends_with(".attn_v.weight") || name.ends_with(".ffn_down.weight"))
+                    && layer.is_some_and(|i| more_bits(i, cfg.layers))));
+        let t = if six { GgmlType::Q6_K } else { ty };
+        [t, fallback(t)]
+            .into_iter()
+            .find(|t| shape[1].is_multiple_of(t.block_len()))
+            .unwrap_or(GgmlType::F32)
     };
     let infos: Vec<TensorInfo> = plan
         .iter()
         .map(|(name, _, shape)| TensorInfo {
             name: name.clone(),
-            ty: stored(shape),
+            ty: stored(name, shape),
             dims: shape.iter().rev().copied().collect(),
         })
         .collect();
     let quantized = infos.iter().filter(|t| t.ty != GgmlType::F32).count();
+    let mut types = std::collections::BTreeMap::new();
+    for t in &infos {
+        *types.entry(t.ty.name().to_string()).or_insert(0) += 1;
+    }
     let total = plan.len();
     let permute = arch == "llama";
     gguf_writer::write(
@@ -204,6 +266,7 @@ pub fn export(
         architecture: arch.into(),
         tensors: total,
         quantized,
+        types,
         bytes,
         tokenizer,
         chat_template,
@@ -230,6 +293,7 @@ fn metadata(
     arch: &str,
     dir: &Path,
     ty: GgmlType,
+    medium: bool,
 ) -> Result<Vec<(String, MetaValue)>> {
     let u32v = |n: usize| MetaValue::U32(n as u32);
     let name = dir
@@ -284,7 +348,10 @@ fn metadata(
             )))
         }
     }
-    m.push(("general.file_type".into(), MetaValue::U32(file_type(ty))));
+    m.push((
+        "general.file_type".into(),
+        MetaValue::U32(file_type(ty, medium)),
+    ));
     if ty != GgmlType::F32 {
         m.push(("general.quantization_version".into(), MetaValue::U32(2)));
     }
