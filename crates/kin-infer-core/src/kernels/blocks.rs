@@ -3,10 +3,11 @@
 //! product over them has the bits of the f32 product over the dequantized matrix.
 //!
 //! A matrix of a block type is packed like any other (`nr`-wide panels, k-major), one
-//! *panel block* per panel and 32 (or 256) k: `nr · block_bytes` bytes holding the `nr`
-//! columns' ggml blocks for that stretch of k, so element offsets map to bytes as
-//! `off / block_len · block_bytes` and a KC slice (a multiple of the block length) is a run
-//! of whole panel blocks. Inside a panel block the layout depends on the type:
+//! *panel block* per panel and 32 (or 256) k: `nr · panel_block_bytes` bytes holding the `nr`
+//! columns' blocks for that stretch of k (the ggml blocks' bytes, except Q6_K's, widened:
+//! `WeightFormat::panel_block_bytes`), so element offsets map to bytes as `off / block_len ·
+//! panel_block_bytes` and a KC slice (a multiple of the block length) is a run of whole panel
+//! blocks. Inside a panel block the layout depends on the type:
 //!
 //! - **interleaved** (Q8_0, Q4_0, Q4_1: the types with direct SIMD kernels): first the `nr`
 //!   f16 scales `d` (then, for Q4_1, the `nr` f16 minimums `m`), then 32 *code rows*, one per
@@ -66,20 +67,20 @@ pub(crate) fn pack<'a>(
     n: usize,
     col: impl Fn(usize) -> &'a [u8],
 ) -> AlignedBuf<u8> {
-    let (bl, bb) = (t.block_len(), t.block_bytes());
+    let (bl, bb, pbb) = (t.block_len(), t.block_bytes(), t.panel_block_bytes());
     // Multiples of 8 columns: the K layouts' bit rows hold a whole byte of columns.
     assert!(t.is_block() && k.is_multiple_of(bl) && nr.is_multiple_of(8));
     let (kb_n, panels) = (k / bl, n.div_ceil(nr));
     // Zeroed: the interleaved nibbles are or-ed in, and padding columns stay zero.
-    let mut buf = AlignedBuf::<u8>::zeroed(panels * kb_n * nr * bb);
+    let mut buf = AlignedBuf::<u8>::zeroed(panels * kb_n * nr * pbb);
     let data = buf.as_mut_slice();
     for jp in 0..panels {
         let cols = nr.min(n - jp * nr);
         for c in 0..cols {
             let src = &col(jp * nr + c)[..kb_n * bb];
             for (kb, block) in src.chunks_exact(bb).enumerate() {
-                let at = (jp * kb_n + kb) * nr * bb;
-                write_block(t, nr, &mut data[at..at + nr * bb], c, block);
+                let at = (jp * kb_n + kb) * nr * pbb;
+                write_block(t, nr, &mut data[at..at + nr * pbb], c, block);
             }
         }
     }
@@ -167,15 +168,17 @@ pub(crate) fn repack(
     n: usize,
     nr: usize,
 ) -> AlignedBuf<u8> {
-    let (bl, bb) = (t.block_len(), t.block_bytes());
+    let (bl, bb, pbb) = (t.block_len(), t.block_bytes(), t.panel_block_bytes());
     let kb_n = k / bl;
     let cols: Vec<Vec<u8>> = (0..n)
         .map(|j| {
             let (jp, c) = (j / from_nr, j % from_nr);
             let mut v = Vec::with_capacity(kb_n * bb);
             for kb in 0..kb_n {
-                let at = (jp * kb_n + kb) * from_nr * bb;
-                v.extend_from_slice(&read_block(t, from_nr, &data[at..at + from_nr * bb], c)[..bb]);
+                let at = (jp * kb_n + kb) * from_nr * pbb;
+                v.extend_from_slice(
+                    &read_block(t, from_nr, &data[at..at + from_nr * pbb], c)[..bb],
+                );
             }
             v
         })
@@ -193,21 +196,21 @@ pub(crate) fn column_into(
     j: usize,
     out: &mut [f32],
 ) {
-    let (bl, bb) = (t.block_len(), t.block_bytes());
+    let (bl, bb, pbb) = (t.block_len(), t.block_bytes(), t.panel_block_bytes());
     let (jp, c) = (j / nr, j % nr);
     for (kb, o) in out[..k].chunks_exact_mut(bl).enumerate() {
-        let at = (jp * (k / bl) + kb) * nr * bb;
-        let block = read_block(t, nr, &data[at..at + nr * bb], c);
+        let at = (jp * (k / bl) + kb) * nr * pbb;
+        let block = read_block(t, nr, &data[at..at + nr * pbb], c);
         t.dequantize(&block[..bb], o);
     }
 }
 
 /// B[p][j] of a packed block matrix (dequantizes the block holding it).
 pub(crate) fn get(t: WeightFormat, nr: usize, data: &[u8], k: usize, p: usize, j: usize) -> f32 {
-    let (bl, bb) = (t.block_len(), t.block_bytes());
+    let (bl, bb, pbb) = (t.block_len(), t.block_bytes(), t.panel_block_bytes());
     let (jp, c, kb) = (j / nr, j % nr, p / bl);
-    let at = (jp * (k / bl) + kb) * nr * bb;
-    let block = read_block(t, nr, &data[at..at + nr * bb], c);
+    let at = (jp * (k / bl) + kb) * nr * pbb;
+    let block = read_block(t, nr, &data[at..at + nr * pbb], c);
     let mut vals = [0.0f32; 256];
     t.dequantize(&block[..bb], &mut vals[..bl]);
     vals[p % bl]
@@ -227,15 +230,15 @@ pub(crate) unsafe fn dequant_slice(
     kc: usize,
     out: *mut f32,
 ) {
-    let (bl, bb) = (t.block_len(), t.block_bytes());
+    let (bl, bb, pbb) = (t.block_len(), t.block_bytes(), t.panel_block_bytes());
     // SAFETY: the caller's extents.
     let (src, out) = unsafe {
         (
-            std::slice::from_raw_parts(src, kc / bl * nr * bb),
+            std::slice::from_raw_parts(src, kc / bl * nr * pbb),
             std::slice::from_raw_parts_mut(out, kc * nr),
         )
     };
-    for (kb, pb) in src.chunks_exact(nr * bb).enumerate() {
+    for (kb, pb) in src.chunks_exact(nr * pbb).enumerate() {
         let rows = &mut out[kb * bl * nr..(kb + 1) * bl * nr];
         match t.quant() {
             Some(q @ (GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1)) => {

@@ -112,9 +112,19 @@ impl WeightFormat {
         }
     }
 
-    /// Bytes of `elems` stored values (`elems` a multiple of the block length).
+    /// Bytes one block takes in the GEMM's panels: the stored block's, except Q6_K, whose
+    /// codes are widened to a byte each in memory (274 bytes, not 210: its bit planes cost as
+    /// much to unpack as the rest of the row; a byte per code runs at Q8_0's speed).
+    pub const fn panel_block_bytes(self) -> usize {
+        match self {
+            WeightFormat::Quant(GgmlType::Q6_K) => 2 + 16 + 256,
+            _ => self.block_bytes(),
+        }
+    }
+
+    /// Bytes of `elems` values in the GEMM's panels (`elems` a multiple of the block length).
     pub const fn bytes_of(self, elems: usize) -> usize {
-        elems / self.block_len() * self.block_bytes()
+        elems / self.block_len() * self.panel_block_bytes()
     }
 
     /// Whether values are stored as 16-bit patterns (the half-precision panels).

@@ -53,7 +53,10 @@ pub(super) unsafe fn dequant(t: GgmlType, src: *const u8, kc: usize, out: *mut f
     ) {
         return false;
     }
-    let (bl, bb) = (t.block_len(), t.block_bytes());
+    let (bl, bb) = (
+        t.block_len(),
+        super::format::WeightFormat::Quant(t).panel_block_bytes(),
+    );
     let codes = codes_at(t, NR);
     // SAFETY: the caller's extents (kc / block_len panel blocks at src, kc · 16 floats at out).
     unsafe {

@@ -18,14 +18,18 @@
 //!
 //! The K-quants' sub-block values `d·sc` and `dmin·m` are exact too (an f16 times a 6- or
 //! 8-bit integer), so `fma(q, d·sc, −dmin·m)` is the reference's `(d·sc)·q − dmin·m` with its
-//! one rounding, and Q6_K's `fma(q, d·sc, −32·d·sc)` its exact `(d·sc)·(q − 32)`. A panel
-//! block's scales are recomputed per sub-block (`group`): 32 k, or 16 for Q6_K.
+//! one rounding; Q6_K's codes are widened to bytes in memory (`blocks_k.rs`), so its weight is
+//! Q8_0's `(q − 32) · (d·sc)`, exact. A panel block's scales are recomputed per sub-block
+//! (`group`): 32 k, or 16 for Q6_K.
 //!
-//! Measured (examples/quant_matvec, one thread, 4096 × 4096, AVX-512 on this 2-core Zen4 VM):
-//! Q4_K runs at Q4_0's speed (38 vs 41 G weights/s); Q5_K and Q6_K at about half (17-18 G/s):
-//! widening their high bit planes costs as many vector instructions as the rest of the row
-//! (the compiler already fuses the masks into `vpternlogd`). llama.cpp's integer dot products
-//! avoid that by quantizing the activations, which the determinism contract rules out.
+//! Measured (examples/quant_matvec, one thread, 4096 × 4096, this 2-core Zen4 VM, noisy):
+//! AVX-512 Q4_K runs at Q4_0's speed (33-38 vs 41 G weights/s), Q5_K at half (17: widening its
+//! fifth-bit plane costs as much as the rest of the row, even with the compiler's vpternlogd).
+//! Q6_K with a 6-bit layout (nibbles + 2-bit planes) ran at 18 (AVX-512) and 6 (AVX2) G/s; with
+//! byte codes, 12-15 and 21 G/s, and the Q4_K_M decode benchmark rose on both tiers
+//! (scripts/bench-gguf.py), at 8.6 instead of 6.6 resident bits per Q6_K weight. llama.cpp's
+//! integer dot products avoid the unpacking by quantizing the activations, which the
+//! determinism contract rules out.
 //!
 //! Each tier's kernels are generic over the type's ggml code (`CODE`), so one body serves the
 //! six types and the per-type branches fold away.
@@ -81,7 +85,8 @@ mod avx2 {
 
     /// Group `g`'s multipliers and offsets of a panel block, per half: the weight is
     /// `fma(code, mul, off)` (Q8_0: `code · mul`). Q4_0: `d`, −8·d; Q4_1: `d`, `m`; Q4_K and
-    /// Q5_K: `d·sc`, −(`dmin·m`); Q6_K: `d·sc`, −32·`d·sc` (all exact, see the module doc).
+    /// Q5_K: `d·sc`, −(`dmin·m`); Q6_K: `d·sc` (its byte codes are `q − 32`; all exact, see
+    /// the module doc).
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub(super) unsafe fn scales(
@@ -129,7 +134,7 @@ mod avx2 {
                         let sc = _mm256_cvtepi8_epi32(bytes(2 * NR + g * NR, h));
                         _mm256_mul_ps(d[h], _mm256_cvtepi32_ps(sc))
                     });
-                    (mul, mul.map(|s| _mm256_mul_ps(s, _mm256_set1_ps(-32.0))))
+                    (mul, mul)
                 }
                 _ => {
                     let d = half(0);
@@ -152,7 +157,8 @@ mod avx2 {
     ) -> (__m256, __m256) {
         unsafe {
             let rows = blk.add(codes_at(t, NR));
-            if t == GgmlType::Q8_0 {
+            // Byte codes (Q8_0's, and Q6_K's widened `q − 32`): `q · mul`, exact.
+            if t == GgmlType::Q8_0 || t == GgmlType::Q6_K {
                 let r = rows.add(p * NR);
                 let lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(r.cast()));
                 let hi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(r.add(8).cast()));
@@ -173,14 +179,6 @@ mod avx2 {
                 let hi_b = _mm256_srlv_epi32(v, _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15));
                 lo = _mm256_or_si256(lo, _mm256_and_si256(lo_b, sixteen));
                 hi = _mm256_or_si256(hi, _mm256_and_si256(hi_b, sixteen));
-            } else if t == GgmlType::Q6_K {
-                // Column c's high two bits are bits 2c, 2c+1 of the row.
-                let v = _mm256_set1_epi32(read_u32(blk.add(high_at(t, NR) + p * NR / 4)) as i32);
-                let three = _mm256_set1_epi32(3);
-                let lo_b = _mm256_srlv_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
-                let hi_b = _mm256_srlv_epi32(v, _mm256_setr_epi32(16, 18, 20, 22, 24, 26, 28, 30));
-                lo = _mm256_or_si256(lo, _mm256_slli_epi32::<4>(_mm256_and_si256(lo_b, three)));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi32::<4>(_mm256_and_si256(hi_b, three)));
             }
             (
                 _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), mul[0], off[0]),
@@ -204,7 +202,8 @@ pub(super) unsafe fn avx2_row4<const CODE: u32>(
     use avx2::NR;
     let t = ty(CODE);
     let (bl, gl) = (t.block_len(), group(t));
-    let (pb, stride) = (NR * t.block_bytes(), bstride / bl * t.block_bytes());
+    let pbb = super::format::WeightFormat::Quant(t).panel_block_bytes();
+    let (pb, stride) = (NR * pbb, bstride / bl * pbb);
     unsafe {
         for pair in 0..2 {
             let cp = c.add(pair * 2 * NR);
@@ -251,7 +250,7 @@ pub(super) unsafe fn avx2_dequant(t: GgmlType, src: *const u8, kc: usize, out: *
         return false;
     }
     let (bl, gl) = (t.block_len(), group(t));
-    let pb = NR * t.block_bytes();
+    let pb = NR * super::format::WeightFormat::Quant(t).panel_block_bytes();
     unsafe {
         for kb in 0..kc / bl {
             let (blk, o) = (src.add(kb * pb), out.add(kb * bl * NR));
@@ -322,7 +321,7 @@ mod avx512 {
                         let sc = _mm512_cvtepi8_epi32(bytes(2 * NR + g * NR, h));
                         _mm512_mul_ps(d[h], _mm512_cvtepi32_ps(sc))
                     });
-                    (mul, mul.map(|s| _mm512_mul_ps(s, _mm512_set1_ps(-32.0))))
+                    (mul, mul)
                 }
                 _ => {
                     let d = half(0);
@@ -344,7 +343,8 @@ mod avx512 {
     ) -> (__m512, __m512) {
         unsafe {
             let rows = blk.add(codes_at(t, NR));
-            if t == GgmlType::Q8_0 {
+            // Byte codes (Q8_0's, and Q6_K's widened `q − 32`): `q · mul`, exact.
+            if t == GgmlType::Q8_0 || t == GgmlType::Q6_K {
                 let r = rows.add(p * NR);
                 let lo = _mm512_cvtepi8_epi32(_mm_loadu_si128(r.cast()));
                 let hi = _mm512_cvtepi8_epi32(_mm_loadu_si128(r.add(16).cast()));
@@ -362,17 +362,6 @@ mod avx512 {
                 let sixteen = _mm512_set1_epi32(16);
                 lo = _mm512_mask_or_epi32(lo, bits as u16, lo, sixteen);
                 hi = _mm512_mask_or_epi32(hi, (bits >> 16) as u16, hi, sixteen);
-            } else if t == GgmlType::Q6_K {
-                let at = blk.add(high_at(t, NR) + p * NR / 4);
-                let shifts =
-                    _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-                let three = _mm512_set1_epi32(3);
-                let bits = |v: u32| {
-                    let b = _mm512_srlv_epi32(_mm512_set1_epi32(v as i32), shifts);
-                    _mm512_slli_epi32::<4>(_mm512_and_si512(b, three))
-                };
-                lo = _mm512_or_si512(lo, bits(read_u32(at)));
-                hi = _mm512_or_si512(hi, bits(read_u32(at.add(4))));
             }
             (
                 _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), mul[0], off[0]),
@@ -396,7 +385,8 @@ pub(super) unsafe fn avx512_row4<const CODE: u32>(
     use avx512::NR;
     let t = ty(CODE);
     let (bl, gl) = (t.block_len(), group(t));
-    let (pb, stride) = (NR * t.block_bytes(), bstride / bl * t.block_bytes());
+    let pbb = super::format::WeightFormat::Quant(t).panel_block_bytes();
+    let (pb, stride) = (NR * pbb, bstride / bl * pbb);
     unsafe {
         for pair in 0..2 {
             let cp = c.add(pair * 2 * NR);
@@ -442,7 +432,7 @@ pub(super) unsafe fn avx512_dequant(t: GgmlType, src: *const u8, kc: usize, out:
         return false;
     }
     let (bl, gl) = (t.block_len(), group(t));
-    let pb = NR * t.block_bytes();
+    let pb = NR * super::format::WeightFormat::Quant(t).panel_block_bytes();
     unsafe {
         for kb in 0..kc / bl {
             let (blk, o) = (src.add(kb * pb), out.add(kb * bl * NR));
