@@ -9,8 +9,9 @@
 //! panel_block_bytes` and a KC slice (a multiple of the block length) is a run of whole panel
 //! blocks. Inside a panel block the layout depends on the type:
 //!
-//! - **interleaved** (Q8_0, Q4_0, Q4_1: the types with direct SIMD kernels): first the `nr`
-//!   f16 scales `d` (then, for Q4_1, the `nr` f16 minimums `m`), then 32 *code rows*, one per
+//! - **interleaved** (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: the types with direct SIMD kernels): first
+//!   the `nr` f16 scales `d` (then, for Q4_1 / Q5_1, the `nr` f16 minimums `m`), then 32 *code
+//!   rows* (Q5: the low four bits; then 32 rows of `nr / 8` bytes, bit `c` column `c`'s fifth), one per
 //!   k, each holding that k's code of every column: `nr` bytes for Q8_0; `nr / 2` bytes for
 //!   the 4-bit types, byte `i` holding column `i` in its low nibble and column `i + nr/2` in
 //!   its high one, so a tier widens a code row into two registers of consecutive columns
@@ -38,7 +39,25 @@ fn interleaved_type(f: WeightFormat) -> Option<GgmlType> {
 
 /// Whether the panels of `t` use the interleaved layout (see the module doc).
 pub(crate) const fn interleaved(t: GgmlType) -> bool {
-    matches!(t, GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1) || k_interleaved(t)
+    matches!(
+        t,
+        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1
+    ) || k_interleaved(t)
+}
+
+/// Whether `t` is a 32-value type with a fifth code bit (Q5_0, Q5_1).
+const fn five_bit(t: GgmlType) -> bool {
+    matches!(t, GgmlType::Q5_0 | GgmlType::Q5_1)
+}
+
+/// Where the rows of fifth code bits start (`nr / 8` bytes per k, bit `c` column `c`'s):
+/// Q5_0 and Q5_1 after their 32 nibble rows, Q5_K after its 256.
+pub(crate) const fn high_at(t: GgmlType, nr: usize) -> usize {
+    match t {
+        GgmlType::Q5_0 => 18 * nr,
+        GgmlType::Q5_1 => 20 * nr,
+        _ => blocks_k::high_at(t, nr),
+    }
 }
 
 /// Whether `t` is a K-quant with the interleaved layout of `blocks_k.rs`.
@@ -49,7 +68,7 @@ pub(crate) const fn k_interleaved(t: GgmlType) -> bool {
 /// Bytes where the interleaved code rows start in a panel block of width `nr`.
 pub(crate) const fn codes_at(t: GgmlType, nr: usize) -> usize {
     match t {
-        GgmlType::Q4_1 => 4 * nr,
+        GgmlType::Q4_1 | GgmlType::Q5_1 => 4 * nr,
         _ if k_interleaved(t) => blocks_k::codes_at(t, nr),
         _ => 2 * nr,
     }
@@ -106,16 +125,23 @@ fn write_block(f: WeightFormat, nr: usize, dst: &mut [u8], c: usize, src: &[u8])
             }
         }
         _ => {
-            let qs = if t == GgmlType::Q4_1 {
+            // block_q4_1 / block_q5_1 carry `m` after `d`; Q5's `qh` (u32) precedes `qs`.
+            let with_min = matches!(t, GgmlType::Q4_1 | GgmlType::Q5_1);
+            if with_min {
                 dst[2 * nr + 2 * c..2 * nr + 2 * c + 2].copy_from_slice(&src[2..4]);
-                &src[4..20]
-            } else {
-                &src[2..18]
-            };
+            }
+            let qh_at = if with_min { 4 } else { 2 };
+            let qs_at = qh_at + if five_bit(t) { 4 } else { 0 };
+            let qh =
+                u32::from_le_bytes([src[qh_at], src[qh_at + 1], src[qh_at + 2], src[qh_at + 3]]);
+            let qs = &src[qs_at..qs_at + 16];
             let half = nr / 2;
             for p in 0..32 {
                 let q = if p < 16 { qs[p] & 15 } else { qs[p - 16] >> 4 };
                 dst[codes + p * half + c % half] |= q << (4 * (c / half));
+                if five_bit(t) && (qh >> p) & 1 == 1 {
+                    dst[high_at(t, nr) + p * nr / 8 + c / 8] |= 1 << (c % 8);
+                }
             }
         }
     }
@@ -143,16 +169,23 @@ fn read_block(f: WeightFormat, nr: usize, src: &[u8], c: usize) -> [u8; MAX_BLOC
             }
         }
         _ => {
-            let qs_at = if t == GgmlType::Q4_1 {
+            let with_min = matches!(t, GgmlType::Q4_1 | GgmlType::Q5_1);
+            if with_min {
                 out[2..4].copy_from_slice(&src[2 * nr + 2 * c..2 * nr + 2 * c + 2]);
-                4
-            } else {
-                2
-            };
+            }
+            let qh_at = if with_min { 4 } else { 2 };
+            let qs_at = qh_at + if five_bit(t) { 4 } else { 0 };
             let half = nr / 2;
+            let mut qh = 0u32;
             for p in 0..32 {
                 let q = (src[codes + p * half + c % half] >> (4 * (c / half))) & 15;
                 out[qs_at + p % 16] |= if p < 16 { q } else { q << 4 };
+                if five_bit(t) {
+                    qh |= (((src[high_at(t, nr) + p * nr / 8 + c / 8] >> (c % 8)) & 1) as u32) << p;
+                }
+            }
+            if five_bit(t) {
+                out[qh_at..qh_at + 4].copy_from_slice(&qh.to_le_bytes());
             }
         }
     }

@@ -37,6 +37,14 @@ pub(crate) static OPS: Ops = Ops {
             x86_quant::avx2_row4::<{ GgmlType::Q8_0.code() }>,
         ),
         (
+            GgmlType::Q5_0,
+            x86_quant::avx2_row4::<{ GgmlType::Q5_0.code() }>,
+        ),
+        (
+            GgmlType::Q5_1,
+            x86_quant::avx2_row4::<{ GgmlType::Q5_1.code() }>,
+        ),
+        (
             GgmlType::Q4_K,
             x86_quant::avx2_row4::<{ GgmlType::Q4_K.code() }>,
         ),

@@ -1,5 +1,5 @@
 //! Kernels over block-quantized panels (`blocks.rs`'s interleaved layouts: Q8_0, Q4_0, Q4_1,
-//! and `blocks_k.rs`'s Q4_K, Q5_K, Q6_K)
+//! Q5_0, Q5_1, and `blocks_k.rs`'s Q4_K, Q5_K, Q6_K)
 //! for the x86-64 AVX2 and AVX-512 tiers: the direct decode kernel (one row × four panels,
 //! each weight dequantized in registers and multiplied into f32 accumulators with one FMA, in
 //! the f32 GEMM's k order), and the staging dequantizer (a panel's KC slice into f32 panel
@@ -32,16 +32,17 @@
 //! determinism contract rules out.
 //!
 //! Each tier's kernels are generic over the type's ggml code (`CODE`), so one body serves the
-//! six types and the per-type branches fold away.
+//! eight types and the per-type branches fold away.
 
-use super::blocks::{codes_at, interleaved};
-use super::blocks_k::high_at;
+use super::blocks::{codes_at, high_at, interleaved};
 use super::ggml::GgmlType;
 use super::{x86_avx2, x86_avx512};
 use std::arch::x86_64::*;
 
 const Q4_0: u32 = GgmlType::Q4_0.code();
 const Q4_1: u32 = GgmlType::Q4_1.code();
+const Q5_0: u32 = GgmlType::Q5_0.code();
+const Q5_1: u32 = GgmlType::Q5_1.code();
 const Q4_K: u32 = GgmlType::Q4_K.code();
 const Q5_K: u32 = GgmlType::Q5_K.code();
 const Q6_K: u32 = GgmlType::Q6_K.code();
@@ -51,6 +52,8 @@ const fn ty(code: u32) -> GgmlType {
     match code {
         Q4_0 => GgmlType::Q4_0,
         Q4_1 => GgmlType::Q4_1,
+        Q5_0 => GgmlType::Q5_0,
+        Q5_1 => GgmlType::Q5_1,
         Q4_K => GgmlType::Q4_K,
         Q5_K => GgmlType::Q5_K,
         Q6_K => GgmlType::Q6_K,
@@ -100,7 +103,11 @@ mod avx2 {
             };
             let bytes = |at: usize, h: usize| _mm_loadl_epi64(blk.add(at + 8 * h).cast());
             match t {
-                GgmlType::Q4_1 => (half(0), half(2 * NR)),
+                GgmlType::Q4_1 | GgmlType::Q5_1 => (half(0), half(2 * NR)),
+                GgmlType::Q5_0 => {
+                    let d = half(0);
+                    (d, d.map(|s| _mm256_mul_ps(s, _mm256_set1_ps(-16.0))))
+                }
                 GgmlType::Q4_K | GgmlType::Q5_K => {
                     let (d, dmin) = (half(0), half(2 * NR));
                     let shift = _mm_cvtsi32_si128(4 * (g % 2) as i32);
@@ -170,7 +177,7 @@ mod avx2 {
             let w = _mm256_cvtepu8_epi32(_mm_loadl_epi64(rows.add(p * NR / 2).cast()));
             let mut lo = _mm256_and_si256(w, _mm256_set1_epi32(15));
             let mut hi = _mm256_srli_epi32::<4>(w);
-            if t == GgmlType::Q5_K {
+            if matches!(t, GgmlType::Q5_K | GgmlType::Q5_0 | GgmlType::Q5_1) {
                 // Column c's fifth bit is bit c of the row: shifted to bit 4 of lane c.
                 let bits = read_u16(blk.add(high_at(t, NR) + p * NR / 8)) as i32;
                 let v = _mm256_set1_epi32(bits << 4);
@@ -287,7 +294,11 @@ mod avx512 {
             };
             let bytes = |at: usize, h: usize| _mm_loadu_si128(blk.add(at + 16 * h).cast());
             match t {
-                GgmlType::Q4_1 => (half(0), half(2 * NR)),
+                GgmlType::Q4_1 | GgmlType::Q5_1 => (half(0), half(2 * NR)),
+                GgmlType::Q5_0 => {
+                    let d = half(0);
+                    (d, d.map(|s| _mm512_mul_ps(s, _mm512_set1_ps(-16.0))))
+                }
                 GgmlType::Q4_K | GgmlType::Q5_K => {
                     let (d, dmin) = (half(0), half(2 * NR));
                     let shift = _mm_cvtsi32_si128(4 * (g % 2) as i32);
@@ -356,7 +367,7 @@ mod avx512 {
             let w = _mm512_cvtepu8_epi32(_mm_loadu_si128(rows.add(p * NR / 2).cast()));
             let mut lo = _mm512_and_si512(w, _mm512_set1_epi32(15));
             let mut hi = _mm512_srli_epi32::<4>(w);
-            if t == GgmlType::Q5_K {
+            if matches!(t, GgmlType::Q5_K | GgmlType::Q5_0 | GgmlType::Q5_1) {
                 // Bit c of the row is column c's fifth bit: the row is the lanes' mask.
                 let bits = read_u32(blk.add(high_at(t, NR) + p * NR / 8));
                 let sixteen = _mm512_set1_epi32(16);
@@ -371,7 +382,8 @@ mod avx512 {
     }
 }
 
-/// AVX-512 decode kernel over the interleaved panels of ggml type `CODE`.
+/// AVX-512 decode kernel over the interleaved panels of ggml type `CODE`. Q5_0 is
+/// `fma(q, d, −16·d)` (exact product, one rounding of the exact `d·(q − 16)`), Q5_1 Q4_1's.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 pub(super) unsafe fn avx512_row4<const CODE: u32>(
     kc: usize,
