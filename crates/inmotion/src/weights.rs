@@ -74,6 +74,14 @@ struct Raw<'a> {
     data: &'a [u8],
 }
 
+/// A quantized tensor's parts, validated ([`Store::codes`]).
+struct Codes<'a> {
+    q: &'a [u8],
+    scale: Vec<f32>,
+    zero: Vec<f32>,
+    layout: IntLayout,
+}
+
 /// The tensors of one model.safetensors, borrowed from its map while the model is built.
 pub struct Store<'a> {
     path: PathBuf,
@@ -225,11 +233,18 @@ impl<'a> Store<'a> {
         if !self.quantized.contains(name) {
             return self.float(name, shape);
         }
+        let rows = if shape.len() >= 2 { shape[0] } else { 1 };
+        let cols: usize = shape.iter().product::<usize>() / rows.max(1);
+        let c = self.codes(name, rows, cols)?;
+        Ok(dequantize(c.q, &c.scale, &c.zero, rows, cols, &c.layout))
+    }
+
+    /// The validated codes (`W.__q`, U8 `[rows, bytes per row]`), scales and zeros
+    /// (`[rows, groups]`) of the quantized tensor `name` read as `rows × cols`.
+    fn codes(&self, name: &str, rows: usize, cols: usize) -> Result<Codes<'a>> {
         let layout = self
             .quant
             .expect("quantized tensors imply an integer layout");
-        let rows = if shape.len() >= 2 { shape[0] } else { 1 };
-        let cols: usize = shape.iter().product::<usize>() / rows.max(1);
         let qn = format!("{name}.__q");
         let q = self.raw(&qn)?;
         let bpr = layout.bytes_per_row(cols);
@@ -244,9 +259,12 @@ impl<'a> Store<'a> {
             ));
         }
         let ng = layout.n_groups(cols);
-        let scale = self.float(&format!("{name}.__scale"), &[rows, ng])?;
-        let zero = self.float(&format!("{name}.__zero"), &[rows, ng])?;
-        Ok(dequantize(q.data, &scale, &zero, rows, cols, &layout))
+        Ok(Codes {
+            q: q.data,
+            scale: self.float(&format!("{name}.__scale"), &[rows, ng])?,
+            zero: self.float(&format!("{name}.__zero"), &[rows, ng])?,
+            layout,
+        })
     }
 
     /// A quantized weight of `shape` (`[out, in...]`) as integer affine blocks, one row of
@@ -269,31 +287,17 @@ impl<'a> Store<'a> {
         let Some(fmt) = AffineBlocks::for_rows(layout.bits, cols, group) else {
             return Ok(None);
         };
-        let qn = format!("{name}.__q");
-        let q = self.raw(&qn)?;
-        let bpr = layout.bytes_per_row(cols);
-        if q.dtype != Dtype::U8 || q.shape != [rows, bpr] {
-            return Err(Error::tensor(
-                &self.path,
-                &qn,
-                format!(
-                    "{:?} {:?}, but {}-bit codes of a [{rows}, {cols}] weight need U8 [{rows}, {bpr}]",
-                    q.dtype, q.shape, layout.bits
-                ),
-            ));
-        }
-        let ng = layout.n_groups(cols);
-        let scale = self.float(&format!("{name}.__scale"), &[rows, ng])?;
-        let zero = self.float(&format!("{name}.__zero"), &[rows, ng])?;
+        let parts = self.codes(name, rows, cols)?;
+        let (bpr, ng) = (layout.bytes_per_row(cols), layout.n_groups(cols));
         let mut out = Vec::with_capacity(rows * cols / fmt.block_len() * fmt.block_bytes());
         for r in 0..rows {
-            let row = &q.data[r * bpr..(r + 1) * bpr];
+            let row = &parts.q[r * bpr..(r + 1) * bpr];
             fmt.encode_row(
                 cols,
                 group,
                 |c| read_code(row, layout.bits, c),
-                |g| scale[r * ng + g],
-                |g| zero[r * ng + g],
+                |g| parts.scale[r * ng + g],
+                |g| parts.zero[r * ng + g],
                 &mut out,
             );
         }

@@ -60,6 +60,28 @@ pub struct Embedder {
     threads: usize,
 }
 
+/// Tokens per text: the option (checked against the model's position `limit`), else `default`.
+fn max_length(opts: &EmbedderOptions, default: usize, limit: usize) -> Result<usize> {
+    match opts.max_length {
+        Some(0) => Err(InferError::Input("max length must be at least 1".into())),
+        Some(n) if n > limit => Err(InferError::Input(format!(
+            "max length {n} exceeds the model's position limit of {limit}"
+        ))),
+        Some(n) => Ok(n),
+        None => Ok(default),
+    }
+}
+
+/// The Matryoshka `dimensions` option fits the `full_dim`-wide embedding.
+fn check_dimensions(opts: &EmbedderOptions, full_dim: usize) -> Result<()> {
+    match opts.dimensions {
+        Some(d) if d == 0 || d > full_dim => Err(InferError::Input(format!(
+            "dimensions {d} must be between 1 and the embedding size {full_dim}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 impl Embedder {
     /// Loads a model directory (config.json + safetensors, optional tokenizer.json and
     /// sentence-transformers configs).
@@ -81,16 +103,7 @@ impl Embedder {
         let store = WeightStore::open_dir(dir)?;
         let model = pool.install(|| load_encoder(&config_path, &store, backend.as_ref()))?;
         let limit = model.spec().max_sequence_length;
-        let max_length = match opts.max_length {
-            Some(0) => return Err(InferError::Input("max length must be at least 1".into())),
-            Some(n) if n > limit => {
-                return Err(InferError::Input(format!(
-                    "max length {n} exceeds the model's position limit of {limit}"
-                )))
-            }
-            Some(n) => n,
-            None => st.max_seq_length.unwrap_or(limit).min(limit),
-        };
+        let max_length = max_length(opts, st.max_seq_length.unwrap_or(limit).min(limit), limit)?;
         let tokenizer = dir
             .join("tokenizer.json")
             .is_file()
@@ -130,13 +143,7 @@ impl Embedder {
             .iter()
             .map(|c| Dense::load(c, backend.as_ref()))
             .collect::<Result<Vec<_>>>()?;
-        if let Some(d) = opts.dimensions {
-            if d == 0 || d > full_dim {
-                return Err(InferError::Input(format!(
-                    "dimensions {d} must be between 1 and the embedding size {full_dim}"
-                )));
-            }
-        }
+        check_dimensions(opts, full_dim)?;
         Ok(Embedder {
             dimensions: opts.dimensions,
             model,
@@ -163,16 +170,7 @@ impl Embedder {
         let model =
             pool.install(|| crate::models::encoders::gguf::load(&gguf, &store, backend.as_ref()))?;
         let limit = model.spec().max_sequence_length;
-        let max_length = match opts.max_length {
-            Some(0) => return Err(InferError::Input("max length must be at least 1".into())),
-            Some(n) if n > limit => {
-                return Err(InferError::Input(format!(
-                    "max length {n} exceeds the model's position limit of {limit}"
-                )))
-            }
-            Some(n) => n,
-            None => limit,
-        };
+        let max_length = max_length(opts, limit, limit)?;
         let tokenizer = if crate::io::gguf_tokenizer::has_tokenizer(&gguf) {
             let t = crate::io::gguf_tokenizer::load(&gguf)?;
             Some(TextTokenizer::from_tokenizer(t, path, max_length)?)
@@ -187,13 +185,7 @@ impl Embedder {
             return Err(InferError::Input("pooling names no mode".into()));
         }
         let full_dim = pooling.output_dim(model.spec().hidden_size);
-        if let Some(d) = opts.dimensions {
-            if d == 0 || d > full_dim {
-                return Err(InferError::Input(format!(
-                    "dimensions {d} must be between 1 and the embedding size {full_dim}"
-                )));
-            }
-        }
+        check_dimensions(opts, full_dim)?;
         let info = ModelInfo {
             dir: path.to_path_buf(),
             tensors: store.len(),

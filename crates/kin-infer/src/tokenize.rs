@@ -31,29 +31,14 @@ impl TextTokenizer {
                 ),
             });
         }
-        let mut inner =
-            tokenizers::Tokenizer::from_file(&path).map_err(|e| InferError::Tokenizer {
-                reason: format!("{}: {e}", path.display()),
-            })?;
-        inner.with_padding(None);
-        inner
-            .with_truncation(Some(TruncationParams {
-                direction: TruncationDirection::Right,
-                max_length,
-                strategy: TruncationStrategy::LongestFirst,
-                stride: 0,
-            }))
-            .map_err(|e| InferError::Tokenizer {
-                reason: format!("{}: {e}", path.display()),
-            })?;
-        Ok(TextTokenizer {
-            inner,
-            path,
-            max_length,
-        })
+        let inner = tokenizers::Tokenizer::from_file(&path).map_err(|e| InferError::Tokenizer {
+            reason: format!("{}: {e}", path.display()),
+        })?;
+        Self::from_tokenizer(inner, &path, max_length)
     }
 
-    /// A tokenizer built elsewhere (a GGUF file's), truncating like [`TextTokenizer::load`].
+    /// A tokenizer built elsewhere (a GGUF file's, or `load`'s), truncated to `max_length`
+    /// tokens, its own padding and truncation settings cleared.
     pub fn from_tokenizer(
         mut inner: tokenizers::Tokenizer,
         path: &Path,

@@ -39,6 +39,7 @@ pub mod math;
 mod neon;
 #[cfg(target_arch = "aarch64")]
 mod neon_quant;
+mod packed;
 pub mod quantize;
 mod quantize_k;
 #[cfg(target_arch = "x86_64")]
@@ -230,150 +231,8 @@ pub(crate) struct Ops {
 use format::PerFormat;
 pub use format::WeightFormat;
 pub(crate) use gemm::copy_short;
-
-/// A right-hand matrix B (k × n) packed once for [`Kernels::matmul`]: panels of `nr` columns
-/// (zero-padded), each k-major (`nr` values per p), 64-byte aligned. `nr` is the packing tier's
-/// micro-kernel width; a matrix packed by another tier is repacked on use (same bits, slower).
-/// The panels keep the weight's storage ([`WeightFormat`]): a bf16/f16 matrix takes half the
-/// memory and bandwidth, and gives the same bits as the f32 packing of its widened values.
-#[derive(Clone, Debug)]
-pub struct PackedMatrix {
-    k: usize,
-    n: usize,
-    nr: usize,
-    buf: gemm::Panels,
-}
-
-impl PackedMatrix {
-    /// A 0 × 0 matrix: scratch for [`Kernels::pack_rows_into`] / [`Kernels::pack_cols_into`].
-    pub fn empty() -> PackedMatrix {
-        PackedMatrix {
-            k: 0,
-            n: 0,
-            nr: 1,
-            buf: gemm::Panels::f32(gemm::AlignedBuf::zeroed(0)),
-        }
-    }
-    pub fn k(&self) -> usize {
-        self.k
-    }
-    pub fn n(&self) -> usize {
-        self.n
-    }
-    /// Panel width of the packing (the packing tier's micro-kernel width).
-    pub fn panel_width(&self) -> usize {
-        self.nr
-    }
-    /// Storage type of the panels.
-    pub fn format(&self) -> WeightFormat {
-        self.buf.format
-    }
-    fn index(&self, p: usize, j: usize) -> usize {
-        assert!(p < self.k && j < self.n, "PackedMatrix::get out of range");
-        (j / self.nr) * self.k * self.nr + p * self.nr + j % self.nr
-    }
-    /// Element B[p][j] (widened to f32 for half-precision panels, dequantized for blocks).
-    pub fn get(&self, p: usize, j: usize) -> f32 {
-        let i = self.index(p, j);
-        match &self.buf.data {
-            gemm::PanelData::F32(v) => v.as_slice()[i],
-            gemm::PanelData::U16(v) => self.buf.format.widen(v.as_slice()[i]),
-            gemm::PanelData::Blocks(v) => {
-                blocks::get(self.block_type(), self.nr, v.as_slice(), self.k, p, j)
-            }
-        }
-    }
-    /// Column `j` of B (all `k` values: row `j` of the torch weight it was packed from, e.g.
-    /// one token's embedding of a tied or quantized table) into `out`, widened or dequantized
-    /// exactly: the values the products use.
-    ///
-    /// # Panics
-    /// If `j >= n` or `out` is shorter than `k`.
-    pub fn column_into(&self, j: usize, out: &mut [f32]) {
-        assert!(
-            j < self.n && out.len() >= self.k,
-            "column_into out of range"
-        );
-        let (k, nr) = (self.k, self.nr);
-        let base = (j / nr) * k * nr + j % nr;
-        match &self.buf.data {
-            gemm::PanelData::F32(v) => {
-                for (p, o) in out[..k].iter_mut().enumerate() {
-                    *o = v.as_slice()[base + p * nr];
-                }
-            }
-            gemm::PanelData::U16(v) => {
-                for (p, o) in out[..k].iter_mut().enumerate() {
-                    *o = self.buf.format.widen(v.as_slice()[base + p * nr]);
-                }
-            }
-            gemm::PanelData::Blocks(v) => {
-                blocks::column_into(self.block_type(), nr, v.as_slice(), k, j, out)
-            }
-        }
-    }
-    /// The block format of block panels (they are only ever built with one).
-    fn block_type(&self) -> WeightFormat {
-        debug_assert!(self.buf.format.is_block());
-        self.buf.format
-    }
-    /// Bytes the panels occupy (what a loaded matrix keeps resident).
-    pub fn stored_bytes(&self) -> usize {
-        match &self.buf.data {
-            gemm::PanelData::F32(v) => v.as_slice().len() * 4,
-            gemm::PanelData::U16(v) => v.as_slice().len() * 2,
-            gemm::PanelData::Blocks(v) => v.as_slice().len(),
-        }
-    }
-    /// Raw stored bits of B[p][j] for half-precision panels.
-    fn get_bits(&self, p: usize, j: usize) -> u16 {
-        let i = self.index(p, j);
-        match &self.buf.data {
-            gemm::PanelData::U16(v) => v.as_slice()[i],
-            _ => unreachable!("get_bits on panels that are not 16-bit"),
-        }
-    }
-    /// The same matrix packed with panel width `nr`, keeping the storage type.
-    fn repack(&self, nr: usize) -> PackedMatrix {
-        let (k, n) = (self.k, self.n);
-        let data = match &self.buf.data {
-            gemm::PanelData::F32(_) => {
-                gemm::PanelData::F32(gemm::pack_panels(nr, k, n, |p, j| self.get(p, j)))
-            }
-            gemm::PanelData::U16(_) => {
-                gemm::PanelData::U16(gemm::pack_panels(nr, k, n, |p, j| self.get_bits(p, j)))
-            }
-            gemm::PanelData::Blocks(v) => gemm::PanelData::Blocks(blocks::repack(
-                self.block_type(),
-                self.nr,
-                v.as_slice(),
-                k,
-                n,
-                nr,
-            )),
-        };
-        let buf = gemm::Panels {
-            format: self.buf.format,
-            data,
-        };
-        PackedMatrix { k, n, nr, buf }
-    }
-}
-
-fn half_packed(
-    nr: usize,
-    k: usize,
-    n: usize,
-    panels: gemm::AlignedBuf<u16>,
-    fmt: WeightFormat,
-) -> PackedMatrix {
-    assert!(fmt.is_half(), "half_packed with {}", fmt.name());
-    let buf = gemm::Panels {
-        format: fmt,
-        data: gemm::PanelData::U16(panels),
-    };
-    PackedMatrix { k, n, nr, buf }
-}
+use packed::half_packed;
+pub use packed::PackedMatrix;
 
 /// The dispatch table.
 pub struct Kernels {
