@@ -54,6 +54,8 @@ fn main() {
         "one thread, {n} x {k} ({:.1} M weights), best of {reps}",
         weights / 1e6
     );
+    // QUANT_MATVEC_ONLY=avx2,Q4_0 (tier or type names) skips the rest, e.g. for `perf stat`.
+    let only = std::env::var("QUANT_MATVEC_ONLY").ok();
     let mut all_equal = true;
     for t in [
         GgmlType::Q8_0,
@@ -82,6 +84,12 @@ fn main() {
         let mut wf = vec![0.0f32; n * k];
         t.dequantize(&q, &mut wf);
         for tier in [Tier::Generic, Tier::Avx2, Tier::Avx512, Tier::Neon] {
+            if only
+                .as_ref()
+                .is_some_and(|o| !o.split(',').any(|x| x == tier.name() || x == t.name()))
+            {
+                continue;
+            }
             let Ok(kern) = for_tier(tier) else { continue };
             let packed_f32 = kern.pack_rows(&wf, n, k, k);
             let packed_q = kern.pack_rows_quant(&[&q], k, t).expect("whole blocks");

@@ -50,13 +50,36 @@ fn scale_offsets(t: GgmlType) -> &'static [usize] {
 
 /// `rows` rows of `k` values of random blocks of `t` with finite scales of either sign.
 fn random_rows(t: GgmlType, rows: usize, k: usize, seed: u64) -> Vec<u8> {
+    random_rows_with(t, rows, k, seed, false)
+}
+
+/// Finite f16 scales at the ends of the range: the largest, the smallest normal and
+/// subnormal, zero, and values whose products need every significant bit.
+const EXTREME_SCALES: [f32; 9] = [
+    65504.0,
+    -65504.0,
+    6.1035156e-5,
+    -5.9604645e-8,
+    0.0,
+    1.0,
+    -2047.0,
+    0.33325195,
+    1.0009766,
+];
+
+/// As [`random_rows`]; with `extreme`, every scale field is one of [`EXTREME_SCALES`].
+fn random_rows_with(t: GgmlType, rows: usize, k: usize, seed: u64, extreme: bool) -> Vec<u8> {
     let mut r = Rng(seed | 1);
     let mut bytes: Vec<u8> = (0..rows * t.row_bytes(k).unwrap())
         .map(|_| r.next() as u8)
         .collect();
     for block in bytes.chunks_exact_mut(t.block_bytes()) {
         for &at in scale_offsets(t) {
-            let v = (r.next() % 2000) as f32 * 1e-5 * if r.next() & 1 == 0 { 1.0 } else { -1.0 };
+            let v = if extreme {
+                EXTREME_SCALES[(r.next() % EXTREME_SCALES.len() as u64) as usize]
+            } else {
+                (r.next() % 2000) as f32 * 1e-5 * if r.next() & 1 == 0 { 1.0 } else { -1.0 }
+            };
             block[at..at + 2].copy_from_slice(&half::f16::from_f32(v).to_bits().to_le_bytes());
         }
     }
@@ -106,7 +129,19 @@ const BLOCK_TYPES: [GgmlType; 10] = [
 ];
 
 fn check(t: GgmlType, m: usize, k: usize, n: usize, seed: u64, with_bias: bool) {
-    let w = random_rows(t, n, k, seed);
+    check_with(t, m, k, n, seed, with_bias, false)
+}
+
+fn check_with(
+    t: GgmlType,
+    m: usize,
+    k: usize,
+    n: usize,
+    seed: u64,
+    with_bias: bool,
+    extreme: bool,
+) {
+    let w = random_rows_with(t, n, k, seed, extreme);
     let wf = dequantized(t, &w, n, k);
     let mut r = Rng(seed.wrapping_mul(31) | 1);
     let a: Vec<f32> = (0..m * k).map(|_| r.f32()).collect();
@@ -142,6 +177,19 @@ fn every_block_type_equals_the_f32_product_over_its_dequantized_weights() {
             for (l, m) in [1usize, 3, 13].into_iter().enumerate() {
                 check(t, m, k, n, (i * 100 + j * 10 + l) as u64 + 1, l != 1);
             }
+        }
+    }
+}
+
+/// The direct kernels' dequantization is exact for every finite scale (module doc of
+/// `kernels/x86_quant.rs`), not only the small ones a quantizer writes: the f16 range's ends,
+/// subnormals and zero, decode and prompt rows.
+#[test]
+fn extreme_finite_scales_stay_exact() {
+    for (i, t) in BLOCK_TYPES.into_iter().enumerate() {
+        let k = t.block_len() * 3;
+        for m in [1usize, 5] {
+            check_with(t, m, k, 70, 1000 + i as u64 * 7 + m as u64, m == 5, true);
         }
     }
 }

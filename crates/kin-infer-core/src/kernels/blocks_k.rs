@@ -16,15 +16,15 @@
 //! | `144nr .. 176nr` | Q5_K: 256 bit rows of `nr/8` bytes, bit `c` the fifth bit of column `c` |
 //!
 //! Q6_K (sub-blocks of 16 k, i8 scale each, codes 6 bits, minus 32), in `274 · nr` bytes, not
-//! the stored 210: each code widened to a byte (`q − 32` as i8), so a row is Q8_0's and runs at
-//! its speed (measured: unpacking the 2-bit planes of a 6-bit layout halved the kernel's rate;
+//! the stored 210: each code widened to a byte (`q`, 0..64), so a row is one byte per weight like
+//! Q8_0's and runs at its speed (measured: unpacking the 2-bit planes of a 6-bit layout halved the kernel's rate;
 //! the cost is 8.6 instead of 6.6 bits per weight resident, which `stored_bytes` reports):
 //!
 //! | bytes            | what                                                             |
 //! |------------------|------------------------------------------------------------------|
 //! | `0 .. 2nr`       | `d` (f16) of each column                                         |
 //! | `2nr .. 18nr`    | 16 rows of i8 scales                                             |
-//! | `18nr .. 274nr`  | 256 code rows of `nr` bytes: `q − 32` as i8                      |
+//! | `18nr .. 274nr`  | 256 code rows of `nr` bytes: `q` (0..64, the weight is `q − 32`) |
 //!
 //! Each sub-block's values are the reference's: `(d·sc)` and `(dmin·m)` are exact in f32 (an
 //! f16 times a 6- or 8-bit integer), so a tier computes them in any order with the same bits.
@@ -109,7 +109,7 @@ pub(crate) fn write(t: GgmlType, nr: usize, dst: &mut [u8], c: usize, src: &[u8]
     for e in 0..256 {
         let q = code(t, src, e);
         match t {
-            GgmlType::Q6_K => dst[codes + e * nr + c] = (q as i8 - 32) as u8,
+            GgmlType::Q6_K => dst[codes + e * nr + c] = q,
             _ => {
                 dst[codes + e * half + c % half] |= (q & 15) << (4 * (c / half));
                 if t == GgmlType::Q5_K {
@@ -153,7 +153,7 @@ pub(crate) fn read(t: GgmlType, nr: usize, src: &[u8], c: usize, out: &mut [u8])
     }
     for e in 0..256 {
         let q = match t {
-            GgmlType::Q6_K => (src[codes + e * nr + c] as i8 + 32) as u8,
+            GgmlType::Q6_K => src[codes + e * nr + c],
             _ => {
                 let lo = (src[codes + e * half + c % half] >> (4 * (c / half))) & 15;
                 if t == GgmlType::Q5_K {

@@ -7,9 +7,20 @@
 //! their tier, so they produce the same values: the reference dequantizer's.
 //!
 //! Why the dequantization is exact, so its instruction order cannot matter: a scale is an
-//! f16 (11 significant bits) and a code at most 8 bits, so `d · q` fits an f32 exactly; Q4_0's
-//! `d · (q − 8)` is computed as `fma(q, d, −8·d)` (−8·d exact too), Q4_1's `(d · q) + m` as
-//! `fma(q, d, m)` (one rounding, the reference's: its product is exact), Q8_0's as `q · d`.
+//! f16 (11 significant bits) and a code at most 8 bits, so `d · q` fits an f32 exactly; Q4_1's
+//! `(d · q) + m` is `fma(q, d, m)` (one rounding, the reference's: its product is exact),
+//! Q8_0's `q · d`, Q5_0's `d · (q − 16)` is `fma(q, d, −16·d)`.
+//!
+//! Getting `q` into a float is most of a 4-bit weight's cost, so no tier converts Q4_0's
+//! codes: a shuffle puts each code byte under the exponent bits of 1.0 and a mask keeps one
+//! nibble, which then reads `1 + q·2⁻ᵏ`, and one fma with exact constants gives `d·(q − 8)`
+//! (`Q4_0_FMA`; Q6_K likewise, `Q6K_FMA`). The AVX-512 tier reads Q4_1 and Q4_K nibbles as
+//! indices into the table 0..15 instead (one permute, no mask for the low nibble). Measured
+//! (quant_matvec 4096², one thread, 2-core Xeon VM with AVX-512): Q4_0 25 → 31 G weights/s on
+//! AVX-512 and 18 → 20 on AVX2, Q4_1 25 → 27, Q4_K 23 → 25 (AVX-512); Q6_K unchanged (24,
+//! bound by its byte per weight). The AVX2 loop is then port-bound: per 16 weights two
+//! shuffles, two masks and four FMAs, which llama.cpp's integer dot products avoid by
+//! quantizing the activations (ruled out by the determinism contract).
 //!
 //! The decode kernel takes its four panels two at a time (four accumulators, plus the two
 //! panels' scales held in registers): measured on the first prototype (git history: examples/q4_decode_proto.rs),
@@ -18,11 +29,11 @@
 //!
 //! The K-quants' sub-block values `d·sc` and `dmin·m` are exact too (an f16 times a 6- or
 //! 8-bit integer), so `fma(q, d·sc, −dmin·m)` is the reference's `(d·sc)·q − dmin·m` with its
-//! one rounding; Q6_K's codes are widened to bytes in memory (`blocks_k.rs`), so its weight is
-//! Q8_0's `(q − 32) · (d·sc)`, exact. A panel block's scales are recomputed per sub-block
+//! one rounding; Q6_K's codes are widened to bytes in memory (`blocks_k.rs`), and its weight
+//! `(q − 32) · (d·sc)` is exact. A panel block's scales are recomputed per sub-block
 //! (`group`): 32 k, or 16 for Q6_K.
 //!
-//! Measured (examples/quant_matvec, one thread, 4096 × 4096, this 2-core Zen4 VM, noisy):
+//! Measured before that (examples/quant_matvec, one thread, 4096 × 4096, a 2-core Zen4 VM):
 //! AVX-512 Q4_K runs at Q4_0's speed (33-38 vs 41 G weights/s), Q5_K at half (17: widening its
 //! fifth-bit plane costs as much as the rest of the row, even with the compiler's vpternlogd).
 //! Q6_K with a 6-bit layout (nibbles + 2-bit planes) ran at 18 (AVX-512) and 6 (AVX2) G/s; with
@@ -80,6 +91,19 @@ unsafe fn read_u32(p: *const u8) -> u32 {
     unsafe { u32::from_le(p.cast::<u32>().read_unaligned()) }
 }
 
+/// Q4_0 without an int-to-float conversion: a code byte shuffled to bits 8..16 of a lane under
+/// the exponent of 1.0 reads, after masking, as `f = 1 + q·2⁻¹⁵` (low nibble) or
+/// `1 + q·2⁻¹¹` (high nibble), and `fma(f, M·d, O·d)` with these (M, O) is exactly
+/// `d·(q − 8)`: `f·M·d + O·d` is that value in exact arithmetic, and both constants times the
+/// f16 `d` (11 significant bits) are exact in f32 (32776 = 8·4097 and 2056 = 8·257 have 13 and
+/// 9), so the fma's one rounding returns the reference's value, whatever `q`.
+const Q4_0_FMA: [(f32, f32); 2] = [(32768.0, -32776.0), (2048.0, -2056.0)];
+
+/// Q6_K likewise: its byte code `q` (0..64) shuffled to bits 16..24 under the exponent byte
+/// 0x3F reads `f = 0.5 + q/256`, and `fma(f, 256·ds, −160·ds)` is `(q − 32)·ds` exactly
+/// (`ds = d·sc` has at most 19 significant bits, 160 = 32·5 adds 3).
+const Q6K_FMA: (f32, f32) = (256.0, -160.0);
+
 // ---- AVX2: 16-column panels, two 8-lane halves ---------------------------------------------
 
 mod avx2 {
@@ -87,9 +111,9 @@ mod avx2 {
     pub(super) const NR: usize = 16;
 
     /// Group `g`'s multipliers and offsets of a panel block, per half: the weight is
-    /// `fma(code, mul, off)` (Q8_0: `code · mul`). Q4_0: `d`, −8·d; Q4_1: `d`, `m`; Q4_K and
-    /// Q5_K: `d·sc`, −(`dmin·m`); Q6_K: `d·sc` (its byte codes are `q − 32`; all exact, see
-    /// the module doc).
+    /// `fma(code, mul, off)` (Q8_0: `code · mul`). Q4_1: `d`, `m`; Q4_K and
+    /// Q5_K: `d·sc`, −(`dmin·m`); Q4_0 and Q6_K: `Q4_0_FMA` / `Q6K_FMA` times `d` (`d·sc`),
+    /// for the codes as `weights` reads them (all exact, see the module doc).
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub(super) unsafe fn scales(
@@ -137,11 +161,29 @@ mod avx2 {
                 }
                 GgmlType::Q6_K => {
                     let d = half(0);
-                    let mul = [0, 1].map(|h| {
+                    let dsc = [0, 1].map(|h| {
                         let sc = _mm256_cvtepi8_epi32(bytes(2 * NR + g * NR, h));
                         _mm256_mul_ps(d[h], _mm256_cvtepi32_ps(sc))
                     });
-                    (mul, mul)
+                    let (m, o) = Q6K_FMA;
+                    (
+                        dsc.map(|s| _mm256_mul_ps(s, _mm256_set1_ps(m))),
+                        dsc.map(|s| _mm256_mul_ps(s, _mm256_set1_ps(o))),
+                    )
+                }
+                GgmlType::Q4_0 => {
+                    let d = half(0);
+                    let [(m0, o0), (m1, o1)] = Q4_0_FMA;
+                    (
+                        [
+                            _mm256_mul_ps(d[0], _mm256_set1_ps(m0)),
+                            _mm256_mul_ps(d[1], _mm256_set1_ps(m1)),
+                        ],
+                        [
+                            _mm256_mul_ps(d[0], _mm256_set1_ps(o0)),
+                            _mm256_mul_ps(d[1], _mm256_set1_ps(o1)),
+                        ],
+                    )
                 }
                 _ => {
                     let d = half(0);
@@ -164,14 +206,68 @@ mod avx2 {
     ) -> (__m256, __m256) {
         unsafe {
             let rows = blk.add(codes_at(t, NR));
-            // Byte codes (Q8_0's, and Q6_K's widened `q − 32`): `q · mul`, exact.
-            if t == GgmlType::Q8_0 || t == GgmlType::Q6_K {
+            // Q8_0's byte codes: `q · mul`, exact.
+            if t == GgmlType::Q8_0 {
                 let r = rows.add(p * NR);
                 let lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(r.cast()));
                 let hi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(r.add(8).cast()));
                 return (
                     _mm256_mul_ps(_mm256_cvtepi32_ps(lo), mul[0]),
                     _mm256_mul_ps(_mm256_cvtepi32_ps(hi), mul[1]),
+                );
+            }
+            // Q6_K's byte codes `q` (0..64) become the mantissa of `0.5 + q/256` with one
+            // shuffle (the exponent byte 0x3F comes from the blended-in constant), then
+            // `fma(f, 256·d·sc, −160·d·sc)` (see `Q6K_FMA`).
+            if t == GgmlType::Q6_K {
+                let r = rows.add(p * NR);
+                let ctrl = _mm256_setr_epi32(
+                    0x0800_8080,
+                    0x0801_8080,
+                    0x0802_8080,
+                    0x0803_8080,
+                    0x0804_8080,
+                    0x0805_8080,
+                    0x0806_8080,
+                    0x0807_8080,
+                );
+                let f = |at: usize| {
+                    let src = _mm256_blend_epi32::<0b1100_1100>(
+                        _mm256_set1_epi64x(r.add(at).cast::<i64>().read_unaligned()),
+                        _mm256_set1_epi32(0x3F),
+                    );
+                    _mm256_castsi256_ps(_mm256_shuffle_epi8(src, ctrl))
+                };
+                return (
+                    _mm256_fmadd_ps(f(0), mul[0], off[0]),
+                    _mm256_fmadd_ps(f(8), mul[1], off[1]),
+                );
+            }
+            // Q4_0: the code byte of column c (low nibble) and c + 8 (high) goes to bits 8..16
+            // of lane c beside the exponent bytes 0x80 0x3F, so masking keeps `1 + q·2⁻¹⁵`
+            // (low) or `1 + q·2⁻¹¹` (high): no conversion, see `Q4_0_FMA`.
+            if t == GgmlType::Q4_0 {
+                let r = rows.add(p * NR / 2);
+                let ctrl = _mm256_setr_epi32(
+                    0x0809_0080,
+                    0x0809_0180,
+                    0x0809_0280,
+                    0x0809_0380,
+                    0x0809_0480,
+                    0x0809_0580,
+                    0x0809_0680,
+                    0x0809_0780,
+                );
+                let src = _mm256_blend_epi32::<0b1100_1100>(
+                    _mm256_set1_epi64x(r.cast::<i64>().read_unaligned()),
+                    _mm256_set1_epi32(0x803F),
+                );
+                let s = _mm256_shuffle_epi8(src, ctrl);
+                let lo = _mm256_and_si256(s, _mm256_set1_epi32(0xFFFF_0F00u32 as i32));
+                let hi = _mm256_and_si256(s, _mm256_set1_epi32(0xFFFF_F000u32 as i32));
+                return (
+                    _mm256_fmadd_ps(_mm256_castsi256_ps(lo), mul[0], off[0]),
+                    _mm256_fmadd_ps(_mm256_castsi256_ps(hi), mul[1], off[1]),
                 );
             }
             let w = _mm256_cvtepu8_epi32(_mm_loadl_epi64(rows.add(p * NR / 2).cast()));
@@ -328,11 +424,29 @@ mod avx512 {
                 }
                 GgmlType::Q6_K => {
                     let d = half(0);
-                    let mul = [0, 1].map(|h| {
+                    let dsc = [0, 1].map(|h| {
                         let sc = _mm512_cvtepi8_epi32(bytes(2 * NR + g * NR, h));
                         _mm512_mul_ps(d[h], _mm512_cvtepi32_ps(sc))
                     });
-                    (mul, mul)
+                    let (m, o) = Q6K_FMA;
+                    (
+                        dsc.map(|s| _mm512_mul_ps(s, _mm512_set1_ps(m))),
+                        dsc.map(|s| _mm512_mul_ps(s, _mm512_set1_ps(o))),
+                    )
+                }
+                GgmlType::Q4_0 => {
+                    let d = half(0);
+                    let [(m0, o0), (m1, o1)] = Q4_0_FMA;
+                    (
+                        [
+                            _mm512_mul_ps(d[0], _mm512_set1_ps(m0)),
+                            _mm512_mul_ps(d[1], _mm512_set1_ps(m1)),
+                        ],
+                        [
+                            _mm512_mul_ps(d[0], _mm512_set1_ps(o0)),
+                            _mm512_mul_ps(d[1], _mm512_set1_ps(o1)),
+                        ],
+                    )
                 }
                 _ => {
                     let d = half(0);
@@ -354,8 +468,60 @@ mod avx512 {
     ) -> (__m512, __m512) {
         unsafe {
             let rows = blk.add(codes_at(t, NR));
-            // Byte codes (Q8_0's, and Q6_K's widened `q − 32`): `q · mul`, exact.
-            if t == GgmlType::Q8_0 || t == GgmlType::Q6_K {
+            // Each 128-bit lane of a shuffle sees the same 16 code bytes; dword j of lane l
+            // takes byte 4l + j (at bits 8..16 for Q4_0, 16..24 for Q6_K), zeros elsewhere.
+            let ctrl = |at: u32| {
+                let idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+                let zeros = _mm512_set1_epi32((0x8080_8080u32 & !(0xFF << at)) as i32);
+                _mm512_or_si512(_mm512_sllv_epi32(idx, _mm512_set1_epi32(at as i32)), zeros)
+            };
+            // Q6_K's byte codes `q` (0..64): `0.5 + q/256` by one shuffle and one or, then
+            // `fma(f, 256·d·sc, −160·d·sc)` (see `Q6K_FMA`).
+            if t == GgmlType::Q6_K {
+                let r = rows.add(p * NR);
+                let c = ctrl(16);
+                let f = |at: usize| {
+                    let src = _mm512_broadcast_i32x4(_mm_loadu_si128(r.add(at).cast()));
+                    let s = _mm512_shuffle_epi8(src, c);
+                    _mm512_castsi512_ps(_mm512_or_si512(s, _mm512_set1_epi32(0x3F00_0000)))
+                };
+                return (
+                    _mm512_fmadd_ps(f(0), mul[0], off[0]),
+                    _mm512_fmadd_ps(f(16), mul[1], off[1]),
+                );
+            }
+            // Q4_0: the code byte of columns c (low nibble) and c + 16 (high) at bits 8..16 of
+            // lane c; a ternary-logic `(s & mask) | 0x3F800000` keeps `1 + q·2⁻¹⁵` (low) or
+            // `1 + q·2⁻¹¹` (high): no conversion, see `Q4_0_FMA`.
+            if t == GgmlType::Q4_0 {
+                let src = _mm512_broadcast_i32x4(_mm_loadu_si128(rows.add(p * NR / 2).cast()));
+                let s = _mm512_shuffle_epi8(src, ctrl(8));
+                let one = _mm512_set1_epi32(0x3F80_0000);
+                let lo = _mm512_ternarylogic_epi32::<0xEA>(s, _mm512_set1_epi32(0x0F00), one);
+                let hi = _mm512_ternarylogic_epi32::<0xEA>(s, _mm512_set1_epi32(0xF000), one);
+                return (
+                    _mm512_fmadd_ps(_mm512_castsi512_ps(lo), mul[0], off[0]),
+                    _mm512_fmadd_ps(_mm512_castsi512_ps(hi), mul[1], off[1]),
+                );
+            }
+            // Q4_1 and Q4_K: a nibble is its own index into the table 0.0..15.0 (a permute
+            // reads only an index's low four bits, so the low nibble needs no mask): the
+            // exact `q` without a conversion, then `fma(q, mul, off)` as below.
+            if matches!(t, GgmlType::Q4_1 | GgmlType::Q4_K) {
+                let v = _mm512_cvtepu8_epi32(_mm_loadu_si128(rows.add(p * NR / 2).cast()));
+                let iota = _mm512_setr_ps(
+                    0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0,
+                    15.0,
+                );
+                let lo = _mm512_permutexvar_ps(v, iota);
+                let hi = _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(v), iota);
+                return (
+                    _mm512_fmadd_ps(lo, mul[0], off[0]),
+                    _mm512_fmadd_ps(hi, mul[1], off[1]),
+                );
+            }
+            // Q8_0's byte codes: `q · mul`, exact.
+            if t == GgmlType::Q8_0 {
                 let r = rows.add(p * NR);
                 let lo = _mm512_cvtepi8_epi32(_mm_loadu_si128(r.cast()));
                 let hi = _mm512_cvtepi8_epi32(_mm_loadu_si128(r.add(16).cast()));
