@@ -54,7 +54,7 @@ fn main() {
         "one thread, {n} x {k} ({:.1} M weights), best of {reps}",
         weights / 1e6
     );
-    // QUANT_MATVEC_ONLY=avx2,Q4_0 (tier or type names) skips the rest, e.g. for `perf stat`.
+    // QUANT_MATVEC_ONLY=avx2,Q4_0 (tier and/or type names) runs only those, e.g. for `perf`.
     let only = std::env::var("QUANT_MATVEC_ONLY").ok();
     let mut all_equal = true;
     for t in [
@@ -84,10 +84,7 @@ fn main() {
         let mut wf = vec![0.0f32; n * k];
         t.dequantize(&q, &mut wf);
         for tier in [Tier::Generic, Tier::Avx2, Tier::Avx512, Tier::Neon] {
-            if only
-                .as_ref()
-                .is_some_and(|o| !o.split(',').any(|x| x == tier.name() || x == t.name()))
-            {
+            if !selected(only.as_deref(), tier, t) {
                 continue;
             }
             let Ok(kern) = for_tier(tier) else { continue };
@@ -117,4 +114,17 @@ fn main() {
     if !all_equal {
         std::process::exit(1);
     }
+}
+
+/// Whether `QUANT_MATVEC_ONLY` (`only`) selects this tier and type: each is unrestricted unless
+/// the list names some tier (type), and then must be one of them.
+fn selected(only: Option<&str>, tier: Tier, t: GgmlType) -> bool {
+    let Some(only) = only else { return true };
+    let (tiers, types): (Vec<&str>, Vec<&str>) =
+        only.split(',').partition(|n| Tier::parse(n).is_some());
+    (tiers.is_empty() || tiers.iter().any(|n| Tier::parse(n) == Some(tier)))
+        && (types.is_empty()
+            || types
+                .iter()
+                .any(|n| n.trim().eq_ignore_ascii_case(t.name())))
 }

@@ -7,9 +7,12 @@
 //!   Face's BERT tokenizer over the same vocabulary, with and without [CLS]/[SEP];
 //! - the config errors name the file.
 
+mod support;
+
 use kin_infer::embed::{Embedder, EmbedderOptions};
 use serde_json::Value;
 use std::path::PathBuf;
+use support::decoder::ids;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
@@ -17,14 +20,6 @@ fn root() -> PathBuf {
 
 fn gguf() -> PathBuf {
     root().join("gguf/encoders/bert_tiny.f32.gguf")
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
 }
 
 fn bits(v: &[Vec<f32>]) -> Vec<Vec<u32>> {

@@ -5,10 +5,13 @@
 //! ids must match exactly, decode back to its text, and the chat template and special tokens
 //! come from the file.
 
+mod support;
+
 use kin_infer::generate::chat::{encode_rendered, ChatMessage, ChatTemplate};
 use kin_infer::generate::{Detokenize, GenTokenizer};
 use serde_json::Value;
 use std::path::PathBuf;
+use support::decoder::ids;
 
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gguf/tokenizers")
@@ -43,14 +46,6 @@ fn ids_match_transformers_for_every_pre_tokenizer() {
             }
         }
     }
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
 }
 
 /// SentencePiece vocabularies (`tokenizer.ggml.model` "llama", scores and no merges) for the

@@ -173,16 +173,10 @@ mod avx2 {
                 }
                 GgmlType::Q4_0 => {
                     let d = half(0);
-                    let [(m0, o0), (m1, o1)] = Q4_0_FMA;
+                    let times = |h: usize, c: f32| _mm256_mul_ps(d[h], _mm256_set1_ps(c));
                     (
-                        [
-                            _mm256_mul_ps(d[0], _mm256_set1_ps(m0)),
-                            _mm256_mul_ps(d[1], _mm256_set1_ps(m1)),
-                        ],
-                        [
-                            _mm256_mul_ps(d[0], _mm256_set1_ps(o0)),
-                            _mm256_mul_ps(d[1], _mm256_set1_ps(o1)),
-                        ],
+                        [0, 1].map(|h| times(h, Q4_0_FMA[h].0)),
+                        [0, 1].map(|h| times(h, Q4_0_FMA[h].1)),
                     )
                 }
                 _ => {
@@ -436,16 +430,10 @@ mod avx512 {
                 }
                 GgmlType::Q4_0 => {
                     let d = half(0);
-                    let [(m0, o0), (m1, o1)] = Q4_0_FMA;
+                    let times = |h: usize, c: f32| _mm512_mul_ps(d[h], _mm512_set1_ps(c));
                     (
-                        [
-                            _mm512_mul_ps(d[0], _mm512_set1_ps(m0)),
-                            _mm512_mul_ps(d[1], _mm512_set1_ps(m1)),
-                        ],
-                        [
-                            _mm512_mul_ps(d[0], _mm512_set1_ps(o0)),
-                            _mm512_mul_ps(d[1], _mm512_set1_ps(o1)),
-                        ],
+                        [0, 1].map(|h| times(h, Q4_0_FMA[h].0)),
+                        [0, 1].map(|h| times(h, Q4_0_FMA[h].1)),
                     )
                 }
                 _ => {

@@ -1,4 +1,4 @@
-//! Scaffolding shared by the decoder test binaries (`llama.rs`, `gpt2.rs`, `gemma.rs`,
+//! Scaffolding shared by the decoder test binaries (`llama.rs`, `gpt2.rs`, `gemma.rs`, `gguf_*.rs`,
 //! `mistral_qwen2.rs`, `phi.rs`, `llama_rope.rs`): fixture paths under
 //! tests/decoder_fixtures, loading, golden cases, full and chunked logits, bits, and the
 //! checks every decoder family runs: golden parity (logits within `tol`, greedy tokens

@@ -152,24 +152,36 @@ pub(crate) fn scalar(v: &MetaValue) -> Option<Value> {
     })
 }
 
+/// Copies GGUF key `key`'s value, when the file has it, into the config object `obj` as `hub`,
+/// and records in `keys` that `hub` comes from `key`, so that every error about the field
+/// (a missing one included) names the GGUF key. An array is an error naming the key.
+pub(crate) fn copy_key(
+    gguf: &GgufFile,
+    keys: &mut BTreeMap<String, String>,
+    obj: &mut Map<String, Value>,
+    hub: &str,
+    key: &str,
+) -> Result<()> {
+    keys.insert(hub.to_string(), key.to_string());
+    if let Some(v) = gguf.get(key) {
+        let value = scalar(v).ok_or_else(|| {
+            gguf_err(
+                gguf,
+                format!("`{key}` is an array; a single value is expected"),
+            )
+        })?;
+        obj.insert(hub.into(), value);
+    }
+    Ok(())
+}
+
 /// The config object of the LLaMA-layout families, under the Hub's keys, from `arch.*` and
 /// `tokenizer.ggml.*` metadata; the vocabulary size and tied head from the tensors.
 fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result<ConfigSource> {
     let mut obj = Map::new();
     let mut keys = BTreeMap::new();
-    // Every field read from a key is named by it in errors, a missing one included.
-    let mut put = |hub: &str, key: String, obj: &mut Map<String, Value>| -> Result<()> {
-        keys.insert(hub.to_string(), key.clone());
-        if let Some(v) = gguf.get(&key) {
-            let value = scalar(v).ok_or_else(|| {
-                gguf_err(
-                    gguf,
-                    format!("`{key}` is an array; a single value is expected"),
-                )
-            })?;
-            obj.insert(hub.into(), value);
-        }
-        Ok(())
+    let mut put = |hub: &str, key: String, obj: &mut Map<String, Value>| {
+        copy_key(gguf, &mut keys, obj, hub, &key)
     };
     // transformers calls llama.cpp's phi2 `phi`.
     let model_type = if arch == "phi2" { "phi" } else { arch };

@@ -17,7 +17,7 @@ use crate::io::config_fields::ConfigSource;
 use crate::io::gguf::{GgufFile, MetaValue};
 use crate::io::safetensors::WeightStore;
 use crate::io::source::Layout;
-use crate::models::decoders::gguf::{architecture, gguf_err, scalar};
+use crate::models::decoders::gguf::{architecture, copy_key};
 use crate::models::Encoder;
 use crate::nn::pooling::{Pooling, PoolingMode};
 use serde_json::{json, Map, Value};
@@ -86,16 +86,7 @@ pub fn load(gguf: &GgufFile, store: &WeightStore, be: &dyn GpuCompute) -> Result
         ("layer_norm_eps", "bert.attention.layer_norm_epsilon"),
         ("pad_token_id", "tokenizer.ggml.padding_token_id"),
     ] {
-        keys.insert(hub.to_string(), own.to_string());
-        if let Some(v) = gguf.get(own) {
-            let value = scalar(v).ok_or_else(|| {
-                gguf_err(
-                    gguf,
-                    format!("`{own}` is an array; a single value is expected"),
-                )
-            })?;
-            obj.insert(hub.into(), value);
-        }
+        copy_key(gguf, &mut keys, &mut obj, hub, own)?;
     }
     for (hub, tensor) in [
         ("vocab_size", "token_embd.weight"),
