@@ -22,7 +22,11 @@ decode bound (bytes of weights read per token / the read bandwidth `examples/mem
 measures with T threads). Needs `pip install gguf==0.19.0 numpy==2.4.6 xllamacpp` and
 
     cargo build --release -p kin-infer-cli -p kin-infer --examples
-    python3 scripts/bench-gguf.py [--threads 2] [--repeat 3] [--json]
+    python3 scripts/bench-gguf.py [--threads 2] [--repeat 3] [--json] [--llama-bench PATH]
+
+`--llama-bench PATH` measures llama.cpp with the `llama-bench` of a build of your own instead
+(its `-o json` means), e.g. one configured without AVX-512 when comparing `KIN_INFER_SIMD=avx2`:
+the wheel's single build uses AVX-512 wherever the CPU has it.
 """
 
 import argparse
@@ -210,6 +214,20 @@ print("RESULT", json.dumps([t["prompt_per_second"], t["predicted_per_second"], t
     return pp, tg
 
 
+def llama_bench(path, args):
+    """llama.cpp through a `llama-bench` binary of the user's own build (`--llama-bench`), e.g.
+    one configured without AVX-512 to compare the AVX2 tiers: its mean prompt and generation
+    tokens/s over one repetition of the same prompt and decode lengths and threads."""
+    out = subprocess.run(
+        [args.llama_bench, "-m", path, "-p", str(args.prompt), "-n", str(args.decode),
+         "-t", str(args.threads), "-r", "1", "-o", "json"],
+        check=True, capture_output=True, text=True).stdout
+    tests = json.loads(out)
+    pp = next(t["avg_ts"] for t in tests if t["n_prompt"] == args.prompt and t["n_gen"] == 0)
+    tg = next(t["avg_ts"] for t in tests if t["n_gen"] == args.decode and t["n_prompt"] == 0)
+    return pp, tg
+
+
 def bandwidth(threads):
     if not os.path.exists(MEMBW):
         return None
@@ -227,7 +245,11 @@ def main():
     ap.add_argument("--decode", type=int, default=64)
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--llama-bench", metavar="PATH",
+                    help="measure llama.cpp with this llama-bench binary instead of the "
+                         "xllamacpp wheel (whose one build uses AVX-512 where the CPU has it)")
     args = ap.parse_args()
+    peer = llama_bench if args.llama_bench else llama_cpp
     os.makedirs(OUT, exist_ok=True)
     formats = args.formats.split(",")
     paths = {}
@@ -242,7 +264,7 @@ def main():
     for r in range(args.repeat):
         bw = max(bw, bandwidth(args.threads) or 0.0)
         for f in formats:
-            for name, fn in (("kin", kin), ("llama.cpp", llama_cpp)):
+            for name, fn in (("kin", kin), ("llama.cpp", peer)):
                 pp, tg = fn(paths[f], args)
                 b = best[f][name]
                 best[f][name] = [max(b[0], pp), max(b[1], tg)]
@@ -260,7 +282,8 @@ def main():
     if args.json:
         print(json.dumps(dict(threads=args.threads, read_bandwidth=bw, rows=rows)))
         return
-    print(f"threads {args.threads}, read bandwidth {bw / 1e9:.1f} GB/s, best of {args.repeat}")
+    print(f"threads {args.threads}, read bandwidth {bw / 1e9:.1f} GB/s, best of {args.repeat}, "
+          f"llama.cpp: {args.llama_bench or 'xllamacpp wheel'}")
     print("| format | weights MB | decode kin | decode llama.cpp | kin/llama | decode bound | "
           "bound/kin | prefill kin | prefill llama.cpp | kin/llama |")
     print("|---|---|---|---|---|---|---|---|---|---|")
