@@ -11,6 +11,7 @@ mod input;
 mod model_args;
 mod output;
 mod quantize_cmd;
+mod serve_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -43,6 +44,8 @@ enum Command {
     Generate(generate_cmd::GenerateArgs),
     /// Write a decoder checkpoint as a quantized GGUF file (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1).
     Quantize(quantize_cmd::QuantizeArgs),
+    /// Serve models over HTTP with OpenAI's API (embeddings, chat and text completions).
+    Serve(serve_cmd::ServeCmdArgs),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +70,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => commands::bench(a),
         Command::Generate(a) => generate_cmd::run(a),
         Command::Quantize(a) => quantize_cmd::run(a),
+        Command::Serve(a) => serve_cmd::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

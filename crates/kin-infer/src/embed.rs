@@ -292,6 +292,42 @@ impl Embedder {
         ids: &[&[u32]],
         type_ids: Option<&[&[u32]]>,
     ) -> Result<Vec<Vec<f32>>> {
+        self.embed_tokens_dims(ids, type_ids, None)
+    }
+
+    /// [`Embedder::embed_tokens`] with a Matryoshka width per row (`None`: the embedder's),
+    /// so that a server can batch requests that ask for different `dimensions`. Rows are
+    /// grouped by width after the Dense modules; each group is narrowed and normalized by the
+    /// same backend ops as a batch of one width, so a row's bits do not depend on its group.
+    pub fn embed_tokens_dims(
+        &self,
+        ids: &[&[u32]],
+        type_ids: Option<&[&[u32]]>,
+        dims: Option<&[Option<usize>]>,
+    ) -> Result<Vec<Vec<f32>>> {
+        if let Some(d) = dims {
+            if d.len() != ids.len() {
+                return Err(InferError::Input(format!(
+                    "{} dimensions for {} sequences",
+                    d.len(),
+                    ids.len()
+                )));
+            }
+            for &k in d.iter().flatten() {
+                check_dimensions(
+                    &EmbedderOptions {
+                        dimensions: Some(k),
+                        ..Default::default()
+                    },
+                    self.full_dim(),
+                )?;
+            }
+            let first = d.first().copied().flatten();
+            if d.iter().any(|&k| k != first) {
+                return self.embed_mixed_widths(ids, type_ids, d);
+            }
+        }
+        let keep_override = dims.and_then(|d| d.first().copied().flatten());
         let Some(states) = self.encode(ids, type_ids)? else {
             return Ok(Vec::new());
         };
@@ -307,7 +343,7 @@ impl Embedder {
                 x = d.forward(be, x.view(), rows);
                 width = d.out_features();
             }
-            if let Some(keep) = self.dimensions.filter(|&d| d < width) {
+            if let Some(keep) = keep_override.or(self.dimensions).filter(|&d| d < width) {
                 let mut t = be.zeros(rows * keep);
                 be.narrow(x.view(), rows, width, keep, t.at_mut(..));
                 (x, width) = (t, keep);
@@ -319,6 +355,32 @@ impl Embedder {
             let host = be.read(x.view(), &mut staging);
             Ok(host.chunks_exact(width).map(<[f32]>::to_vec).collect())
         })
+    }
+
+    /// Rows asking for different widths: each group of equal width runs as its own batch
+    /// (the encoder is batch-invariant, so this costs time, never bits).
+    fn embed_mixed_widths(
+        &self,
+        ids: &[&[u32]],
+        type_ids: Option<&[&[u32]]>,
+        dims: &[Option<usize>],
+    ) -> Result<Vec<Vec<f32>>> {
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); ids.len()];
+        let mut widths: Vec<Option<usize>> = dims.to_vec();
+        widths.sort_unstable();
+        widths.dedup();
+        for w in widths {
+            let rows: Vec<usize> = (0..ids.len()).filter(|&i| dims[i] == w).collect();
+            let sub_ids: Vec<&[u32]> = rows.iter().map(|&i| ids[i]).collect();
+            let sub_types: Option<Vec<&[u32]>> =
+                type_ids.map(|t| rows.iter().map(|&i| t[i]).collect());
+            let sub_dims = vec![w; rows.len()];
+            let vecs = self.embed_tokens_dims(&sub_ids, sub_types.as_deref(), Some(&sub_dims))?;
+            for (i, v) in rows.into_iter().zip(vecs) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
     }
 
     /// The encoder's last hidden state per sequence (`len` rows of `hidden_size`).

@@ -78,18 +78,26 @@ impl TextTokenizer {
     pub fn encode_batch(&self, texts: &[&str]) -> Result<Vec<Encoded>> {
         texts
             .iter()
-            .map(|t| {
-                let e = self
-                    .inner
-                    .encode(*t, true)
-                    .map_err(|e| InferError::Tokenizer {
-                        reason: format!("{}: {e}", self.path.display()),
-                    })?;
-                Ok(Encoded {
-                    ids: e.get_ids().to_vec(),
-                    type_ids: e.get_type_ids().to_vec(),
-                })
-            })
+            .map(|t| self.encode_flagged(t).map(|(e, _)| e))
             .collect()
+    }
+
+    /// Tokenizes one text, and says whether truncation to the model's limit cut it (a server
+    /// asked not to truncate refuses such a text instead).
+    pub fn encode_flagged(&self, text: &str) -> Result<(Encoded, bool)> {
+        let e = self
+            .inner
+            .encode(text, true)
+            .map_err(|e| InferError::Tokenizer {
+                reason: format!("{}: {e}", self.path.display()),
+            })?;
+        let cut = !e.get_overflowing().is_empty();
+        Ok((
+            Encoded {
+                ids: e.get_ids().to_vec(),
+                type_ids: e.get_type_ids().to_vec(),
+            },
+            cut,
+        ))
     }
 }

@@ -1,0 +1,141 @@
+//! `kin-infer serve`: an OpenAI-compatible HTTP server over the engine's session API (one
+//! loaded model shared by reference, a state per request). Embeddings are batched across
+//! requests and keep the bits `kin-infer embed` gives; generations run concurrently, each with
+//! its own KV cache. See docs/server.md.
+//!
+//! Layout: [`api`] holds the wire types (also the OpenAPI schema), [`embeddings`] and
+//! [`completions`] the model routes, [`routes`] the rest and the middleware, [`registry`] the
+//! loaded models, [`state`] what handlers share, [`metrics`] the Prometheus counters.
+
+pub mod api;
+pub mod completions;
+pub mod embeddings;
+pub mod error;
+pub mod metrics;
+pub mod registry;
+pub mod routes;
+pub mod state;
+
+pub use registry::ModelSpec;
+pub use routes::router;
+pub use state::{AppState, ServeConfig};
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+
+/// Everything `serve` needs beyond [`ServeConfig`].
+pub struct ServeArgs {
+    pub models: Vec<ModelSpec>,
+    pub addr: SocketAddr,
+    pub threads: Option<usize>,
+    pub config: ServeConfig,
+}
+
+/// Loads the models into `state` (then `/health` turns 200).
+pub fn load_models(
+    state: &AppState,
+    models: &[ModelSpec],
+    threads: Option<usize>,
+) -> kin_infer::Result<()> {
+    let limits = registry::BatchLimits {
+        max_batch_tokens: state.cfg.max_batch_tokens,
+    };
+    let loaded = registry::load_all(models, threads, limits, &state.metrics)?;
+    let _ = state.models.set(loaded);
+    Ok(())
+}
+
+/// Binds, loads the models (the port answers `/health` with 503 meanwhile), serves until
+/// SIGTERM or Ctrl-C, then drains: new requests get 503, in-flight ones get
+/// `shutdown_grace` to finish before running generations are cancelled. Returns once every
+/// connection is closed. `on_ready` is called with the bound address (port 0 picks one).
+pub fn serve(args: ServeArgs, on_ready: impl FnOnce(SocketAddr)) -> anyhow_like::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow_like::Error(format!("cannot start the runtime: {e}")))?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.addr)
+            .await
+            .map_err(|e| anyhow_like::Error(format!("cannot listen on {}: {e}", args.addr)))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| anyhow_like::Error(e.to_string()))?;
+        let state = AppState::new(args.config);
+        let loader = {
+            let state = state.clone();
+            let (models, threads) = (args.models, args.threads);
+            tokio::task::spawn_blocking(move || load_models(&state, &models, threads))
+        };
+        let app = router(state.clone());
+        let shutdown = {
+            let state = state.clone();
+            async move {
+                shutdown_signal().await;
+                eprintln!("kin-infer serve: shutting down (finishing in-flight requests)");
+                state.draining.store(true, Ordering::Relaxed);
+                let grace = state.cfg.shutdown_grace;
+                let cancel = state.cancel_all.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(grace).await;
+                    cancel.store(true, Ordering::Relaxed);
+                    // Cancelled generations end their streams with an error event at their
+                    // next token; a connection still open after that is cut, never completed.
+                    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                    eprintln!(
+                        "kin-infer serve: connections still open after the grace period; exiting"
+                    );
+                    std::process::exit(0);
+                });
+            }
+        };
+        let server = axum::serve(listener, app).with_graceful_shutdown(shutdown);
+        let server = tokio::spawn(async move { server.await });
+        match loader.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(anyhow_like::Error(format!("loading the models: {e}"))),
+            Err(e) => return Err(anyhow_like::Error(format!("loading the models: {e}"))),
+        }
+        on_ready(addr);
+        let r = server
+            .await
+            .map_err(|e| anyhow_like::Error(e.to_string()))?;
+        r.map_err(|e| anyhow_like::Error(format!("serving: {e}")))?;
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+/// A plain string error, so the library needs no error crate of its own for `serve`.
+pub mod anyhow_like {
+    #[derive(Debug)]
+    pub struct Error(pub String);
+    impl std::fmt::Display for Error {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+    impl std::error::Error for Error {}
+    pub type Result<T> = std::result::Result<T, Error>;
+}
