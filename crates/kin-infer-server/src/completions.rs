@@ -59,26 +59,27 @@ fn chat_prompt(g: &GenModel, req: &ChatRequest) -> ApiResult<Vec<u32>> {
     }
     let mut msgs = Vec::with_capacity(req.messages.len());
     for (i, m) in req.messages.iter().enumerate() {
-        let content =
-            match &m.content {
-                None => String::new(),
-                Some(MessageContent::Text(t)) => t.clone(),
-                Some(MessageContent::Parts(parts)) => {
-                    let mut s = String::new();
-                    for p in parts {
-                        match (p.kind.as_str(), &p.text) {
-                            ("text", Some(t)) => s.push_str(t),
-                            (k, _) => return Err(ApiError::invalid(
+        let content = match &m.content {
+            None => String::new(),
+            Some(MessageContent::Text(t)) => t.clone(),
+            Some(MessageContent::Parts(parts)) => {
+                let mut s = String::new();
+                for p in parts {
+                    match (p.kind.as_str(), &p.text) {
+                        ("text", Some(t)) => s.push_str(t),
+                        (k, _) => {
+                            return Err(ApiError::invalid(
                                 "messages",
                                 format!(
                                     "message {i}: content part `{k}` is not supported (text only)"
                                 ),
-                            )),
+                            ))
                         }
                     }
-                    s
                 }
-            };
+                s
+            }
+        };
         msgs.push(ChatMessage::new(m.role.as_str(), content));
     }
     let rendered = template
