@@ -423,6 +423,22 @@ def test_sigterm_under_load_exits_0_and_cuts_nothing_silently():
             print(f"  {complete} streams completed, {cut} cut with an error event")
 
 
+def test_schemathesis_no_5xx_and_responses_match_the_schema():
+    """Requests generated from /openapi.json (bounded, seeded): no 5xx, and every response's
+    status, content type, headers and body match what the document declares."""
+    st = Path(sys.executable).parent / "schemathesis"
+    with Server(f"embed={FIX / 'embed_tiny'}", f"chat={FIX / 'chat_tiny'}") as srv:
+        r = subprocess.run(
+            [str(st), "run", srv.url + "/openapi.json", "--max-examples", "60", "--seed", "1",
+             "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,"
+             "response_schema_conformance,response_headers_conformance"],
+            capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir())
+        tail = "\n".join(r.stdout.splitlines()[-8:])
+        assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
+        print("  " + tail.replace("\n", "\n  "))
+        assert srv.stop() == 0
+
+
 def main():
     only = sys.argv[sys.argv.index("-k") + 1] if "-k" in sys.argv else ""
     tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and only in n]

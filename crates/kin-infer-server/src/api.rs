@@ -61,8 +61,8 @@ pub enum EncodingFormat {
     Base64,
 }
 
+/// Unknown fields are ignored, as OpenAI-compatible servers do (clients send extras).
 #[derive(Deserialize, ToSchema, Debug)]
-#[serde(deny_unknown_fields)]
 pub struct EmbeddingRequest {
     pub input: EmbeddingInput,
     pub model: String,
@@ -292,4 +292,15 @@ pub struct ModelList {
 pub struct Health {
     /// `ok`, or `loading` (with status 503).
     pub status: &'static str,
+}
+
+/// One server-sent event of a streamed completion (documentation of `text/event-stream`):
+/// `data` is a JSON chunk (`chat.completion.chunk` or `text_completion`), or `[DONE]` last; a
+/// stream that fails ends with an `error` event whose data is an error body, and no `[DONE]`.
+#[derive(Serialize, ToSchema, Debug)]
+pub struct StreamEvent {
+    /// `message` (the default), or `error`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
+    pub data: String,
 }

@@ -7,7 +7,8 @@
 
 use crate::api::{
     ApiJson, ChatChoice, ChatMessageOut, ChatRequest, ChatResponse, CompletionChoice,
-    CompletionRequest, CompletionResponse, MessageContent, PromptInput, Sampling, Stop, Usage,
+    CompletionRequest, CompletionResponse, MessageContent, PromptInput, Sampling, Stop,
+    StreamEvent, Usage,
 };
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::registry::{GenModel, Kind, Model};
@@ -506,7 +507,7 @@ fn prepare_common(
     path = "/v1/chat/completions",
     request_body = ChatRequest,
     responses(
-        (status = 200, description = "The reply (a JSON object, or server-sent chunks when `stream` is true)", content((ChatResponse = "application/json"), (String = "text/event-stream"))),
+        (status = 200, description = "The reply (a JSON object, or server-sent chunks when `stream` is true)", content((ChatResponse = "application/json"), (StreamEvent = "text/event-stream"))),
         (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 401, description = "Missing or wrong API key", body = ErrorBody),
         (status = 404, description = "Unknown model", body = ErrorBody),
@@ -529,7 +530,7 @@ pub async fn chat(
     path = "/v1/completions",
     request_body = CompletionRequest,
     responses(
-        (status = 200, description = "The completion (a JSON object, or server-sent chunks when `stream` is true)", content((CompletionResponse = "application/json"), (String = "text/event-stream"))),
+        (status = 200, description = "The completion (a JSON object, or server-sent chunks when `stream` is true)", content((CompletionResponse = "application/json"), (StreamEvent = "text/event-stream"))),
         (status = 400, description = "Malformed request", body = ErrorBody),
         (status = 401, description = "Missing or wrong API key", body = ErrorBody),
         (status = 404, description = "Unknown model", body = ErrorBody),

@@ -231,8 +231,42 @@ async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
     )
 }
 
-async fn openapi() -> impl IntoResponse {
-    axum::Json(ApiDoc::openapi())
+/// The OpenAPI document, with each request's `model` narrowed to the ids this server has
+/// loaded for that route, so that generated clients and schema-driven testers use real ones.
+async fn openapi(State(st): State<AppState>) -> impl IntoResponse {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_default();
+    if let Ok(models) = st.loaded() {
+        let ids = |kind: &str| -> Vec<String> {
+            models
+                .iter()
+                .filter(|m| m.kind_name() == kind)
+                .map(|m| m.id.clone())
+                .collect()
+        };
+        for (schema, kind) in [
+            ("EmbeddingRequest", "embedding"),
+            ("ChatRequest", "generation"),
+            ("CompletionRequest", "generation"),
+        ] {
+            let ids = ids(kind);
+            if !ids.is_empty() {
+                set_model_enum(&mut doc["components"]["schemas"][schema], &ids);
+            }
+        }
+    }
+    axum::Json(doc)
+}
+
+/// Sets `enum` on every `properties.model` inside `schema` (a plain object or an `allOf`).
+fn set_model_enum(schema: &mut serde_json::Value, ids: &[String]) {
+    if let Some(m) = schema.pointer_mut("/properties/model") {
+        m["enum"] = serde_json::json!(ids);
+    }
+    if let Some(parts) = schema.get_mut("allOf").and_then(|a| a.as_array_mut()) {
+        for p in parts {
+            set_model_enum(p, ids);
+        }
+    }
 }
 
 async fn page() -> Html<&'static str> {
