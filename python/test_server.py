@@ -6,12 +6,15 @@
 - Streamed chat equals the unstreamed reply and `kin-infer generate --chat` (same seed).
 - A bounded load test: 2,000 embedding requests at concurrency 32 and 100 streamed chats at
   concurrency 8 on the defaults, zero errors, every result equal to the sequential one.
+- schemathesis against /openapi.json: no 5xx, every response as the document says; the page
+  at / in headless Chromium shows a chat reply and a similarity score.
 - A full queue answers 429 with Retry-After; a client that disconnects mid-stream stops its
   generation; a slow reader gets the whole stream; SIGTERM under load exits 0 and no stream
   is cut short while looking complete (a cut stream has no `[DONE]`).
 
-Needs the release binary (KIN_INFER_BIN, else target/release/kin-infer) and the packages in
-python/server-requirements.txt (scripts/test.sh installs them into a venv). MiniLM comes from
+Needs the release binary (KIN_INFER_BIN, else target/release/kin-infer), the packages in
+python/server-requirements.txt (scripts/test.sh installs them into a venv) and Debian's
+Chromium (KIN_CHROMIUM, else /usr/bin/chromium; scripts/test.sh installs it). MiniLM comes from
 KIN_MINILM_DIR (skipped without it, unless KIN_REQUIRE_MINILM=1). Run:
 
     python3 python/test_server.py [-k NAME]
@@ -35,6 +38,7 @@ import openai
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(os.environ.get("KIN_INFER_BIN", ROOT / "target" / "release" / "kin-infer"))
 FIX = ROOT / "tests" / "server_fixtures"
+CHROMIUM = os.environ.get("KIN_CHROMIUM", "/usr/bin/chromium")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from server_fixture import write_slow_decoder  # noqa: E402
 
@@ -436,6 +440,46 @@ def test_schemathesis_no_5xx_and_responses_match_the_schema():
         tail = "\n".join(r.stdout.splitlines()[-8:])
         assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
         print("  " + tail.replace("\n", "\n  "))
+        assert srv.stop() == 0
+
+
+def test_page_in_headless_chromium():
+    """The page at / in Debian's Chromium, driven by Playwright: a streamed chat reply and a
+    similarity score appear, equal to what the API answers; the screenshot is kept at
+    target/server-test/page.png."""
+    from playwright.sync_api import sync_playwright
+    shot = ROOT / "target" / "server-test" / "page.png"
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    with Server(f"embed={FIX / 'embed_tiny'}", f"chat={FIX / 'chat_tiny'}") as srv, \
+            sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        page = b.new_page()
+        page.goto(srv.url + "/")
+        page.wait_for_function("document.querySelectorAll('#chat-model option').length > 0")
+        page.fill("#prompt", "hello there")
+        page.click("#send")
+        page.wait_for_function("document.getElementById('reply').dataset.done === '1'",
+                               timeout=20000)
+        reply = page.inner_text("#reply")
+        page.click("#compare")
+        page.wait_for_function("document.getElementById('score').textContent.length > 0",
+                               timeout=20000)
+        score = page.inner_text("#score")
+        page.screenshot(path=str(shot), full_page=True)
+        text_a, text_b = page.input_value("#text-a"), page.input_value("#text-b")
+        b.close()
+        client = srv.client()
+        want = client.chat.completions.create(
+            model="chat", messages=[{"role": "user", "content": "hello there"}], seed=0,
+            temperature=0, max_tokens=32).choices[0].message.content
+        assert reply.strip() == want.strip() and want.strip(), (reply, want)
+        a, bb = (np.array(d.embedding, dtype=np.float64) for d in
+                 client.embeddings.create(model="embed", input=[text_a, text_b]).data)
+        cos = a @ bb / np.sqrt((a @ a) * (bb @ bb))
+        assert score.startswith(f"cosine similarity: {cos:.4f}"), (score, cos)
+        print(f"  page: reply {reply[:30]!r}..., {score}; screenshot {shot.relative_to(ROOT)}")
         assert srv.stop() == 0
 
 

@@ -22,7 +22,13 @@ python3 python/test_inmotion.py
 # The server end to end with the official `openai` client (python/test_server.py), in a venv of
 # its own so that nothing leaks into the system Python.
 cargo build --release -p kin-infer-cli
-if [[ ! -x target/server-venv/bin/python ]] || ! target/server-venv/bin/python -c "import openai, numpy" 2>/dev/null; then
+if ! command -v chromium >/dev/null; then
+    echo "test: installing Debian's chromium for the page test" >&2
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >&2
+fi
+if [[ ! -x target/server-venv/bin/python ]] || ! target/server-venv/bin/python -c "import openai, numpy, schemathesis, playwright" 2>/dev/null; then
     python3 -m venv target/server-venv
     target/server-venv/bin/python -m pip install -q -r python/server-requirements.txt
 fi
