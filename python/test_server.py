@@ -346,6 +346,21 @@ def test_disconnect_stops_generation_and_slow_reader_gets_all():
                 assert time.time() - t0 < 5, "generation still running 5 s after disconnect"
                 time.sleep(0.05)
             print(f"  disconnect: generation stopped after {time.time() - t0:.2f} s")
+            # Unstreamed too: the server drops the request's work when the connection closes.
+            body = json.dumps({"model": "slow", "prompt": [5, 6, 7], "max_tokens": 3000,
+                               "temperature": 0}).encode()
+            s = socket.create_connection((srv.host, srv.port))
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                      b"application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            t0 = time.time()
+            while running(srv) != 1:
+                assert time.time() - t0 < 5, "the generation did not start"
+                time.sleep(0.01)
+            s.close()
+            t0 = time.time()
+            while running(srv) != 0:
+                assert time.time() - t0 < 5, "unstreamed generation still running after close"
+                time.sleep(0.05)
             # A slow reader (small receive buffer, pauses) still gets every chunk and [DONE].
             req = {"model": "slow", "prompt": [5, 6, 7], "max_tokens": 200, "temperature": 0}
             _, _, full = http(srv, "POST", "/v1/completions", req)
