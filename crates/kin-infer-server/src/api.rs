@@ -189,6 +189,13 @@ pub struct Sampling {
     pub n: Option<u32>,
     #[serde(default)]
     pub user: Option<String>,
+    /// Not offered: `true` (chat) or a number (completions) is a 400.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub logprobs: Option<serde_json::Value>,
+    /// Not offered: `true` is a 400.
+    #[serde(default)]
+    pub echo: Option<bool>,
 }
 
 #[derive(Deserialize, ToSchema, Debug)]

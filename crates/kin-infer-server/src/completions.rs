@@ -137,6 +137,18 @@ fn params(g: &GenModel, s: &Sampling, prompt_len: usize) -> ApiResult<SamplingPa
     if s.n.is_some_and(|n| n != 1) {
         return Err(ApiError::invalid("n", "only n = 1 is supported"));
     }
+    let asked = |v: &serde_json::Value| {
+        !matches!(v, serde_json::Value::Null | serde_json::Value::Bool(false))
+    };
+    if s.logprobs.as_ref().is_some_and(asked) {
+        return Err(ApiError::invalid(
+            "logprobs",
+            "log probabilities are not offered",
+        ));
+    }
+    if s.echo == Some(true) {
+        return Err(ApiError::invalid("echo", "echo is not offered"));
+    }
     if prompt_len == 0 {
         return Err(ApiError::invalid("prompt", "the prompt has no tokens"));
     }

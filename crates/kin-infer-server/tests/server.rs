@@ -134,6 +134,9 @@ async fn malformed_requests_get_their_4xx_in_openai_shape() {
         ("/v1/completions", json!({"model": "chat", "prompt": ["a", "b"]}).to_string(), StatusCode::BAD_REQUEST, "invalid_request"),
         ("/v1/completions", json!({"model": "chat", "prompt": "x", "max_tokens": -1}).to_string(), StatusCode::BAD_REQUEST, "invalid_json"),
         ("/v1/completions", json!({"model": "chat", "prompt": "x", "seed": "s"}).to_string(), StatusCode::BAD_REQUEST, "invalid_json"),
+        ("/v1/chat/completions", json!({"model": "chat", "messages": [{"role": "user", "content": "x"}], "logprobs": true}).to_string(), StatusCode::BAD_REQUEST, "invalid_request"),
+        ("/v1/completions", json!({"model": "chat", "prompt": "x", "logprobs": 2}).to_string(), StatusCode::BAD_REQUEST, "invalid_request"),
+        ("/v1/completions", json!({"model": "chat", "prompt": "x", "echo": true}).to_string(), StatusCode::BAD_REQUEST, "invalid_request"),
         ("/v1/nothing", "{}".into(), StatusCode::NOT_FOUND, "route_not_found"),
     ];
     for (path, body, want, code) in cases {
@@ -583,4 +586,30 @@ async fn max_input_tokens_bounds_a_request() {
     )
     .await;
     assert_eq!(s, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_allows_the_configured_origin_only() {
+    let st = state_with(ServeConfig {
+        cors: Some("http://editor.local".into()),
+        ..Default::default()
+    });
+    let preflight = [
+        ("origin", "http://editor.local"),
+        ("access-control-request-method", "POST"),
+        (
+            "access-control-request-headers",
+            "content-type,authorization",
+        ),
+    ];
+    let (s, _, h) = call_with(&st, "OPTIONS", "/v1/embeddings", None, &preflight).await;
+    assert!(s.is_success(), "{s}");
+    assert_eq!(h["access-control-allow-origin"], "http://editor.local");
+    let other = [("origin", "http://elsewhere.example")];
+    // Another origin is not echoed back (the browser then refuses the response).
+    let (_, _, h) = call_with(&st, "GET", "/v1/models", None, &other).await;
+    assert_eq!(h["access-control-allow-origin"], "http://editor.local");
+    // Without --cors no browser origin is allowed.
+    let (_, _, h) = call_with(&state(), "GET", "/v1/models", None, &other).await;
+    assert!(!h.contains_key("access-control-allow-origin"));
 }

@@ -94,25 +94,57 @@ impl Generator {
     }
 
     /// Generates from `prompt` with its own cache and sampler (see
-    /// [`crate::generate::generate`]), calling `on_token` per token.
+    /// [`crate::generate::generate`]), calling `on_token` per token (on the caller's thread).
+    ///
+    /// The pool is entered once per forward pass, not for the whole run: concurrent
+    /// generations on one model (a server's) then take turns token by token instead of the
+    /// first `threads` of them holding every worker until they finish.
     pub fn generate(
         &self,
         prompt: &[u32],
         params: &SamplingParams,
         detok: Option<&(dyn Detokenize + Sync)>,
-        on_token: impl FnMut(&TokenEvent) -> ControlFlow<()> + Send,
+        on_token: impl FnMut(&TokenEvent) -> ControlFlow<()>,
     ) -> Result<Generation> {
-        let (model, be) = (self.model.as_ref(), self.backend.as_ref());
-        self.pool.install(|| {
-            generate(
-                model,
-                be,
-                prompt,
-                params,
-                detok.map(|d| d as &dyn Detokenize),
-                on_token,
-            )
-        })
+        let model = Pooled {
+            inner: self.model.as_ref(),
+            pool: &self.pool,
+        };
+        generate(
+            &model,
+            self.backend.as_ref(),
+            prompt,
+            params,
+            detok.map(|d| d as &dyn Detokenize),
+            on_token,
+        )
+    }
+}
+
+/// A decoder whose forward passes run on a given pool (where its kernels fork).
+struct Pooled<'a> {
+    inner: &'a dyn Decoder,
+    pool: &'a rayon::ThreadPool,
+}
+
+impl Decoder for Pooled<'_> {
+    fn spec(&self) -> &DecoderSpec {
+        self.inner.spec()
+    }
+
+    fn new_cache(&self, capacity: usize) -> Result<KvCache> {
+        self.inner.new_cache(capacity)
+    }
+
+    fn forward<'c>(
+        &self,
+        be: &dyn GpuCompute,
+        ids: &[u32],
+        cache: &'c mut KvCache,
+        rows: LogitsRows,
+    ) -> Result<&'c [f32]> {
+        self.pool
+            .install(|| self.inner.forward(be, ids, cache, rows))
     }
 }
 
