@@ -6,10 +6,12 @@
 
 use crate::backend::{create_compute, GpuCompute};
 use crate::error::{InferError, Result};
-use crate::generate::stream::{generate, Detokenize, Generation, TokenEvent};
+use crate::generate::stream::{decode_step, generate, Detokenize, Generation, Stepper, TokenEvent};
 use crate::generate::SamplingParams;
 use crate::kernels::Tier;
-use crate::models::decoders::{load_decoder, Decoder, DecoderSpec, KvCache, LogitsRows};
+use crate::models::decoders::{
+    load_decoder, BatchScratch, Decoder, DecoderSpec, KvCache, LogitsRows,
+};
 use crate::threads;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -121,6 +123,43 @@ impl Generator {
     }
 }
 
+impl Generator {
+    /// Starts a generation to be stepped by a scheduler (see [`Stepper`]): checks the request,
+    /// prefills `prompt` on the pool and chooses the first token.
+    pub fn start(
+        &self,
+        prompt: &[u32],
+        params: &SamplingParams,
+        has_detok: bool,
+    ) -> Result<Stepper> {
+        self.pool.install(|| {
+            Stepper::start(
+                self.model.as_ref(),
+                self.backend.as_ref(),
+                prompt,
+                params,
+                has_detok,
+            )
+        })
+    }
+
+    /// One batched decode step of running generations ([`decode_step`]) on the pool.
+    pub fn decode_step(
+        &self,
+        steppers: &mut [&mut Stepper],
+        scratch: &mut BatchScratch,
+    ) -> Result<()> {
+        self.pool.install(|| {
+            decode_step(
+                self.model.as_ref(),
+                self.backend.as_ref(),
+                steppers,
+                scratch,
+            )
+        })
+    }
+}
+
 /// A decoder whose forward passes run on a given pool (where its kernels fork).
 struct Pooled<'a> {
     inner: &'a dyn Decoder,
@@ -145,6 +184,17 @@ impl Decoder for Pooled<'_> {
     ) -> Result<&'c [f32]> {
         self.pool
             .install(|| self.inner.forward(be, ids, cache, rows))
+    }
+
+    fn decode_batch<'s>(
+        &self,
+        be: &dyn GpuCompute,
+        ids: &[u32],
+        caches: &mut [&mut KvCache],
+        scratch: &'s mut BatchScratch,
+    ) -> Result<&'s [f32]> {
+        self.pool
+            .install(|| self.inner.decode_batch(be, ids, caches, scratch))
     }
 }
 

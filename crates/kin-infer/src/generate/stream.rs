@@ -9,7 +9,7 @@
 use super::sampling::{Sampler, SamplingParams};
 use crate::error::{InferError, Result};
 use crate::gpu::GpuCompute;
-use crate::models::decoders::{Decoder, DecoderSpec, LogitsRows};
+use crate::models::decoders::{BatchScratch, Decoder, DecoderSpec, KvCache, LogitsRows};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -233,109 +233,212 @@ pub fn generate(
     detok: Option<&dyn Detokenize>,
     mut on_token: impl FnMut(&TokenEvent) -> ControlFlow<()>,
 ) -> Result<Generation> {
-    let spec = model.spec();
-    let ctx = spec.max_sequence_length;
-    params.validate()?;
-    super::check_prompt(prompt, ctx)?;
-    spec.validate_chunk(prompt, 0, ctx)?;
-    if params.max_new_tokens > ctx {
-        return Err(InferError::ContextExceeded {
-            message: format!(
-                "max tokens {} exceeds the model's context of {ctx} tokens",
-                params.max_new_tokens
-            ),
-            tokens: params.max_new_tokens,
-            limit: ctx,
-        });
-    }
-    if !params.stop.is_empty() && detok.is_none() {
-        return Err(InferError::Input(
-            "stop strings need a tokenizer to decode the generated text".into(),
-        ));
-    }
-    let mut g = Generation {
-        tokens: Vec::with_capacity(params.max_new_tokens.min(ctx)),
-        text: detok.map(|_| String::new()),
-        stop_reason: StopReason::MaxTokens,
-        prompt_tokens: prompt.len(),
-        prefill_time: Duration::ZERO,
-        decode_time: Duration::ZERO,
-        decode_steps: 0,
-    };
-    if params.max_new_tokens == 0 {
-        return Ok(g);
-    }
-    let capacity = (prompt.len() + params.max_new_tokens - 1).min(ctx);
-    let mut cache = model.new_cache(capacity)?;
-    let mut sampler = Sampler::new(params.clone(), spec.vocab_size)?;
-    sampler.observe(prompt);
-
-    let t0 = Instant::now();
-    let mut next = sampler.sample(model.forward(be, prompt, &mut cache, LogitsRows::Last)?);
-    g.prefill_time = t0.elapsed();
-
-    // Text decoded so far, and how much of it the callback has seen.
-    let mut text = String::new();
-    let mut emitted = 0usize;
+    let mut st = Stepper::start(model, be, prompt, params, detok.is_some())?;
     loop {
-        g.tokens.push(next);
-        sampler.observe(&[next]);
+        if st.emit(detok, &mut on_token)?.is_some() {
+            return Ok(st.finish());
+        }
+        let t = Instant::now();
+        st.next =
+            st.sampler
+                .sample(model.forward(be, &[st.next], &mut st.cache, LogitsRows::Last)?);
+        st.g.decode_time += t.elapsed();
+        st.g.decode_steps += 1;
+    }
+}
+
+/// One generation as a state machine, so that a scheduler can run many at once and batch
+/// their decode steps ([`Decoder::decode_batch`]): [`Stepper::start`] prefills and chooses the
+/// first token, [`Stepper::emit`] hands the chosen token to the callback and applies the stop
+/// rules, [`decode_step`] feeds every running stepper's token through one batched forward and
+/// samples each one's next. [`generate`] is `start`, then `emit` and a one-row step until a
+/// stop: the same tokens, whatever a stepper was batched with.
+pub struct Stepper {
+    params: SamplingParams,
+    sampler: Sampler,
+    cache: KvCache,
+    capacity: usize,
+    g: Generation,
+    /// Text decoded so far, and how much of it the callback has seen.
+    text: String,
+    emitted: usize,
+    /// The chosen token, not yet emitted.
+    next: u32,
+    done: bool,
+}
+
+impl Stepper {
+    /// Checks the request, prefills `prompt` and chooses the first token. `has_detok`: a
+    /// detokenizer will be given to [`Stepper::emit`] (stop strings need one).
+    pub fn start(
+        model: &dyn Decoder,
+        be: &dyn GpuCompute,
+        prompt: &[u32],
+        params: &SamplingParams,
+        has_detok: bool,
+    ) -> Result<Self> {
+        let spec = model.spec();
+        let ctx = spec.max_sequence_length;
+        params.validate()?;
+        super::check_prompt(prompt, ctx)?;
+        spec.validate_chunk(prompt, 0, ctx)?;
+        if params.max_new_tokens > ctx {
+            return Err(InferError::ContextExceeded {
+                message: format!(
+                    "max tokens {} exceeds the model's context of {ctx} tokens",
+                    params.max_new_tokens
+                ),
+                tokens: params.max_new_tokens,
+                limit: ctx,
+            });
+        }
+        if !params.stop.is_empty() && !has_detok {
+            return Err(InferError::Input(
+                "stop strings need a tokenizer to decode the generated text".into(),
+            ));
+        }
+        let g = Generation {
+            tokens: Vec::with_capacity(params.max_new_tokens.min(ctx)),
+            text: has_detok.then(String::new),
+            stop_reason: StopReason::MaxTokens,
+            prompt_tokens: prompt.len(),
+            prefill_time: Duration::ZERO,
+            decode_time: Duration::ZERO,
+            decode_steps: 0,
+        };
+        let capacity = (prompt.len() + params.max_new_tokens.max(1) - 1).min(ctx);
+        let mut st = Stepper {
+            params: params.clone(),
+            sampler: Sampler::new(params.clone(), spec.vocab_size)?,
+            cache: model.new_cache(capacity)?,
+            capacity,
+            g,
+            text: String::new(),
+            emitted: 0,
+            next: 0,
+            done: params.max_new_tokens == 0,
+        };
+        if st.done {
+            return Ok(st);
+        }
+        st.sampler.observe(prompt);
+        let t0 = Instant::now();
+        st.next = st
+            .sampler
+            .sample(model.forward(be, prompt, &mut st.cache, LogitsRows::Last)?);
+        st.g.prefill_time = t0.elapsed();
+        Ok(st)
+    }
+
+    /// Whether the generation has stopped (nothing left to emit or decode).
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Hands the chosen token to `on_token` (with the new text it completes) and applies the
+    /// stop rules: EOS, max tokens, a full context, a stop string, or the callback's `Break`.
+    /// Returns the stop reason once the generation has stopped.
+    pub fn emit(
+        &mut self,
+        detok: Option<&dyn Detokenize>,
+        mut on_token: impl FnMut(&TokenEvent) -> ControlFlow<()>,
+    ) -> Result<Option<StopReason>> {
+        if self.done {
+            return Ok(Some(self.g.stop_reason));
+        }
+        let (params, next) = (&self.params, self.next);
+        self.g.tokens.push(next);
+        self.sampler.observe(&[next]);
         let mut stop = if params.eos_token_ids.contains(&next) {
             Some(StopReason::Eos)
-        } else if g.tokens.len() == params.max_new_tokens {
+        } else if self.g.tokens.len() == params.max_new_tokens {
             Some(StopReason::MaxTokens)
-        } else if cache.len() == capacity {
+        } else if self.cache.len() == self.capacity {
             Some(StopReason::Context)
         } else {
             None
         };
         let mut end = 0;
         if let Some(d) = detok {
-            let full = d.decode(&g.tokens)?;
+            let full = d.decode(&self.g.tokens)?;
             // A trailing U+FFFD is usually a multi-byte character split across tokens: wait
             // for the next token unless this is the last.
             if stop.is_some() || !full.ends_with('\u{FFFD}') {
-                text = full;
+                self.text = full;
             }
             let found = params
                 .stop
                 .iter()
-                .filter_map(|s| text.find(s.as_str()))
+                .filter_map(|s| self.text.find(s.as_str()))
                 .min();
             end = if let Some(i) = found {
                 stop = Some(StopReason::StopString);
-                text.truncate(i);
+                self.text.truncate(i);
                 i
             } else if stop.is_some() {
-                text.len()
+                self.text.len()
             } else {
-                text.len() - held_back(&text, &params.stop)
+                self.text.len() - held_back(&self.text, &params.stop)
             };
         }
-        let delta = text.get(emitted..end.max(emitted)).unwrap_or("");
+        let delta = self
+            .text
+            .get(self.emitted..end.max(self.emitted))
+            .unwrap_or("");
         let event = TokenEvent {
-            index: g.tokens.len() - 1,
+            index: self.g.tokens.len() - 1,
             id: next,
             text: delta,
         };
         let flow = on_token(&event);
-        emitted = emitted.max(end);
+        self.emitted = self.emitted.max(end);
         if flow.is_break() && stop.is_none() {
             stop = Some(StopReason::Cancelled);
         }
         if let Some(reason) = stop {
-            g.stop_reason = reason;
-            if let Some(t) = g.text.as_mut() {
-                text.truncate(end.max(emitted).min(text.len()));
+            self.g.stop_reason = reason;
+            self.done = true;
+            if let Some(t) = self.g.text.as_mut() {
+                let mut text = std::mem::take(&mut self.text);
+                text.truncate(end.max(self.emitted).min(text.len()));
                 *t = text;
             }
-            return Ok(g);
         }
-        let t = Instant::now();
-        next = sampler.sample(model.forward(be, &[next], &mut cache, LogitsRows::Last)?);
-        g.decode_time += t.elapsed();
-        g.decode_steps += 1;
+        Ok(stop)
     }
+
+    /// The result (call once stopped; before that, what has been generated so far).
+    pub fn finish(self) -> Generation {
+        self.g
+    }
+}
+
+/// One decode step of every stepper in `steppers` (none stopped): their pending tokens through
+/// one [`Decoder::decode_batch`], then each samples its next token from its own row. Each
+/// stepper's timing counts the step's whole wall time.
+pub fn decode_step(
+    model: &dyn Decoder,
+    be: &dyn GpuCompute,
+    steppers: &mut [&mut Stepper],
+    scratch: &mut BatchScratch,
+) -> Result<()> {
+    if steppers.iter().any(|s| s.done) {
+        return Err(InferError::Input(
+            "a stopped generation cannot take a decode step".into(),
+        ));
+    }
+    let t = Instant::now();
+    let ids: Vec<u32> = steppers.iter().map(|s| s.next).collect();
+    let mut caches: Vec<&mut KvCache> = steppers.iter_mut().map(|s| &mut s.cache).collect();
+    let logits = model.decode_batch(be, &ids, &mut caches, scratch)?;
+    let vocab = model.spec().vocab_size;
+    let dt = t.elapsed();
+    for (s, row) in steppers.iter_mut().zip(logits.chunks_exact(vocab)) {
+        s.next = s.sampler.sample(row);
+        s.g.decode_time += dt;
+        s.g.decode_steps += 1;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -101,3 +101,142 @@ fn session_errors_have_kinds() {
     .expect("no such directory");
     assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
 }
+
+/// A model by fixture name: a decoder directory, or a GGUF file under tests/fixtures/gguf.
+fn model_path(name: &str) -> std::path::PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests");
+    if name.ends_with(".gguf") {
+        root.join("fixtures/gguf/decoders").join(name)
+    } else {
+        root.join("decoder_fixtures").join(name)
+    }
+}
+
+const BATCH_MODELS: [&str; 9] = [
+    "llama_gqa",
+    "gpt2_small",
+    "gemma2_sw",
+    "phi_partial",
+    "phi3_longrope",
+    "qwen2_bias",
+    "llama_rope_dynamic",
+    "llama_gqa.q4_0.gguf",
+    "qwen2_bias.q8_0.gguf",
+];
+
+#[test]
+fn a_batched_decode_step_gives_each_sequence_its_own_bits() {
+    use kin_infer::backend::create_compute;
+    use kin_infer::models::decoders::{load_decoder, BatchScratch};
+    for name in BATCH_MODELS {
+        let be = create_compute(None).unwrap();
+        let m = load_decoder(&model_path(name), be.as_ref()).unwrap();
+        let (vocab, ctx) = (m.spec().vocab_size, m.spec().max_sequence_length);
+        // Sequences at different positions (prompts of 1..=7 tokens), one cache each, and a
+        // twin cache per sequence stepped alone.
+        let prompts: Vec<Vec<u32>> = (1..=7u32)
+            .map(|n| (0..n).map(|i| (i * 11 + n * 5 + 2) % vocab as u32).collect())
+            .collect();
+        let cap = ctx.min(24);
+        let mut batch: Vec<_> = prompts.iter().map(|_| m.new_cache(cap).unwrap()).collect();
+        let mut alone: Vec<_> = prompts.iter().map(|_| m.new_cache(cap).unwrap()).collect();
+        let mut next = Vec::new();
+        for (p, (b, a)) in prompts.iter().zip(batch.iter_mut().zip(alone.iter_mut())) {
+            let lb = m.forward(be.as_ref(), p, b, LogitsRows::Last).unwrap().to_vec();
+            m.forward(be.as_ref(), p, a, LogitsRows::Last).unwrap();
+            next.push(argmax(&lb));
+        }
+        let mut scratch = BatchScratch::default();
+        for step in 0..8 {
+            let mut refs: Vec<_> = batch.iter_mut().collect();
+            let got = m
+                .decode_batch(be.as_ref(), &next, &mut refs, &mut scratch)
+                .unwrap()
+                .to_vec();
+            for (r, a) in alone.iter_mut().enumerate() {
+                let want = m.forward(be.as_ref(), &[next[r]], a, LogitsRows::Last).unwrap();
+                let row = &got[r * vocab..(r + 1) * vocab];
+                assert!(
+                    row.iter().zip(want).all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "{name}: step {step}, sequence {r}: batched logits differ from alone"
+                );
+            }
+            next = got.chunks_exact(vocab).map(argmax).collect();
+        }
+        // A sequence whose cache is full fails the whole step and changes no cache.
+        let mut full = m.new_cache(1).unwrap();
+        m.forward(be.as_ref(), &[1], &mut full, LogitsRows::Last).unwrap();
+        let lens: Vec<usize> = batch.iter().map(|c| c.len()).collect();
+        let mut refs: Vec<_> = batch.iter_mut().collect();
+        refs.push(&mut full);
+        let mut ids = next.clone();
+        ids.push(1);
+        assert!(m.decode_batch(be.as_ref(), &ids, &mut refs, &mut scratch).is_err());
+        assert_eq!(batch.iter().map(|c| c.len()).collect::<Vec<_>>(), lens, "{name}");
+    }
+}
+
+#[test]
+fn steppers_decoded_together_generate_what_each_generates_alone() {
+    use kin_infer::generate::{SamplingParams, Stepper};
+    use kin_infer::models::decoders::BatchScratch;
+    for name in ["llama_gqa", "gemma_tied", "llama_gqa.q4_1.gguf"] {
+        let g = Generator::load(
+            &model_path(name),
+            &GeneratorOptions {
+                threads: Some(2),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let vocab = g.spec().vocab_size as u32;
+        let reqs: Vec<(Vec<u32>, SamplingParams)> = (0..5u32)
+            .map(|i| {
+                let prompt = (0..2 + i * 3).map(|k| (k * 13 + i + 3) % vocab).collect();
+                let params = SamplingParams {
+                    temperature: if i % 2 == 0 { 0.0 } else { 0.9 },
+                    top_p: 0.95,
+                    seed: u64::from(i),
+                    max_new_tokens: 4 + 5 * i as usize,
+                    eos_token_ids: vec![2],
+                    ..Default::default()
+                };
+                (prompt, params)
+            })
+            .collect();
+        let alone: Vec<Vec<u32>> = reqs
+            .iter()
+            .map(|(p, s)| {
+                g.generate(p, s, None, |_| std::ops::ControlFlow::Continue(()))
+                    .unwrap()
+                    .tokens
+            })
+            .collect();
+        // Started at different steps, stopping at different steps: the batch changes size.
+        let mut running: Vec<(usize, Stepper)> = Vec::new();
+        let mut got: Vec<Vec<u32>> = vec![Vec::new(); reqs.len()];
+        let mut scratch = BatchScratch::default();
+        let mut pending = 0;
+        while pending < reqs.len() || !running.is_empty() {
+            if pending < reqs.len() {
+                let (p, s) = &reqs[pending];
+                running.push((pending, g.start(p, s, false).unwrap()));
+                pending += 1;
+            }
+            running.retain_mut(|(i, st)| {
+                let stop = st
+                    .emit(None, |e| {
+                        got[*i].push(e.id);
+                        std::ops::ControlFlow::Continue(())
+                    })
+                    .unwrap();
+                stop.is_none()
+            });
+            if !running.is_empty() {
+                let mut refs: Vec<&mut Stepper> = running.iter_mut().map(|(_, s)| s).collect();
+                g.decode_step(&mut refs, &mut scratch).unwrap();
+            }
+        }
+        assert_eq!(got, alone, "{name}");
+    }
+}

@@ -11,7 +11,7 @@
 //! Determinism: every op is per row or per (query, head), so a chunk of one row computes what
 //! the same row computes inside a longer chunk, and incremental decoding equals the full pass.
 
-use super::cache::{KvCache, ScratchDims};
+use super::cache::{Buffers, KvCache, Scratch, ScratchDims};
 use super::{DecoderSpec, LogitsRows};
 use crate::backend::{
     AttnShape, DeviceMatrix, GpuCompute, KvView, Positions, Tensor, View, ViewMut,
@@ -156,15 +156,7 @@ impl Stack {
         };
         {
             let s = cache.scratch.bufs.as_mut().expect("scratch ensured");
-            let x = s.x.at_mut(..rows * h);
-            match &self.embed {
-                Embedding::Table(t) => be.gather(t, h, ids, x),
-                Embedding::Matrix(m) => be.gather_matrix_rows(m, ids, x),
-                Embedding::Head => be.gather_matrix_rows(self.lm_head.weight(), ids, x),
-            }
-            if let Some(f) = self.embed_scale {
-                be.scale(s.x.at_mut(..rows * h), f);
-            }
+            self.embed(be, ids, s);
             if let Rope::Learned(wpe) = &self.rope {
                 be.add(
                     s.x.at_mut(..rows * h),
@@ -214,59 +206,37 @@ impl Stack {
                 s.scores.at_mut(..),
                 s.attn.at_mut(..),
             );
-            b.o.forward(be, s.attn.at(..rows * q_dim), rows, s.out.at_mut(..));
-            // feed-forward and residuals
-            match &b.residual {
-                Residual::Sequential { ffn_norm } => {
-                    be.add(s.x.at_mut(..n), s.out.at(..n));
-                    ffn_norm.forward(be, s.x.at(..n), s.normed.at_mut(..n));
-                    b.mlp.forward(
-                        be,
-                        s.normed.at(..n),
-                        rows,
-                        &mut s.qkv,
-                        &mut s.ffn,
-                        s.mlp.at_mut(..),
-                    );
-                    be.add(s.x.at_mut(..n), s.mlp.at(..n));
-                }
-                Residual::Parallel => {
-                    b.mlp.forward(
-                        be,
-                        s.normed.at(..n),
-                        rows,
-                        &mut s.qkv,
-                        &mut s.ffn,
-                        s.mlp.at_mut(..),
-                    );
-                    be.add(s.out.at_mut(..n), s.mlp.at(..n));
-                    be.add(s.x.at_mut(..n), s.out.at(..n));
-                }
-                Residual::Sandwich {
-                    post_attn,
-                    pre_ffn,
-                    post_ffn,
-                } => {
-                    post_attn.forward(be, s.out.at(..n), s.normed.at_mut(..n));
-                    be.add(s.x.at_mut(..n), s.normed.at(..n));
-                    pre_ffn.forward(be, s.x.at(..n), s.normed.at_mut(..n));
-                    b.mlp.forward(
-                        be,
-                        s.normed.at(..n),
-                        rows,
-                        &mut s.qkv,
-                        &mut s.ffn,
-                        s.mlp.at_mut(..),
-                    );
-                    post_ffn.forward(be, s.mlp.at(..n), s.normed.at_mut(..n));
-                    be.add(s.x.at_mut(..n), s.normed.at(..n));
-                }
-            }
+            b.tail(be, s, rows, h, q_dim);
         }
         cache.advance(rows);
-        let scratch = &mut cache.scratch;
-        let s = scratch.bufs.as_mut().expect("scratch ensured");
         let (first, n) = out_rows.span(rows);
+        Ok(self.head(be, &mut cache.scratch, first, n))
+    }
+
+    /// Gathers the embeddings of `ids` into `s.x` (scaled where the family scales them).
+    fn embed(&self, be: &dyn GpuCompute, ids: &[u32], s: &mut Buffers) {
+        let n = ids.len() * self.hidden;
+        let x = s.x.at_mut(..n);
+        match &self.embed {
+            Embedding::Table(t) => be.gather(t, self.hidden, ids, x),
+            Embedding::Matrix(m) => be.gather_matrix_rows(m, ids, x),
+            Embedding::Head => be.gather_matrix_rows(self.lm_head.weight(), ids, x),
+        }
+        if let Some(f) = self.embed_scale {
+            be.scale(s.x.at_mut(..n), f);
+        }
+    }
+
+    /// The logits of rows `first..first + n` of the residual stream (host memory).
+    fn head<'s>(
+        &self,
+        be: &dyn GpuCompute,
+        scratch: &'s mut Scratch,
+        first: usize,
+        n: usize,
+    ) -> &'s [f32] {
+        let h = self.hidden;
+        let s = scratch.bufs.as_mut().expect("scratch ensured");
         self.final_norm.forward(
             be,
             s.x.at(first * h..(first + n) * h),
@@ -277,7 +247,166 @@ impl Stack {
         if let Some(cap) = self.final_softcap {
             be.softcap(s.logits.at_mut(..n * self.vocab), cap);
         }
-        Ok(be.read(s.logits.at(..n * self.vocab), &mut scratch.staging))
+        be.read(s.logits.at(..n * self.vocab), &mut scratch.staging)
+    }
+
+    /// One decode step of several sequences at once: `ids[i]` at position `caches[i].len()`
+    /// of its own cache. The projections and feed-forwards run as one `ids.len()`-row GEMM
+    /// (the weights read once for all), rotary, cache appends and attention per sequence;
+    /// every op is per row or per (query, head), so each sequence's logits have the bits its
+    /// own `forward` would give (tested). Returns `[ids.len(), vocab]` logits; on error no
+    /// cache has changed.
+    pub(crate) fn decode_batch<'s>(
+        &self,
+        be: &dyn GpuCompute,
+        spec: &DecoderSpec,
+        ids: &[u32],
+        caches: &mut [&mut KvCache],
+        scratch: &'s mut Scratch,
+    ) -> Result<&'s [f32]> {
+        let rows = ids.len();
+        if rows == 0 || caches.len() != rows {
+            return Err(crate::error::InferError::Input(format!(
+                "a decode batch of {rows} ids for {} caches",
+                caches.len()
+            )));
+        }
+        let (h, hd) = (self.hidden, self.head_dim);
+        let (q_dim, kv_dim) = (self.q_dim(), self.kv_dim());
+        let qkv_dim = q_dim + 2 * kv_dim;
+        let mut max_capacity = 0;
+        for (id, c) in ids.iter().zip(caches.iter()) {
+            c.check_shape(self.blocks.len(), kv_dim)?;
+            spec.validate_chunk(std::slice::from_ref(id), c.len(), c.capacity())?;
+            max_capacity = max_capacity.max(c.capacity());
+        }
+        for c in caches.iter_mut() {
+            c.ensure(be);
+        }
+        scratch.ensure(be, rows, max_capacity, &self.dims());
+        let s = scratch.bufs.as_mut().expect("scratch ensured");
+        self.embed(be, ids, s);
+        if let Rope::Learned(wpe) = &self.rope {
+            for (r, c) in caches.iter().enumerate() {
+                let p = c.len();
+                be.add(s.x.at_mut(r * h..(r + 1) * h), wpe.at(p * h..(p + 1) * h));
+            }
+        }
+        let rotary: Vec<Option<RotaryChunk>> = caches
+            .iter()
+            .map(|c| match &self.rope {
+                Rope::Learned(_) => None,
+                Rope::Rotary(r) => Some(r.chunk(c.len(), 1)),
+                Rope::Switched(r) => Some(r.chunk(c.capacity(), c.len(), 1)),
+            })
+            .collect();
+        let n = rows * h;
+        for (l, b) in self.blocks.iter().enumerate() {
+            b.attn_norm.forward(be, s.x.at(..n), s.normed.at_mut(..n));
+            b.qkv.forward(be, s.normed.at(..n), rows, s.qkv.at_mut(..));
+            for (r, c) in caches.iter_mut().enumerate() {
+                let (start, capacity) = (c.len(), c.capacity());
+                let row = r * qkv_dim..(r + 1) * qkv_dim;
+                if let Some(chunk) = &rotary[r] {
+                    be.rope(
+                        s.qkv.at_mut(row.clone()),
+                        1,
+                        qkv_dim,
+                        q_dim + kv_dim,
+                        hd,
+                        Positions::From(start),
+                        chunk,
+                    );
+                }
+                let (mut kc, mut vc, _) = c.layer_mut(l);
+                be.kv_append(
+                    s.qkv.at(row.clone()),
+                    q_dim,
+                    kv_dim,
+                    1,
+                    start,
+                    kc.at_mut(..),
+                    vc.at_mut(..),
+                );
+                let kv = KvView {
+                    keys: kc.as_view(),
+                    values: vc.as_view(),
+                    capacity,
+                };
+                be.causal_attention(
+                    &b.attn,
+                    s.qkv.at(row),
+                    qkv_dim,
+                    1,
+                    start,
+                    kv,
+                    s.scores.at_mut(..),
+                    s.attn.at_mut(r * q_dim..(r + 1) * q_dim),
+                );
+            }
+            b.tail(be, s, rows, h, q_dim);
+        }
+        for c in caches.iter_mut() {
+            c.advance(1);
+        }
+        Ok(self.head(be, scratch, 0, rows))
+    }
+}
+
+impl Block {
+    /// The layer after attention: the output projection, then the residual style with its
+    /// feed-forward, on `rows` rows of `s`.
+    fn tail(&self, be: &dyn GpuCompute, s: &mut Buffers, rows: usize, h: usize, q_dim: usize) {
+        let b = self;
+        let n = rows * h;
+        b.o.forward(be, s.attn.at(..rows * q_dim), rows, s.out.at_mut(..));
+        // feed-forward and residuals
+        match &b.residual {
+            Residual::Sequential { ffn_norm } => {
+                be.add(s.x.at_mut(..n), s.out.at(..n));
+                ffn_norm.forward(be, s.x.at(..n), s.normed.at_mut(..n));
+                b.mlp.forward(
+                    be,
+                    s.normed.at(..n),
+                    rows,
+                    &mut s.qkv,
+                    &mut s.ffn,
+                    s.mlp.at_mut(..),
+                );
+                be.add(s.x.at_mut(..n), s.mlp.at(..n));
+            }
+            Residual::Parallel => {
+                b.mlp.forward(
+                    be,
+                    s.normed.at(..n),
+                    rows,
+                    &mut s.qkv,
+                    &mut s.ffn,
+                    s.mlp.at_mut(..),
+                );
+                be.add(s.out.at_mut(..n), s.mlp.at(..n));
+                be.add(s.x.at_mut(..n), s.out.at(..n));
+            }
+            Residual::Sandwich {
+                post_attn,
+                pre_ffn,
+                post_ffn,
+            } => {
+                post_attn.forward(be, s.out.at(..n), s.normed.at_mut(..n));
+                be.add(s.x.at_mut(..n), s.normed.at(..n));
+                pre_ffn.forward(be, s.x.at(..n), s.normed.at_mut(..n));
+                b.mlp.forward(
+                    be,
+                    s.normed.at(..n),
+                    rows,
+                    &mut s.qkv,
+                    &mut s.ffn,
+                    s.mlp.at_mut(..),
+                );
+                post_ffn.forward(be, s.mlp.at(..n), s.normed.at_mut(..n));
+                be.add(s.x.at_mut(..n), s.normed.at(..n));
+            }
+        }
     }
 }
 

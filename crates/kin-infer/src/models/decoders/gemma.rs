@@ -28,8 +28,8 @@
 
 use super::block::{Block, Embedding, Mlp, Residual, Rope, Stack};
 use super::{
-    attention_dims, attention_kind, sliding_note, token_ids, Decoder, DecoderSpec, KvCache,
-    LogitsRows,
+    attention_dims, attention_kind, sliding_note, token_ids, BatchScratch, Decoder, DecoderSpec,
+    KvCache, LogitsRows,
 };
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
@@ -463,5 +463,16 @@ impl Decoder for Gemma {
         rows: LogitsRows,
     ) -> Result<&'c [f32]> {
         self.stack.forward(be, &self.spec, ids, cache, rows)
+    }
+
+    fn decode_batch<'s>(
+        &self,
+        be: &dyn GpuCompute,
+        ids: &[u32],
+        caches: &mut [&mut KvCache],
+        scratch: &'s mut BatchScratch,
+    ) -> Result<&'s [f32]> {
+        self.stack
+            .decode_batch(be, &self.spec, ids, caches, &mut scratch.0)
     }
 }

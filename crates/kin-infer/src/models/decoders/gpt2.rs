@@ -20,7 +20,7 @@
 //! logits `= ln_f(x) · wteᵀ`.
 
 use super::block::{Block, Embedding, Mlp, Residual, Rope, Stack};
-use super::{token_ids, Decoder, DecoderSpec, KvCache, LogitsRows};
+use super::{token_ids, BatchScratch, Decoder, DecoderSpec, KvCache, LogitsRows};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
@@ -330,5 +330,16 @@ impl Decoder for Gpt2 {
         rows: LogitsRows,
     ) -> Result<&'c [f32]> {
         self.stack.forward(be, &self.spec, ids, cache, rows)
+    }
+
+    fn decode_batch<'s>(
+        &self,
+        be: &dyn GpuCompute,
+        ids: &[u32],
+        caches: &mut [&mut KvCache],
+        scratch: &'s mut BatchScratch,
+    ) -> Result<&'s [f32]> {
+        self.stack
+            .decode_batch(be, &self.spec, ids, caches, &mut scratch.0)
     }
 }

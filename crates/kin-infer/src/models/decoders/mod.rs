@@ -154,7 +154,43 @@ pub trait Decoder: Send + Sync {
         cache: &'c mut KvCache,
         rows: LogitsRows,
     ) -> Result<&'c [f32]>;
+
+    /// One decode step of several sequences: `ids[i]` at the next position of `caches[i]`,
+    /// returning `[ids.len(), vocab]` logits, each row with the bits `forward` of that id on
+    /// that cache gives. The block stack runs the rows as one batch (weights read once per
+    /// step, the point of batching concurrent generations); this default runs them one by one.
+    /// On error no cache has changed.
+    fn decode_batch<'s>(
+        &self,
+        be: &dyn GpuCompute,
+        ids: &[u32],
+        caches: &mut [&mut KvCache],
+        scratch: &'s mut BatchScratch,
+    ) -> Result<&'s [f32]> {
+        if ids.is_empty() || caches.len() != ids.len() {
+            return Err(InferError::Input(format!(
+                "a decode batch of {} ids for {} caches",
+                ids.len(),
+                caches.len()
+            )));
+        }
+        for (id, c) in ids.iter().zip(caches.iter()) {
+            self.spec()
+                .validate_chunk(std::slice::from_ref(id), c.len(), c.capacity())?;
+        }
+        let out = &mut scratch.0.staging;
+        out.clear();
+        for (id, c) in ids.iter().zip(caches.iter_mut()) {
+            out.extend_from_slice(self.forward(be, &[*id], c, LogitsRows::Last)?);
+        }
+        Ok(out)
+    }
 }
+
+/// Scratch buffers of [`Decoder::decode_batch`], kept by the caller between steps (they grow
+/// to the largest batch and context seen, then are reused).
+#[derive(Default)]
+pub struct BatchScratch(pub(crate) cache::Scratch);
 
 /// Reads `config.json` in `dir`, picks the family from `model_type`, loads the weights; or,
 /// given a `.gguf` file, loads the decoder it holds ([`gguf::load`]).

@@ -38,8 +38,8 @@
 
 use super::block::{Block, Embedding, Mlp, Residual, Rope, Stack};
 use super::{
-    attention_dims, attention_kind, common_sizes, token_ids, CommonSizes, Decoder, DecoderSpec,
-    KvCache, LogitsRows,
+    attention_dims, attention_kind, common_sizes, token_ids, BatchScratch, CommonSizes, Decoder,
+    DecoderSpec, KvCache, LogitsRows,
 };
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
@@ -576,5 +576,16 @@ impl Decoder for Phi {
         rows: LogitsRows,
     ) -> Result<&'c [f32]> {
         self.stack.forward(be, &self.spec, ids, cache, rows)
+    }
+
+    fn decode_batch<'s>(
+        &self,
+        be: &dyn GpuCompute,
+        ids: &[u32],
+        caches: &mut [&mut KvCache],
+        scratch: &'s mut BatchScratch,
+    ) -> Result<&'s [f32]> {
+        self.stack
+            .decode_batch(be, &self.spec, ids, caches, &mut scratch.0)
     }
 }
