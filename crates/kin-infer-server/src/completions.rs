@@ -12,6 +12,7 @@ use crate::api::{
 };
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::registry::{GenModel, Kind, Model};
+use crate::scheduler::{GenJob, OnToken};
 use crate::state::{AppState, QueueSlot};
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -19,12 +20,13 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use kin_infer::generate::chat::ChatMessage;
 use kin_infer::generate::stream::{Generation, StopReason};
-use kin_infer::generate::{Detokenize, SamplingParams};
+use kin_infer::generate::SamplingParams;
+use kin_infer::generate::TokenEvent;
 use serde_json::json;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 /// OpenAI's limit on stop strings.
 const MAX_STOP: usize = 4;
@@ -37,7 +39,7 @@ fn gen_model<'a>(m: &'a Model, id: &str) -> ApiResult<&'a GenModel> {
 }
 
 fn needs_tokenizer(g: &GenModel) -> ApiResult<&kin_infer::generate::GenTokenizer> {
-    g.tokenizer.as_ref().ok_or_else(|| {
+    g.tokenizer.as_deref().ok_or_else(|| {
         ApiError::invalid(
             "model",
             "this model has no tokenizer, and the server answers with text",
@@ -287,7 +289,7 @@ async fn run(st: AppState, p: Prepared, shape: Shape) -> ApiResult<Response> {
             ));
         }
     }
-    // Wait for a slot in a bounded queue, then hold a permit while generating.
+    // Wait for a slot in a bounded queue; the slot is held until the generation stops.
     let permit = {
         let _waiting = QueueSlot::take(&st.metrics.gen_waiting, st.cfg.queue)
             .ok_or_else(|| ApiError::queue_full("generation"))?;
@@ -300,6 +302,9 @@ async fn run(st: AppState, p: Prepared, shape: Shape) -> ApiResult<Response> {
     if st.is_shutting_down() {
         return Err(ApiError::shutting_down());
     }
+    let Kind::Generate(g) = &p.model.kind else {
+        unreachable!("checked by prepare_common")
+    };
     let cancel = Arc::new(AtomicBool::new(false));
     let guard = CancelOnDrop(cancel.clone());
     let id = format!(
@@ -312,25 +317,53 @@ async fn run(st: AppState, p: Prepared, shape: Shape) -> ApiResult<Response> {
         now(),
         NEXT_ID.fetch_add(1, Ordering::Relaxed)
     );
-    let (tx, rx) = mpsc::channel::<Event>(64);
-    let streaming = p.stream;
-    let st2 = st.clone();
-    let id2 = id.clone();
-    let task = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        st2.metrics.gen_running.fetch_add(1, Ordering::Relaxed);
-        let r = generate_blocking(&st2, &p, shape, &id2, &cancel, streaming.then_some(&tx));
-        st2.metrics.gen_running.fetch_sub(1, Ordering::Relaxed);
-        if let Ok(g) = &r {
-            st2.metrics
-                .generation(g.prompt_tokens, g.tokens.len(), g.decode_tokens_per_s());
-        }
-        (r, p)
-    });
-    if streaming {
-        // The stream owns the guard: when the client goes, the stream is dropped, and the
-        // generation sees its flag at the next token.
-        let events = tokio_stream::wrappers::ReceiverStream::new(rx).map(move |e| {
+    // Unbounded: the scheduler thread never waits for a slow client (a response holds at most
+    // the context's tokens).
+    let (tx, rx) = mpsc::unbounded_channel::<Event>();
+    let streamed = Arc::new(std::sync::Mutex::new(String::new()));
+    let on_token: OnToken = {
+        let (tx, cancel_all) = (tx.clone(), st.cancel_all.clone());
+        let (id, model_id, streamed) = (id.clone(), p.model.id.clone(), streamed.clone());
+        let stream = p.stream;
+        Box::new(move |e: &TokenEvent| {
+            if cancel.load(Ordering::Relaxed) || cancel_all.load(Ordering::Relaxed) {
+                return ControlFlow::Break(());
+            }
+            if stream && !e.text.is_empty() {
+                let mut s = streamed.lock().unwrap_or_else(|p| p.into_inner());
+                let first = s.is_empty();
+                s.push_str(e.text);
+                if tx
+                    .send(chunk(shape, &id, &model_id, Some(e.text), None, first))
+                    .is_err()
+                {
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        })
+    };
+    let (done, result) = oneshot::channel();
+    st.metrics.gen_running.fetch_add(1, Ordering::Relaxed);
+    let job = GenJob {
+        prompt: p.prompt.clone(),
+        params: p.params.clone(),
+        on_token,
+        done,
+        hold: Box::new((permit, Running(st.metrics.clone()))),
+    };
+    g.scheduler
+        .submit(job)
+        .map_err(|_| ApiError::shutting_down())?;
+    if p.stream {
+        // The response stream owns the guard: when the client goes, the stream is dropped and
+        // the generation sees its flag at its next token. A task sends the last events.
+        let st2 = st.clone();
+        tokio::spawn(async move {
+            let r = result.await;
+            finish_stream(&st2, &p, shape, &id, &tx, &streamed, r);
+        });
+        let events = tokio_stream::wrappers::UnboundedReceiverStream::new(rx).map(move |e| {
             let _ = &guard;
             Ok::<_, std::convert::Infallible>(e)
         });
@@ -338,9 +371,10 @@ async fn run(st: AppState, p: Prepared, shape: Shape) -> ApiResult<Response> {
             .keep_alive(KeepAlive::default())
             .into_response());
     }
-    let (r, p) = task.await.map_err(|_| ApiError::shutting_down())?;
+    let r = result.await.map_err(|_| ApiError::shutting_down())?;
     drop(guard);
     let g = r?;
+    record(&st, &g);
     if g.stop_reason == StopReason::Cancelled {
         return Err(ApiError::shutting_down());
     }
@@ -386,59 +420,60 @@ async fn run(st: AppState, p: Prepared, shape: Shape) -> ApiResult<Response> {
     })
 }
 
-/// Runs one generation on this (blocking) thread; when `tx` is given, streams its chunks.
-fn generate_blocking(
+/// Counts a running generation until its job is dropped by the scheduler.
+struct Running(Arc<crate::metrics::Metrics>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.gen_running.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn record(st: &AppState, g: &Generation) {
+    st.metrics
+        .generation(g.prompt_tokens, g.tokens.len(), g.decode_tokens_per_s());
+}
+
+/// The end of a stream: text held back while it could have begun a stop string, the chunk
+/// with `finish_reason`, usage when asked, `[DONE]`; or an error event and no `[DONE]`.
+fn finish_stream(
     st: &AppState,
     p: &Prepared,
     shape: Shape,
     id: &str,
-    cancel: &AtomicBool,
-    tx: Option<&mpsc::Sender<Event>>,
-) -> kin_infer::Result<Generation> {
-    let Kind::Generate(g) = &p.model.kind else {
-        unreachable!("checked by the handler")
-    };
+    tx: &mpsc::UnboundedSender<Event>,
+    streamed: &std::sync::Mutex<String>,
+    r: Result<kin_infer::Result<Generation>, oneshot::error::RecvError>,
+) {
     let model_id = p.model.id.as_str();
-    let mut streamed = String::new();
-    let mut first = true;
-    let detok = g.tokenizer.as_ref().map(|t| t as &(dyn Detokenize + Sync));
-    let stopped = || cancel.load(Ordering::Relaxed) || st.cancel_all.load(Ordering::Relaxed);
-    let r = g.generator.generate(&p.prompt, &p.params, detok, |e| {
-        if stopped() {
-            return ControlFlow::Break(());
-        }
-        if let Some(tx) = tx {
-            if !e.text.is_empty() {
-                streamed.push_str(e.text);
-                if tx
-                    .blocking_send(chunk(shape, id, model_id, Some(e.text), None, first))
-                    .is_err()
-                {
-                    return ControlFlow::Break(());
-                }
-                first = false;
-            }
-        }
-        ControlFlow::Continue(())
-    });
-    let Some(tx) = tx else { return r };
     let send = |e: Event| {
-        let _ = tx.blocking_send(e);
+        let _ = tx.send(e);
     };
-    match &r {
-        Ok(g) if g.stop_reason != StopReason::Cancelled => {
-            // Text held back while it could have begun a stop string comes out now.
+    let error = |e: ApiError| {
+        Event::default()
+            .event("error")
+            .data(json!(e.body()).to_string())
+    };
+    match r {
+        Ok(Ok(g)) if g.stop_reason != StopReason::Cancelled => {
+            record(st, &g);
+            let streamed = streamed.lock().unwrap_or_else(|p| p.into_inner()).clone();
             if let Some(rest) = g
                 .text
                 .as_deref()
                 .and_then(|t| t.strip_prefix(streamed.as_str()))
             {
                 if !rest.is_empty() {
-                    send(chunk(shape, id, model_id, Some(rest), None, first));
-                    first = false;
+                    send(chunk(
+                        shape,
+                        id,
+                        model_id,
+                        Some(rest),
+                        None,
+                        streamed.is_empty(),
+                    ));
                 }
             }
-            let _ = first;
             send(chunk(
                 shape,
                 id,
@@ -448,32 +483,22 @@ fn generate_blocking(
                 false,
             ));
             if p.include_usage {
-                let u = json!({"id": id, "object": if shape == Shape::Chat { "chat.completion.chunk" } else { "text_completion" },
-                    "created": now(), "model": model_id, "choices": [],
-                    "usage": {"prompt_tokens": g.prompt_tokens, "completion_tokens": g.tokens.len(),
-                              "total_tokens": g.prompt_tokens + g.tokens.len()}});
+                let object = if shape == Shape::Chat {
+                    "chat.completion.chunk"
+                } else {
+                    "text_completion"
+                };
+                let u = json!({"id": id, "object": object, "created": now(), "model": model_id,
+                    "choices": [], "usage": {"prompt_tokens": g.prompt_tokens,
+                    "completion_tokens": g.tokens.len(),
+                    "total_tokens": g.prompt_tokens + g.tokens.len()}});
                 send(Event::default().data(u.to_string()));
             }
             send(Event::default().data("[DONE]"));
         }
-        Ok(_) => {
-            let e = ApiError::shutting_down();
-            send(
-                Event::default()
-                    .event("error")
-                    .data(json!(e.body()).to_string()),
-            );
-        }
-        Err(err) => {
-            let e = ApiError::from(kin_infer::InferError::Input(err.to_string()));
-            send(
-                Event::default()
-                    .event("error")
-                    .data(json!(e.body()).to_string()),
-            );
-        }
+        Ok(Ok(_)) | Err(_) => send(error(ApiError::shutting_down())),
+        Ok(Err(e)) => send(error(ApiError::from(e))),
     }
-    r
 }
 
 fn prepare_common(

@@ -14,6 +14,7 @@ pub mod error;
 pub mod metrics;
 pub mod registry;
 pub mod routes;
+pub mod scheduler;
 pub mod state;
 
 pub use registry::ModelSpec;

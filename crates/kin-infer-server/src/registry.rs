@@ -4,6 +4,7 @@
 
 use crate::embeddings::Batcher;
 use crate::metrics::Metrics;
+use crate::scheduler::Scheduler;
 use kin_infer::generate::chat::ChatTemplate;
 use kin_infer::generate::{eos_token_ids, has_tokenizer, GenTokenizer};
 use kin_infer::io::hub;
@@ -47,10 +48,12 @@ pub struct EmbedModel {
 }
 
 pub struct GenModel {
-    pub generator: Generator,
-    pub tokenizer: Option<GenTokenizer>,
+    pub generator: Arc<Generator>,
+    pub tokenizer: Option<Arc<GenTokenizer>>,
     pub template: Option<ChatTemplate>,
     pub eos: Vec<u32>,
+    /// The thread that runs this model's generations, batched.
+    pub scheduler: Scheduler,
 }
 
 pub enum Kind {
@@ -102,7 +105,7 @@ pub fn load_all(
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_secs());
         let kind = if is_decoder_dir(&path) {
-            Kind::Generate(Box::new(load_generator(&path, threads)?))
+            Kind::Generate(Box::new(load_generator(&s.id, &path, threads)?))
         } else {
             let embedder = Arc::new(Embedder::load(
                 &path,
@@ -124,26 +127,28 @@ pub fn load_all(
     Ok(out)
 }
 
-fn load_generator(path: &Path, threads: Option<usize>) -> Result<GenModel> {
-    let generator = Generator::load(
+fn load_generator(id: &str, path: &Path, threads: Option<usize>) -> Result<GenModel> {
+    let generator = Arc::new(Generator::load(
         path,
         &GeneratorOptions {
             threads,
             ..Default::default()
         },
-    )?;
+    )?);
     let tokenizer = if has_tokenizer(path) {
-        Some(GenTokenizer::load(path)?)
+        Some(Arc::new(GenTokenizer::load(path)?))
     } else {
         None
     };
     // A model without a template still serves text completions; chat then says why not.
     let template = ChatTemplate::load(path).ok();
     let eos = eos_token_ids(path, generator.spec())?;
+    let scheduler = Scheduler::start(id, generator.clone(), tokenizer.clone());
     Ok(GenModel {
         generator,
         tokenizer,
         template,
         eos,
+        scheduler,
     })
 }

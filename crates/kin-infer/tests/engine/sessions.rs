@@ -135,14 +135,21 @@ fn a_batched_decode_step_gives_each_sequence_its_own_bits() {
         // Sequences at different positions (prompts of 1..=7 tokens), one cache each, and a
         // twin cache per sequence stepped alone.
         let prompts: Vec<Vec<u32>> = (1..=7u32)
-            .map(|n| (0..n).map(|i| (i * 11 + n * 5 + 2) % vocab as u32).collect())
+            .map(|n| {
+                (0..n)
+                    .map(|i| (i * 11 + n * 5 + 2) % vocab as u32)
+                    .collect()
+            })
             .collect();
         let cap = ctx.min(24);
         let mut batch: Vec<_> = prompts.iter().map(|_| m.new_cache(cap).unwrap()).collect();
         let mut alone: Vec<_> = prompts.iter().map(|_| m.new_cache(cap).unwrap()).collect();
         let mut next = Vec::new();
         for (p, (b, a)) in prompts.iter().zip(batch.iter_mut().zip(alone.iter_mut())) {
-            let lb = m.forward(be.as_ref(), p, b, LogitsRows::Last).unwrap().to_vec();
+            let lb = m
+                .forward(be.as_ref(), p, b, LogitsRows::Last)
+                .unwrap()
+                .to_vec();
             m.forward(be.as_ref(), p, a, LogitsRows::Last).unwrap();
             next.push(argmax(&lb));
         }
@@ -154,10 +161,14 @@ fn a_batched_decode_step_gives_each_sequence_its_own_bits() {
                 .unwrap()
                 .to_vec();
             for (r, a) in alone.iter_mut().enumerate() {
-                let want = m.forward(be.as_ref(), &[next[r]], a, LogitsRows::Last).unwrap();
+                let want = m
+                    .forward(be.as_ref(), &[next[r]], a, LogitsRows::Last)
+                    .unwrap();
                 let row = &got[r * vocab..(r + 1) * vocab];
                 assert!(
-                    row.iter().zip(want).all(|(x, y)| x.to_bits() == y.to_bits()),
+                    row.iter()
+                        .zip(want)
+                        .all(|(x, y)| x.to_bits() == y.to_bits()),
                     "{name}: step {step}, sequence {r}: batched logits differ from alone"
                 );
             }
@@ -165,14 +176,21 @@ fn a_batched_decode_step_gives_each_sequence_its_own_bits() {
         }
         // A sequence whose cache is full fails the whole step and changes no cache.
         let mut full = m.new_cache(1).unwrap();
-        m.forward(be.as_ref(), &[1], &mut full, LogitsRows::Last).unwrap();
+        m.forward(be.as_ref(), &[1], &mut full, LogitsRows::Last)
+            .unwrap();
         let lens: Vec<usize> = batch.iter().map(|c| c.len()).collect();
         let mut refs: Vec<_> = batch.iter_mut().collect();
         refs.push(&mut full);
         let mut ids = next.clone();
         ids.push(1);
-        assert!(m.decode_batch(be.as_ref(), &ids, &mut refs, &mut scratch).is_err());
-        assert_eq!(batch.iter().map(|c| c.len()).collect::<Vec<_>>(), lens, "{name}");
+        assert!(m
+            .decode_batch(be.as_ref(), &ids, &mut refs, &mut scratch)
+            .is_err());
+        assert_eq!(
+            batch.iter().map(|c| c.len()).collect::<Vec<_>>(),
+            lens,
+            "{name}"
+        );
     }
 }
 
