@@ -352,9 +352,9 @@ async fn run(st: AppState, p: Prepared, shape: Shape) -> ApiResult<Response> {
         done,
         hold: Box::new((permit, Running(st.metrics.clone()))),
     };
-    g.scheduler
-        .submit(job)
-        .map_err(|_| ApiError::shutting_down())?;
+    if !g.scheduler.submit(job) {
+        return Err(ApiError::shutting_down());
+    }
     if p.stream {
         // The response stream owns the guard: when the client goes, the stream is dropped and
         // the generation sees its flag at its next token. A task sends the last events.

@@ -50,10 +50,10 @@ impl Scheduler {
         }
     }
 
-    /// Queues `job`; gives it back if the scheduler is gone.
-    pub fn submit(&self, job: GenJob) -> Result<(), GenJob> {
+    /// Queues `job`; false if the scheduler is gone (the job is dropped, releasing its hold).
+    pub fn submit(&self, job: GenJob) -> bool {
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
-        tx.send(job).map_err(|e| e.0)
+        tx.send(job).is_ok()
     }
 }
 
