@@ -10,7 +10,7 @@ use crate::api::{
     CompletionRequest, CompletionResponse, MessageContent, PromptInput, Sampling, Stop,
     StreamEvent, Usage,
 };
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::error::{ApiError, ApiResult, ModelRouteErrors};
 use crate::registry::{GenModel, Kind, Model};
 use crate::scheduler::{GenJob, OnToken};
 use crate::state::{AppState, QueueSlot};
@@ -545,12 +545,7 @@ fn prepare_common(
     request_body = ChatRequest,
     responses(
         (status = 200, description = "The reply (a JSON object, or server-sent chunks when `stream` is true)", content((ChatResponse = "application/json"), (StreamEvent = "text/event-stream"))),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Missing or wrong API key", body = ErrorBody),
-        (status = 404, description = "Unknown model", body = ErrorBody),
-        (status = 413, description = "Body over --max-body", body = ErrorBody),
-        (status = 429, description = "Queue full", body = ErrorBody),
-        (status = 503, description = "Loading or shutting down", body = ErrorBody),
+        ModelRouteErrors,
     ),
     security((), ("bearer" = []))
 )]
@@ -568,12 +563,7 @@ pub async fn chat(
     request_body = CompletionRequest,
     responses(
         (status = 200, description = "The completion (a JSON object, or server-sent chunks when `stream` is true)", content((CompletionResponse = "application/json"), (StreamEvent = "text/event-stream"))),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Missing or wrong API key", body = ErrorBody),
-        (status = 404, description = "Unknown model", body = ErrorBody),
-        (status = 413, description = "Body over --max-body", body = ErrorBody),
-        (status = 429, description = "Queue full", body = ErrorBody),
-        (status = 503, description = "Loading or shutting down", body = ErrorBody),
+        ModelRouteErrors,
     ),
     security((), ("bearer" = []))
 )]

@@ -7,7 +7,7 @@ use crate::api::{
     ApiJson, Embedding, EmbeddingInput, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage,
     EmbeddingVector, EncodingFormat,
 };
-use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::error::{ApiError, ApiResult, ModelRouteErrors};
 use crate::metrics::Metrics;
 use crate::registry::{BatchLimits, Kind};
 use crate::state::{AppState, QueueSlot};
@@ -245,12 +245,7 @@ fn prepare_ids(e: &Embedder, mut ids: Vec<Vec<u32>>, truncate: bool) -> ApiResul
     request_body = EmbeddingRequest,
     responses(
         (status = 200, description = "One vector per input", body = EmbeddingResponse),
-        (status = 400, description = "Malformed request", body = ErrorBody),
-        (status = 401, description = "Missing or wrong API key", body = ErrorBody),
-        (status = 404, description = "Unknown model", body = ErrorBody),
-        (status = 413, description = "Body over --max-body", body = ErrorBody),
-        (status = 429, description = "Queue full", body = ErrorBody),
-        (status = 503, description = "Loading or shutting down", body = ErrorBody),
+        ModelRouteErrors,
     ),
     security((), ("bearer" = []))
 )]

@@ -26,6 +26,29 @@ pub struct ErrorDetail {
     pub code: Option<String>,
 }
 
+/// The error statuses of the model routes, as the OpenAPI document lists them.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // documentation only: handlers answer with `ApiError`
+pub enum ModelRouteErrors {
+    #[response(status = 400, description = "Malformed request")]
+    BadRequest(ErrorBody),
+    #[response(status = 401, description = "Missing or wrong API key")]
+    Unauthorized(ErrorBody),
+    #[response(status = 404, description = "Unknown model")]
+    NotFound(ErrorBody),
+    #[response(status = 405, description = "Wrong method")]
+    MethodNotAllowed(ErrorBody),
+    #[response(status = 413, description = "Body over --max-body")]
+    TooLarge(ErrorBody),
+    #[response(status = 429, description = "Queue full (see Retry-After)")]
+    QueueFull(ErrorBody),
+    #[response(
+        status = 503,
+        description = "Loading or shutting down (see Retry-After)"
+    )]
+    Unavailable(ErrorBody),
+}
+
 /// An error a handler returns; rendered as JSON with its status.
 #[derive(Debug)]
 pub struct ApiError {

@@ -140,9 +140,8 @@ impl Stack {
         out_rows: LogitsRows,
     ) -> Result<&'c [f32]> {
         let rows = ids.len();
-        let (h, hd) = (self.hidden, self.head_dim);
+        let h = self.hidden;
         let (q_dim, kv_dim) = (self.q_dim(), self.kv_dim());
-        let qkv_dim = q_dim + 2 * kv_dim;
         cache.check_shape(self.blocks.len(), kv_dim)?;
         let (start, capacity) = (cache.len(), cache.capacity());
         spec.validate_chunk(ids, start, capacity)?;
@@ -171,38 +170,13 @@ impl Stack {
             // attention
             b.attn_norm.forward(be, s.x.at(..n), s.normed.at_mut(..n));
             b.qkv.forward(be, s.normed.at(..n), rows, s.qkv.at_mut(..));
-            if let Some(chunk) = &rotary {
-                be.rope(
-                    s.qkv.at_mut(..),
-                    rows,
-                    qkv_dim,
-                    q_dim + kv_dim,
-                    hd,
-                    Positions::From(start),
-                    chunk,
-                );
-            }
-            be.kv_append(
-                s.qkv.at(..),
-                q_dim,
-                kv_dim,
-                rows,
-                start,
-                kc.at_mut(..),
-                vc.at_mut(..),
-            );
-            let kv = KvView {
-                keys: kc.as_view(),
-                values: vc.as_view(),
-                capacity,
-            };
-            be.causal_attention(
-                &b.attn,
-                s.qkv.at(..),
-                qkv_dim,
-                rows,
-                start,
-                kv,
+            self.attend(
+                be,
+                b,
+                s.qkv.at_mut(..),
+                (rows, start, capacity),
+                rotary.as_ref(),
+                (kc.at_mut(..), vc.at_mut(..)),
                 s.scores.at_mut(..),
                 s.attn.at_mut(..),
             );
@@ -211,6 +185,60 @@ impl Stack {
         cache.advance(rows);
         let (first, n) = out_rows.span(rows);
         Ok(self.head(be, &mut cache.scratch, first, n))
+    }
+
+    /// Attention of `rows` rows of fused `[q | k | v]` at positions `start..` of a cache of
+    /// `capacity`: rotary on q and k, the keys and values appended to the layer's cache
+    /// `(keys, values)`, then causal attention over the cache into `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn attend(
+        &self,
+        be: &dyn GpuCompute,
+        b: &Block,
+        mut qkv: ViewMut,
+        (rows, start, capacity): (usize, usize, usize),
+        rotary: Option<&RotaryChunk>,
+        (mut kc, mut vc): (ViewMut, ViewMut),
+        scores: ViewMut,
+        out: ViewMut,
+    ) {
+        let (q_dim, kv_dim) = (self.q_dim(), self.kv_dim());
+        let qkv_dim = q_dim + 2 * kv_dim;
+        if let Some(chunk) = rotary {
+            be.rope(
+                qkv.at_mut(..),
+                rows,
+                qkv_dim,
+                q_dim + kv_dim,
+                self.head_dim,
+                Positions::From(start),
+                chunk,
+            );
+        }
+        be.kv_append(
+            qkv.as_view(),
+            q_dim,
+            kv_dim,
+            rows,
+            start,
+            kc.at_mut(..),
+            vc.at_mut(..),
+        );
+        let kv = KvView {
+            keys: kc.as_view(),
+            values: vc.as_view(),
+            capacity,
+        };
+        be.causal_attention(
+            &b.attn,
+            qkv.as_view(),
+            qkv_dim,
+            rows,
+            start,
+            kv,
+            scores,
+            out,
+        );
     }
 
     /// Gathers the embeddings of `ids` into `s.x` (scaled where the family scales them).
@@ -271,7 +299,7 @@ impl Stack {
                 caches.len()
             )));
         }
-        let (h, hd) = (self.hidden, self.head_dim);
+        let h = self.hidden;
         let (q_dim, kv_dim) = (self.q_dim(), self.kv_dim());
         let qkv_dim = q_dim + 2 * kv_dim;
         let mut max_capacity = 0;
@@ -306,40 +334,14 @@ impl Stack {
             b.qkv.forward(be, s.normed.at(..n), rows, s.qkv.at_mut(..));
             for (r, c) in caches.iter_mut().enumerate() {
                 let (start, capacity) = (c.len(), c.capacity());
-                let row = r * qkv_dim..(r + 1) * qkv_dim;
-                if let Some(chunk) = &rotary[r] {
-                    be.rope(
-                        s.qkv.at_mut(row.clone()),
-                        1,
-                        qkv_dim,
-                        q_dim + kv_dim,
-                        hd,
-                        Positions::From(start),
-                        chunk,
-                    );
-                }
                 let (mut kc, mut vc, _) = c.layer_mut(l);
-                be.kv_append(
-                    s.qkv.at(row.clone()),
-                    q_dim,
-                    kv_dim,
-                    1,
-                    start,
-                    kc.at_mut(..),
-                    vc.at_mut(..),
-                );
-                let kv = KvView {
-                    keys: kc.as_view(),
-                    values: vc.as_view(),
-                    capacity,
-                };
-                be.causal_attention(
-                    &b.attn,
-                    s.qkv.at(row),
-                    qkv_dim,
-                    1,
-                    start,
-                    kv,
+                self.attend(
+                    be,
+                    b,
+                    s.qkv.at_mut(r * qkv_dim..(r + 1) * qkv_dim),
+                    (1, start, capacity),
+                    rotary[r].as_ref(),
+                    (kc.at_mut(..), vc.at_mut(..)),
                     s.scores.at_mut(..),
                     s.attn.at_mut(r * q_dim..(r + 1) * q_dim),
                 );
@@ -438,3 +440,37 @@ impl Mlp {
         }
     }
 }
+
+/// The `Decoder` impl of a family, which is a `DecoderSpec` plus a [`Stack`] (every family is:
+/// the forward pass and the batched decode step are the stack's).
+macro_rules! stack_decoder {
+    ($t:ty) => {
+        impl $crate::models::decoders::Decoder for $t {
+            fn spec(&self) -> &$crate::models::decoders::DecoderSpec {
+                &self.spec
+            }
+
+            fn forward<'c>(
+                &self,
+                be: &dyn $crate::backend::GpuCompute,
+                ids: &[u32],
+                cache: &'c mut $crate::models::decoders::KvCache,
+                rows: $crate::models::decoders::LogitsRows,
+            ) -> $crate::error::Result<&'c [f32]> {
+                self.stack.forward(be, &self.spec, ids, cache, rows)
+            }
+
+            fn decode_batch<'s>(
+                &self,
+                be: &dyn $crate::backend::GpuCompute,
+                ids: &[u32],
+                caches: &mut [&mut $crate::models::decoders::KvCache],
+                scratch: &'s mut $crate::models::decoders::BatchScratch,
+            ) -> $crate::error::Result<&'s [f32]> {
+                self.stack
+                    .decode_batch(be, &self.spec, ids, caches, &mut scratch.0)
+            }
+        }
+    };
+}
+pub(crate) use stack_decoder;

@@ -27,10 +27,7 @@
 //! `lm_head.weight` (only when untied).
 
 use super::block::{Block, Embedding, Mlp, Residual, Rope, Stack};
-use super::{
-    attention_dims, attention_kind, sliding_note, token_ids, BatchScratch, Decoder, DecoderSpec,
-    KvCache, LogitsRows,
-};
+use super::{attention_dims, attention_kind, sliding_note, token_ids, Decoder, DecoderSpec};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
@@ -450,29 +447,4 @@ impl Gemma {
     }
 }
 
-impl Decoder for Gemma {
-    fn spec(&self) -> &DecoderSpec {
-        &self.spec
-    }
-
-    fn forward<'c>(
-        &self,
-        be: &dyn GpuCompute,
-        ids: &[u32],
-        cache: &'c mut KvCache,
-        rows: LogitsRows,
-    ) -> Result<&'c [f32]> {
-        self.stack.forward(be, &self.spec, ids, cache, rows)
-    }
-
-    fn decode_batch<'s>(
-        &self,
-        be: &dyn GpuCompute,
-        ids: &[u32],
-        caches: &mut [&mut KvCache],
-        scratch: &'s mut BatchScratch,
-    ) -> Result<&'s [f32]> {
-        self.stack
-            .decode_batch(be, &self.spec, ids, caches, &mut scratch.0)
-    }
-}
+super::block::stack_decoder!(Gemma);

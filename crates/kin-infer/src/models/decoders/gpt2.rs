@@ -20,7 +20,7 @@
 //! logits `= ln_f(x) · wteᵀ`.
 
 use super::block::{Block, Embedding, Mlp, Residual, Rope, Stack};
-use super::{token_ids, BatchScratch, Decoder, DecoderSpec, KvCache, LogitsRows};
+use super::{token_ids, Decoder, DecoderSpec};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
@@ -317,29 +317,4 @@ impl Gpt2 {
     }
 }
 
-impl Decoder for Gpt2 {
-    fn spec(&self) -> &DecoderSpec {
-        &self.spec
-    }
-
-    fn forward<'c>(
-        &self,
-        be: &dyn GpuCompute,
-        ids: &[u32],
-        cache: &'c mut KvCache,
-        rows: LogitsRows,
-    ) -> Result<&'c [f32]> {
-        self.stack.forward(be, &self.spec, ids, cache, rows)
-    }
-
-    fn decode_batch<'s>(
-        &self,
-        be: &dyn GpuCompute,
-        ids: &[u32],
-        caches: &mut [&mut KvCache],
-        scratch: &'s mut BatchScratch,
-    ) -> Result<&'s [f32]> {
-        self.stack
-            .decode_batch(be, &self.spec, ids, caches, &mut scratch.0)
-    }
-}
+super::block::stack_decoder!(Gpt2);

@@ -32,7 +32,7 @@
 use super::block::{Block, Embedding, Mlp, Residual, Rope, Stack};
 use super::{
     attention_dims, attention_kind, common_sizes, scaled_context, sliding_note, token_ids,
-    BatchScratch, CommonSizes, Decoder, DecoderSpec, KvCache, LogitsRows, MAX_ROPE_FACTOR,
+    CommonSizes, DecoderSpec, MAX_ROPE_FACTOR,
 };
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
@@ -534,29 +534,4 @@ impl Llama {
     }
 }
 
-impl Decoder for Llama {
-    fn spec(&self) -> &DecoderSpec {
-        &self.spec
-    }
-
-    fn forward<'c>(
-        &self,
-        be: &dyn GpuCompute,
-        ids: &[u32],
-        cache: &'c mut KvCache,
-        rows: LogitsRows,
-    ) -> Result<&'c [f32]> {
-        self.stack.forward(be, &self.spec, ids, cache, rows)
-    }
-
-    fn decode_batch<'s>(
-        &self,
-        be: &dyn GpuCompute,
-        ids: &[u32],
-        caches: &mut [&mut KvCache],
-        scratch: &'s mut BatchScratch,
-    ) -> Result<&'s [f32]> {
-        self.stack
-            .decode_batch(be, &self.spec, ids, caches, &mut scratch.0)
-    }
-}
+super::block::stack_decoder!(Llama);

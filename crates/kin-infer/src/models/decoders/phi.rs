@@ -38,8 +38,7 @@
 
 use super::block::{Block, Embedding, Mlp, Residual, Rope, Stack};
 use super::{
-    attention_dims, attention_kind, common_sizes, token_ids, BatchScratch, CommonSizes, Decoder,
-    DecoderSpec, KvCache, LogitsRows,
+    attention_dims, attention_kind, common_sizes, token_ids, CommonSizes, Decoder, DecoderSpec,
 };
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
@@ -563,29 +562,4 @@ impl Phi {
     }
 }
 
-impl Decoder for Phi {
-    fn spec(&self) -> &DecoderSpec {
-        &self.spec
-    }
-
-    fn forward<'c>(
-        &self,
-        be: &dyn GpuCompute,
-        ids: &[u32],
-        cache: &'c mut KvCache,
-        rows: LogitsRows,
-    ) -> Result<&'c [f32]> {
-        self.stack.forward(be, &self.spec, ids, cache, rows)
-    }
-
-    fn decode_batch<'s>(
-        &self,
-        be: &dyn GpuCompute,
-        ids: &[u32],
-        caches: &mut [&mut KvCache],
-        scratch: &'s mut BatchScratch,
-    ) -> Result<&'s [f32]> {
-        self.stack
-            .decode_batch(be, &self.spec, ids, caches, &mut scratch.0)
-    }
-}
+super::block::stack_decoder!(Phi);
