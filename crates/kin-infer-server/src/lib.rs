@@ -11,6 +11,8 @@ pub mod api;
 pub mod completions;
 pub mod embeddings;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod metrics;
 pub mod registry;
 pub mod routes;
