@@ -402,7 +402,7 @@ def test_sigterm_under_load_exits_0_and_cuts_nothing_silently():
     with tempfile.TemporaryDirectory() as tmp:
         slow = write_slow_decoder(Path(tmp) / "slow", FIX / "chat_tiny")
         with Server(f"slow={slow}", f"tiny={FIX / 'embed_tiny'}",
-                    args=["--shutdown-timeout", "1"]) as srv:
+                    args=["--shutdown-timeout", "3"]) as srv:
             results, lock = [], threading.Lock()
 
             def stream(max_tokens):
@@ -415,13 +415,15 @@ def test_sigterm_under_load_exits_0_and_cuts_nothing_silently():
                     r = ("conn", repr(e))
                 with lock:
                     results.append(r)
-            # Short streams that finish inside the grace period, long ones that cannot.
-            ts = [threading.Thread(target=stream, args=(n,)) for n in [10, 10, 3000, 3000]]
-            [t.start() for t in ts]
-            t0 = time.time()
-            while running(srv) < 2:
-                assert time.time() - t0 < 10, "the long generations did not start"
-                time.sleep(0.01)
+            # Long streams that cannot finish inside the grace period, then medium ones that
+            # can; SIGTERM once all four are running.
+            ts = [threading.Thread(target=stream, args=(n,)) for n in [3000, 3000, 100, 100]]
+            for k, t in enumerate(ts):
+                t.start()
+                t0 = time.time()
+                while running(srv) < k + 1:
+                    assert time.time() - t0 < 10, f"stream {k} did not start"
+                    time.sleep(0.005)
             t0 = time.time()
             srv.p.send_signal(signal.SIGTERM)
             code = srv.p.wait(timeout=20)
@@ -439,8 +441,8 @@ def test_sigterm_under_load_exits_0_and_cuts_nothing_silently():
                     assert "data: [DONE]" not in events
                     assert any(e.startswith("event: error") for e in events), events[-2:]
                     cut += 1
-            # Concurrent generations take turns token by token, so the short ones finish
-            # inside the grace period even beside the long ones, which are cut.
+            # Concurrent generations are stepped together, so the medium ones finish inside
+            # the grace period beside the long ones, which are cut.
             assert complete == 2 and cut == 2, results
             print(f"  {complete} streams completed, {cut} cut with an error event")
 

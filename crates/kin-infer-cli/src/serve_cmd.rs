@@ -37,6 +37,10 @@ pub struct ServeCmdArgs {
     /// Generations running at once, each with its own KV cache.
     #[arg(long, default_value_t = 8)]
     max_concurrent: usize,
+    /// Prompt tokens fed per generation step, new requests together: a long prompt delays
+    /// running streams by one chunk at a time.
+    #[arg(long, default_value_t = 256)]
+    prefill_chunk: usize,
     /// Requests that may wait per queue (embeddings, generations) before a 429.
     #[arg(long, default_value_t = 256)]
     queue: usize,
@@ -62,8 +66,10 @@ pub struct ServeCmdArgs {
 }
 
 pub fn run(a: ServeCmdArgs) -> Result<u8> {
-    if a.max_batch_tokens == 0 || a.max_concurrent == 0 || a.queue == 0 {
-        bail!("--max-batch-tokens, --max-concurrent and --queue must be at least 1");
+    if a.max_batch_tokens == 0 || a.max_concurrent == 0 || a.queue == 0 || a.prefill_chunk == 0 {
+        bail!(
+            "--max-batch-tokens, --max-concurrent, --prefill-chunk and --queue must be at least 1"
+        );
     }
     if a.max_input_tokens == Some(0) {
         bail!("--max-input-tokens must be at least 1");
@@ -91,6 +97,7 @@ pub fn run(a: ServeCmdArgs) -> Result<u8> {
             api_key: a.api_key.filter(|k| !k.is_empty()),
             max_batch_tokens: a.max_batch_tokens,
             max_concurrent: a.max_concurrent,
+            prefill_chunk: a.prefill_chunk,
             queue: a.queue,
             max_input_tokens: a.max_input_tokens,
             max_body,

@@ -42,6 +42,7 @@ pub fn load_models(
 ) -> kin_infer::Result<()> {
     let limits = registry::BatchLimits {
         max_batch_tokens: state.cfg.max_batch_tokens,
+        prefill_chunk: state.cfg.prefill_chunk,
     };
     let loaded = registry::load_all(models, threads, limits, &state.metrics)?;
     let _ = state.models.set(loaded);

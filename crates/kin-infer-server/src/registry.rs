@@ -81,6 +81,8 @@ impl Model {
 #[derive(Clone, Copy, Debug)]
 pub struct BatchLimits {
     pub max_batch_tokens: usize,
+    /// Prompt tokens a decoder's scheduler feeds per step.
+    pub prefill_chunk: usize,
 }
 
 /// Loads every model; the first failure names its `--model` argument.
@@ -105,7 +107,7 @@ pub fn load_all(
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_secs());
         let kind = if is_decoder_dir(&path) {
-            Kind::Generate(Box::new(load_generator(&s.id, &path, threads)?))
+            Kind::Generate(Box::new(load_generator(&s.id, &path, threads, limits)?))
         } else {
             let embedder = Arc::new(Embedder::load(
                 &path,
@@ -127,7 +129,12 @@ pub fn load_all(
     Ok(out)
 }
 
-fn load_generator(id: &str, path: &Path, threads: Option<usize>) -> Result<GenModel> {
+fn load_generator(
+    id: &str,
+    path: &Path,
+    threads: Option<usize>,
+    limits: BatchLimits,
+) -> Result<GenModel> {
     let generator = Arc::new(Generator::load(
         path,
         &GeneratorOptions {
@@ -143,7 +150,12 @@ fn load_generator(id: &str, path: &Path, threads: Option<usize>) -> Result<GenMo
     // A model without a template still serves text completions; chat then says why not.
     let template = ChatTemplate::load(path).ok();
     let eos = eos_token_ids(path, generator.spec())?;
-    let scheduler = Scheduler::start(id, generator.clone(), tokenizer.clone());
+    let scheduler = Scheduler::start(
+        id,
+        generator.clone(),
+        tokenizer.clone(),
+        limits.prefill_chunk,
+    );
     Ok(GenModel {
         generator,
         tokenizer,

@@ -1,6 +1,6 @@
 //! Continuous batching of generations. Each decoder model has one scheduler thread holding
-//! the running generations ([`Stepper`]s, each with its own KV cache): a new request is
-//! prefilled when it arrives, then every step feeds all running generations' tokens through
+//! the running generations ([`Stepper`]s, each with its own KV cache): a new request's prompt
+//! is fed in chunks between steps (`--prefill-chunk` tokens per step), then every step feeds all running generations' tokens through
 //! one batched forward pass ([`Generator::decode_step`]: the weights are read once per step
 //! for all of them, which is what makes concurrent decoding cheap when decode is bound by
 //! memory), and each samples its next token from its own row. A row's logits have the bits
@@ -39,11 +39,18 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    pub fn start(id: &str, gen: Arc<Generator>, tok: Option<Arc<GenTokenizer>>) -> Self {
+    /// `prefill_chunk`: prompt tokens fed per step, all new requests together, so that a long
+    /// prompt delays the running generations by one chunk at a time, not by its whole prefill.
+    pub fn start(
+        id: &str,
+        gen: Arc<Generator>,
+        tok: Option<Arc<GenTokenizer>>,
+        prefill_chunk: usize,
+    ) -> Self {
         let (tx, rx) = mpsc::channel::<GenJob>();
         std::thread::Builder::new()
             .name(format!("scheduler-{id}"))
-            .spawn(move || run(&gen, tok.as_deref(), &rx))
+            .spawn(move || run(&gen, tok.as_deref(), &rx, prefill_chunk.max(1)))
             .expect("spawning a thread");
         Scheduler {
             tx: std::sync::Mutex::new(tx),
@@ -62,7 +69,7 @@ struct Running {
     job: GenJob,
 }
 
-fn run(gen: &Generator, tok: Option<&GenTokenizer>, rx: &mpsc::Receiver<GenJob>) {
+fn run(gen: &Generator, tok: Option<&GenTokenizer>, rx: &mpsc::Receiver<GenJob>, chunk: usize) {
     let detok = tok.map(|t| t as &dyn Detokenize);
     let mut running: Vec<Running> = Vec::new();
     let mut scratch = BatchScratch::default();
@@ -77,10 +84,34 @@ fn run(gen: &Generator, tok: Option<&GenTokenizer>, rx: &mpsc::Receiver<GenJob>)
         while let Ok(job) = rx.try_recv() {
             admit(gen, tok.is_some(), job, &mut running);
         }
+        // Prefill: one chunk of budget per step, oldest request first.
+        let mut budget = chunk;
+        let mut i = 0;
+        while i < running.len() && budget > 0 {
+            if !running[i].st.is_prefilling() {
+                i += 1;
+                continue;
+            }
+            let before = running[i].st.prefill_progress();
+            match gen.prefill(&mut running[i].st, budget) {
+                Ok(_) => {
+                    budget -= (running[i].st.prefill_progress() - before).min(budget);
+                    i += 1;
+                }
+                Err(e) => {
+                    let r = running.swap_remove(i);
+                    let _ = r.job.done.send(Err(e));
+                }
+            }
+        }
         // Hand every pending token to its callback; finished generations leave.
         let mut i = 0;
         while i < running.len() {
             let r = &mut running[i];
+            if r.st.is_prefilling() {
+                i += 1;
+                continue;
+            }
             match r.st.emit(detok, &mut r.job.on_token) {
                 Ok(None) => i += 1,
                 Ok(Some(_)) => {
@@ -93,10 +124,14 @@ fn run(gen: &Generator, tok: Option<&GenTokenizer>, rx: &mpsc::Receiver<GenJob>)
                 }
             }
         }
-        if running.is_empty() {
+        let mut steppers: Vec<&mut Stepper> = running
+            .iter_mut()
+            .map(|r| &mut r.st)
+            .filter(|s| !s.is_prefilling())
+            .collect();
+        if steppers.is_empty() {
             continue;
         }
-        let mut steppers: Vec<&mut Stepper> = running.iter_mut().map(|r| &mut r.st).collect();
         if let Err(e) = gen.decode_step(&mut steppers, &mut scratch) {
             // Every sequence was checked when it started and stops before its cache fills,
             // so this is the model or the machine failing: every generation reports it.
@@ -104,6 +139,7 @@ fn run(gen: &Generator, tok: Option<&GenTokenizer>, rx: &mpsc::Receiver<GenJob>)
             for r in running.drain(..) {
                 let _ = r.job.done.send(Err(InferError::Unsupported(msg.clone())));
             }
+            // (prefilling ones included: the model failing fails every request on it)
         }
     }
 }
@@ -112,7 +148,7 @@ fn admit(gen: &Generator, has_detok: bool, job: GenJob, running: &mut Vec<Runnin
     if job.done.is_closed() {
         return; // the client left while the job was queued
     }
-    match gen.start(&job.prompt, &job.params, has_detok) {
+    match gen.begin(&job.prompt, &job.params, has_detok) {
         Ok(st) => running.push(Running { st, job }),
         Err(e) => {
             let _ = job.done.send(Err(e));

@@ -18,6 +18,8 @@ pub struct ServeConfig {
     pub max_batch_tokens: usize,
     /// Generations running at once (each with its own KV cache).
     pub max_concurrent: usize,
+    /// Prompt tokens fed per scheduler step, all new requests together.
+    pub prefill_chunk: usize,
     /// Requests waiting per queue (embeddings; generations) before a 429.
     pub queue: usize,
     /// Tokens one request may hold (all its inputs together); `None`: no limit beyond the
@@ -36,6 +38,7 @@ impl Default for ServeConfig {
             api_key: None,
             max_batch_tokens: 8192,
             max_concurrent: 8,
+            prefill_chunk: 256,
             queue: 256,
             max_input_tokens: None,
             max_body: 8 << 20,

@@ -613,3 +613,37 @@ async fn cors_allows_the_configured_origin_only() {
     let (_, _, h) = call_with(&state(), "GET", "/v1/models", None, &other).await;
     assert!(!h.contains_key("access-control-allow-origin"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn prompts_fed_in_chunks_beside_running_streams_generate_the_same() {
+    let st = state_with(ServeConfig {
+        prefill_chunk: 4,
+        ..Default::default()
+    });
+    let want = reference_generation("hello there", 24);
+    let req = json!({"model": "chat", "messages": [{"role": "user", "content": "hello there"}],
+                     "max_tokens": 24, "temperature": 0.8, "seed": 7});
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let st = st.clone();
+        let mut r = req.clone();
+        r["stream"] = json!(i % 2 == 0);
+        tasks.push(tokio::spawn(async move {
+            call(&st, "POST", "/v1/chat/completions", Some(&r.to_string())).await
+        }));
+    }
+    for (i, t) in tasks.into_iter().enumerate() {
+        let (s, body, _) = t.await.unwrap();
+        assert_eq!(s, StatusCode::OK);
+        let text = if i % 2 == 0 {
+            sse_content(&body).0
+        } else {
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            v["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(text, want, "request {i}");
+    }
+}

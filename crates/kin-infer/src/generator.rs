@@ -143,6 +143,23 @@ impl Generator {
         })
     }
 
+    /// A generation whose prompt is fed in chunks by [`Generator::prefill`] (see
+    /// [`Stepper::new`]).
+    pub fn begin(
+        &self,
+        prompt: &[u32],
+        params: &SamplingParams,
+        has_detok: bool,
+    ) -> Result<Stepper> {
+        Stepper::new(self.model.as_ref(), prompt, params, has_detok)
+    }
+
+    /// Feeds up to `max_tokens` more of a stepper's prompt on the pool; whether it is ready.
+    pub fn prefill(&self, st: &mut Stepper, max_tokens: usize) -> Result<bool> {
+        self.pool
+            .install(|| st.prefill(self.model.as_ref(), self.backend.as_ref(), max_tokens))
+    }
+
     /// One batched decode step of running generations ([`decode_step`]) on the pool.
     pub fn decode_step(
         &self,

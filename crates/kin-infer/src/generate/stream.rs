@@ -265,6 +265,9 @@ pub struct Stepper {
     /// The chosen token, not yet emitted.
     next: u32,
     done: bool,
+    /// The prompt, and how much of it the cache holds (prefill may come in chunks).
+    prompt: Vec<u32>,
+    prefilled: usize,
 }
 
 impl Stepper {
@@ -273,6 +276,21 @@ impl Stepper {
     pub fn start(
         model: &dyn Decoder,
         be: &dyn GpuCompute,
+        prompt: &[u32],
+        params: &SamplingParams,
+        has_detok: bool,
+    ) -> Result<Self> {
+        let mut st = Self::new(model, prompt, params, has_detok)?;
+        st.prefill(model, be, usize::MAX)?;
+        Ok(st)
+    }
+
+    /// Checks the request and allocates the cache; the prompt is fed by [`Stepper::prefill`],
+    /// in one pass or in chunks (a scheduler interleaves chunks with other generations' decode
+    /// steps). Chunked or not, the cache and the first token have the same bits: every op is
+    /// per row or per (query, head), accumulated in a fixed order.
+    pub fn new(
+        model: &dyn Decoder,
         prompt: &[u32],
         params: &SamplingParams,
         has_detok: bool,
@@ -317,17 +335,53 @@ impl Stepper {
             emitted: 0,
             next: 0,
             done: params.max_new_tokens == 0,
+            prompt: prompt.to_vec(),
+            prefilled: 0,
         };
-        if st.done {
-            return Ok(st);
+        if !st.done {
+            st.sampler.observe(prompt);
         }
-        st.sampler.observe(prompt);
-        let t0 = Instant::now();
-        st.next = st
-            .sampler
-            .sample(model.forward(be, prompt, &mut st.cache, LogitsRows::Last)?);
-        st.g.prefill_time = t0.elapsed();
         Ok(st)
+    }
+
+    /// Feeds up to `max_tokens` more of the prompt; once all of it is in, chooses the first
+    /// token. Returns whether the stepper is ready to [`Stepper::emit`].
+    pub fn prefill(
+        &mut self,
+        model: &dyn Decoder,
+        be: &dyn GpuCompute,
+        max_tokens: usize,
+    ) -> Result<bool> {
+        if !self.is_prefilling() {
+            return Ok(true);
+        }
+        let end = self
+            .prompt
+            .len()
+            .min(self.prefilled.saturating_add(max_tokens.max(1)));
+        let t0 = Instant::now();
+        let logits = model.forward(
+            be,
+            &self.prompt[self.prefilled..end],
+            &mut self.cache,
+            LogitsRows::Last,
+        )?;
+        if end == self.prompt.len() {
+            self.next = self.sampler.sample(logits);
+        }
+        self.prefilled = end;
+        self.g.prefill_time += t0.elapsed();
+        Ok(!self.is_prefilling())
+    }
+
+    /// Prompt tokens fed so far.
+    pub fn prefill_progress(&self) -> usize {
+        self.prefilled
+    }
+
+    /// Whether part of the prompt is still to be fed (not ready to emit or decode).
+    pub fn is_prefilling(&self) -> bool {
+        !self.done && self.prefilled < self.prompt.len()
     }
 
     /// Whether the generation has stopped (nothing left to emit or decode).
@@ -345,6 +399,11 @@ impl Stepper {
     ) -> Result<Option<StopReason>> {
         if self.done {
             return Ok(Some(self.g.stop_reason));
+        }
+        if self.is_prefilling() {
+            return Err(InferError::Input(
+                "the prompt is not prefilled yet: nothing to emit".into(),
+            ));
         }
         let (params, next) = (&self.params, self.next);
         self.g.tokens.push(next);
@@ -422,9 +481,9 @@ pub fn decode_step(
     steppers: &mut [&mut Stepper],
     scratch: &mut BatchScratch,
 ) -> Result<()> {
-    if steppers.iter().any(|s| s.done) {
+    if steppers.iter().any(|s| s.done || s.is_prefilling()) {
         return Err(InferError::Input(
-            "a stopped generation cannot take a decode step".into(),
+            "only a prefilled, running generation can take a decode step".into(),
         ));
     }
     let t = Instant::now();

@@ -237,11 +237,23 @@ fn steppers_decoded_together_generate_what_each_generates_alone() {
         let mut pending = 0;
         while pending < reqs.len() || !running.is_empty() {
             if pending < reqs.len() {
+                // Odd requests feed their prompt in chunks of 3 between the others' steps.
                 let (p, s) = &reqs[pending];
-                running.push((pending, g.start(p, s, false).unwrap()));
+                let st = if pending % 2 == 0 {
+                    g.start(p, s, false).unwrap()
+                } else {
+                    g.begin(p, s, false).unwrap()
+                };
+                running.push((pending, st));
                 pending += 1;
             }
+            for (_, st) in running.iter_mut().filter(|(_, st)| st.is_prefilling()) {
+                g.prefill(st, 3).unwrap();
+            }
             running.retain_mut(|(i, st)| {
+                if st.is_prefilling() {
+                    return true;
+                }
                 let stop = st
                     .emit(None, |e| {
                         got[*i].push(e.id);
@@ -250,8 +262,12 @@ fn steppers_decoded_together_generate_what_each_generates_alone() {
                     .unwrap();
                 stop.is_none()
             });
-            if !running.is_empty() {
-                let mut refs: Vec<&mut Stepper> = running.iter_mut().map(|(_, s)| s).collect();
+            let mut refs: Vec<&mut Stepper> = running
+                .iter_mut()
+                .map(|(_, s)| s)
+                .filter(|s| !s.is_prefilling())
+                .collect();
+            if !refs.is_empty() {
                 g.decode_step(&mut refs, &mut scratch).unwrap();
             }
         }
