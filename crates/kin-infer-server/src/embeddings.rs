@@ -13,7 +13,7 @@ use crate::registry::{BatchLimits, Kind};
 use crate::state::{AppState, QueueSlot};
 use axum::extract::State;
 use base64::Engine;
-use kin_infer::{Embedder, InferError};
+use kin_infer::Embedder;
 use std::sync::mpsc;
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -132,18 +132,12 @@ fn run_group(e: &Embedder, group: Vec<Job>, m: &Metrics) {
                 run_group(e, vec![j], m);
             }
         }
+        // A single request: its own error, as the engine typed it.
         Err(err) => {
-            for j in group {
-                let _ = j.reply.send(Err(clone_err(&err)));
+            if let Some(j) = group.into_iter().next() {
+                let _ = j.reply.send(Err(err));
             }
         }
-    }
-}
-
-fn clone_err(e: &InferError) -> InferError {
-    match e.kind() {
-        kin_infer::ErrorKind::InvalidInput => InferError::Input(e.to_string()),
-        _ => InferError::Unsupported(e.to_string()),
     }
 }
 

@@ -53,19 +53,19 @@ pub fn load_models(
 /// SIGTERM or Ctrl-C, then drains: new requests get 503, in-flight ones get
 /// `shutdown_grace` to finish before running generations are cancelled. Returns once every
 /// connection is closed. `on_ready` is called with the bound address (port 0 picks one).
-pub fn serve(args: ServeArgs, on_ready: impl FnOnce(SocketAddr)) -> anyhow_like::Result<()> {
+pub fn serve(args: ServeArgs, on_ready: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| anyhow_like::Error(format!("cannot start the runtime: {e}")))?;
+        .map_err(|e| ServeError(format!("cannot start the runtime: {e}")))?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await
-            .map_err(|e| anyhow_like::Error(format!("cannot listen on {}: {e}", args.addr)))?;
+            .map_err(|e| ServeError(format!("cannot listen on {}: {e}", args.addr)))?;
         let addr = listener
             .local_addr()
-            .map_err(|e| anyhow_like::Error(e.to_string()))?;
+            .map_err(|e| ServeError(e.to_string()))?;
         let state = AppState::new(args.config);
         let loader = {
             let state = state.clone();
@@ -98,14 +98,12 @@ pub fn serve(args: ServeArgs, on_ready: impl FnOnce(SocketAddr)) -> anyhow_like:
         let server = tokio::spawn(async move { server.await });
         match loader.await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(anyhow_like::Error(format!("loading the models: {e}"))),
-            Err(e) => return Err(anyhow_like::Error(format!("loading the models: {e}"))),
+            Ok(Err(e)) => return Err(ServeError(format!("loading the models: {e}"))),
+            Err(e) => return Err(ServeError(format!("loading the models: {e}"))),
         }
         on_ready(addr);
-        let r = server
-            .await
-            .map_err(|e| anyhow_like::Error(e.to_string()))?;
-        r.map_err(|e| anyhow_like::Error(format!("serving: {e}")))?;
+        let r = server.await.map_err(|e| ServeError(e.to_string()))?;
+        r.map_err(|e| ServeError(format!("serving: {e}")))?;
         Ok(())
     })
 }
@@ -131,15 +129,14 @@ async fn shutdown_signal() {
     }
 }
 
-/// A plain string error, so the library needs no error crate of its own for `serve`.
-pub mod anyhow_like {
-    #[derive(Debug)]
-    pub struct Error(pub String);
-    impl std::fmt::Display for Error {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str(&self.0)
-        }
+/// Why `serve` could not start or stopped abnormally (binding, loading, the runtime).
+#[derive(Debug)]
+pub struct ServeError(pub String);
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
-    impl std::error::Error for Error {}
-    pub type Result<T> = std::result::Result<T, Error>;
 }
+
+impl std::error::Error for ServeError {}

@@ -72,9 +72,9 @@ fn max_length(opts: &EmbedderOptions, default: usize, limit: usize) -> Result<us
     }
 }
 
-/// The Matryoshka `dimensions` option fits the `full_dim`-wide embedding.
-fn check_dimensions(opts: &EmbedderOptions, full_dim: usize) -> Result<()> {
-    match opts.dimensions {
+/// A Matryoshka width `dimensions` fits the `full_dim`-wide embedding.
+fn check_dimensions(dimensions: Option<usize>, full_dim: usize) -> Result<()> {
+    match dimensions {
         Some(d) if d == 0 || d > full_dim => Err(InferError::Input(format!(
             "dimensions {d} must be between 1 and the embedding size {full_dim}"
         ))),
@@ -143,7 +143,7 @@ impl Embedder {
             .iter()
             .map(|c| Dense::load(c, backend.as_ref()))
             .collect::<Result<Vec<_>>>()?;
-        check_dimensions(opts, full_dim)?;
+        check_dimensions(opts.dimensions, full_dim)?;
         Ok(Embedder {
             dimensions: opts.dimensions,
             model,
@@ -185,7 +185,7 @@ impl Embedder {
             return Err(InferError::Input("pooling names no mode".into()));
         }
         let full_dim = pooling.output_dim(model.spec().hidden_size);
-        check_dimensions(opts, full_dim)?;
+        check_dimensions(opts.dimensions, full_dim)?;
         let info = ModelInfo {
             dir: path.to_path_buf(),
             tensors: store.len(),
@@ -313,14 +313,8 @@ impl Embedder {
                     ids.len()
                 )));
             }
-            for &k in d.iter().flatten() {
-                check_dimensions(
-                    &EmbedderOptions {
-                        dimensions: Some(k),
-                        ..Default::default()
-                    },
-                    self.full_dim(),
-                )?;
+            for &k in d {
+                check_dimensions(k, self.full_dim())?;
             }
             let first = d.first().copied().flatten();
             if d.iter().any(|&k| k != first) {
