@@ -4,12 +4,12 @@
 
 use crate::input::{validate, Item, Source};
 use crate::model_args::{load, parse_pooling, plan_for, ModelArgs};
-use crate::output::{push_f32_array, Progress};
+use crate::output::Progress;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use kin_infer::corpus::{DurableOutput, RunIdentity};
+use kin_infer::corpus::{push_record, DurableOutput, RunIdentity};
 use kin_infer::watchdog::{EmbedWatchdog, StopReason, WatchdogConfig};
-use kin_infer::{Embedder, EmbedderOptions, NUMERICS_VERSION};
+use kin_infer::{Embedder, EmbedderOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -92,26 +92,6 @@ fn positive(v: Option<f64>, flag: &str) -> Result<Option<Duration>> {
     }
 }
 
-/// Appends one output record: `{"index":i,"id":...,"embedding":[...]}` and a newline.
-fn push_record(
-    line: &mut String,
-    index: u64,
-    id: Option<&serde_json::Value>,
-    v: &[f32],
-) -> Result<()> {
-    if v.iter().any(|x| !x.is_finite()) {
-        bail!("item {index}: the model produced a non-finite value (check the weights)");
-    }
-    line.push_str("{\"index\":");
-    line.push_str(&index.to_string());
-    line.push_str(",\"id\":");
-    line.push_str(&id.map_or_else(|| "null".into(), |v| v.to_string()));
-    line.push_str(",\"embedding\":");
-    push_f32_array(line, v);
-    line.push_str("}\n");
-    Ok(())
-}
-
 /// Where records go.
 enum Sink {
     /// Stdout or a temporary file renamed into place at the end.
@@ -172,15 +152,7 @@ pub fn embed(a: EmbedArgs) -> Result<u8> {
     let mut done = 0u64;
     let mut sink = match (&a.output, a.resume) {
         (Some(out), true) => {
-            let identity = RunIdentity {
-                model_hash: kin_infer::corpus::model_hash(&embedder.info().dir)?,
-                numerics_version: NUMERICS_VERSION.into(),
-                pooling: embedder.pooling().name(),
-                normalize: embedder.normalize(),
-                max_length: embedder.max_length(),
-                dimensions: a.dimensions,
-                input_format: if a.jsonl { "jsonl" } else { "lines" }.into(),
-            };
+            let identity = RunIdentity::of(&embedder, if a.jsonl { "jsonl" } else { "lines" })?;
             let (durable, at) = DurableOutput::open(out, identity, &source.name())?;
             if at.repaired_bytes > 0 {
                 eprintln!(

@@ -3,19 +3,6 @@
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
-/// Appends `v` as a JSON array of shortest round-trip f32 literals.
-pub fn push_f32_array(out: &mut String, v: &[f32]) {
-    let mut buf = ryu::Buffer::new();
-    out.push('[');
-    for (i, x) in v.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(buf.format_finite(*x));
-    }
-    out.push(']');
-}
-
 /// Prints `key : value` lines with keys padded to a common width.
 pub fn print_report(rows: &[(String, String)]) {
     let w = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);

@@ -32,6 +32,21 @@ pub struct RunIdentity {
     pub input_format: String,
 }
 
+impl RunIdentity {
+    /// The identity of embedding `input_format` ("lines" or "jsonl") input with `e`.
+    pub fn of(e: &crate::Embedder, input_format: &str) -> Result<Self> {
+        Ok(RunIdentity {
+            model_hash: model_hash(&e.info().dir)?,
+            numerics_version: crate::NUMERICS_VERSION.into(),
+            pooling: e.pooling().name(),
+            normalize: e.normalize(),
+            max_length: e.max_length(),
+            dimensions: e.dimensions(),
+            input_format: input_format.into(),
+        })
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Progress {
     /// Items whose records are durable in the output.
@@ -96,6 +111,46 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
+/// Appends `v` as a JSON array of shortest round-trip f32 literals.
+pub fn push_f32_array(out: &mut String, v: &[f32]) {
+    let mut buf = ryu::Buffer::new();
+    out.push('[');
+    for (i, x) in v.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(buf.format_finite(*x));
+    }
+    out.push(']');
+}
+
+/// Appends one output record of `kin-infer embed`, `{"index":i,"id":...,"embedding":[...]}`
+/// and a newline: the one writer of the corpus format, so that a sharded run's records are
+/// the same bytes as a single process's. A non-finite value is an error naming the item.
+pub fn push_record(
+    line: &mut String,
+    index: u64,
+    id: Option<&serde_json::Value>,
+    v: &[f32],
+) -> Result<()> {
+    if v.iter().any(|x| !x.is_finite()) {
+        return Err(InferError::Input(format!(
+            "item {index}: the model produced a non-finite value (check the weights)"
+        )));
+    }
+    line.push_str("{\"index\":");
+    line.push_str(&index.to_string());
+    line.push_str(",\"id\":");
+    match id {
+        Some(v) => line.push_str(&v.to_string()),
+        None => line.push_str("null"),
+    }
+    line.push_str(",\"embedding\":");
+    push_f32_array(line, v);
+    line.push_str("}\n");
+    Ok(())
+}
+
 pub fn manifest_path(output: &Path) -> PathBuf {
     let mut name = output.file_name().unwrap_or_default().to_os_string();
     name.push(".manifest.json");
@@ -132,6 +187,17 @@ impl DurableOutput {
     /// `identity` (else [`InferError::Input`]); an existing output without a manifest is
     /// refused rather than overwritten.
     pub fn open(output: &Path, identity: RunIdentity, input: &str) -> Result<(Self, ResumePoint)> {
+        Self::open_from(output, identity, input, 0)
+    }
+
+    /// [`DurableOutput::open`] for an output whose first record has index `first_index` (a
+    /// shard of a larger run, [`crate::shards`]).
+    pub fn open_from(
+        output: &Path,
+        identity: RunIdentity,
+        input: &str,
+        first_index: u64,
+    ) -> Result<(Self, ResumePoint)> {
         let mpath = manifest_path(output);
         let refuse = |reason: String| {
             InferError::Input(format!("cannot resume into {}: {reason}", output.display()))
@@ -171,7 +237,7 @@ impl DurableOutput {
             .truncate(false)
             .open(output)
             .map_err(|e| InferError::io(output, e))?;
-        let (good_len, items, last) = scan(&mut file, output)?;
+        let (good_len, items, last) = scan(&mut file, output, first_index)?;
         let len = file
             .metadata()
             .map_err(|e| InferError::io(output, e))?
@@ -259,8 +325,9 @@ impl DurableOutput {
     }
 }
 
-/// (bytes up to the last newline, complete lines, the last complete record's index and id).
-fn scan(file: &mut File, path: &Path) -> Result<(u64, u64, LastRecord)> {
+/// (bytes up to the last newline, complete lines, the last complete record's index and id);
+/// records are numbered from `first`.
+fn scan(file: &mut File, path: &Path, first: u64) -> Result<(u64, u64, LastRecord)> {
     file.seek(SeekFrom::Start(0))
         .map_err(|e| InferError::io(path, e))?;
     let mut buf = vec![0u8; 1 << 20];
@@ -302,8 +369,11 @@ fn scan(file: &mut File, path: &Path) -> Result<(u64, u64, LastRecord)> {
         .get("index")
         .and_then(|i| i.as_u64())
         .ok_or_else(|| bad("has no index"))?;
-    if index != lines - 1 {
-        return Err(bad(&format!("has index {index}, expected {}", lines - 1)));
+    if index != first + lines - 1 {
+        return Err(bad(&format!(
+            "has index {index}, expected {}",
+            first + lines - 1
+        )));
     }
     let id = v.get("id").cloned().unwrap_or(serde_json::Value::Null);
     Ok((good, lines, Some((index, id))))

@@ -252,6 +252,10 @@ impl Embedder {
         &self.dense
     }
     /// Length of each embedding.
+    /// The Matryoshka width this embedder was loaded with, if any.
+    pub fn dimensions(&self) -> Option<usize> {
+        self.dimensions
+    }
     pub fn dim(&self) -> usize {
         self.dimensions.unwrap_or_else(|| self.full_dim())
     }

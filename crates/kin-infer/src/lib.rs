@@ -17,6 +17,7 @@ pub mod generator;
 pub mod golden;
 pub mod io;
 pub mod models;
+pub mod shards;
 pub mod tokenize;
 pub mod watchdog;
 
