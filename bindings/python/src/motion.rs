@@ -73,10 +73,12 @@ impl Model {
         let pre = match (raw, &meta.preprocess) {
             (false, _) => None,
             (true, Some(p)) => Some(p.clone()),
-            (true, None) => return Err(invalid(format!(
+            (true, None) => {
+                return Err(invalid(format!(
                 "{}: raw readings need a `preprocess` in the artifact, and this one declares none",
                 meta.path.display()
-            ))),
+            )))
+            }
         };
         let values: Vec<f32> = data
             .chunks_exact(4)

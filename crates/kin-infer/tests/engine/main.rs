@@ -11,3 +11,4 @@ mod hub;
 mod minilm;
 mod numerics;
 mod sessions;
+mod shards;
