@@ -163,21 +163,25 @@ impl Embedder {
 
     /// Embeds shard `k` of the sharded run in `run_dir` (see `kin_infer::shards`);
     /// (items found already durable, items embedded now).
-    #[pyo3(signature = (run_dir, k, batch_size=32))]
+    /// A shard locked by another worker is waited for up to `lock_wait_s` seconds.
+    #[pyo3(signature = (run_dir, k, batch_size=32, lock_wait_s=300.0))]
     fn write_shard(
         &self,
         py: Python<'_>,
         run_dir: &str,
         k: usize,
         batch_size: usize,
+        lock_wait_s: f64,
     ) -> PyResult<(u64, u64)> {
+        let wait = std::time::Duration::try_from_secs_f64(lock_wait_s)
+            .map_err(|_| invalid("lock_wait_s must be a non-negative number of seconds"))?;
         let dir = Path::new(run_dir);
         let e = &*self.inner;
         let out = py
             .detach(|| {
                 let run = kin_infer::shards::load_run(dir)?;
                 let id = RunIdentity::of(e, &run.identity.input_format)?;
-                kin_infer::shards::write_shard(e, &id, dir, k, batch_size)
+                kin_infer::shards::write_shard(e, &id, dir, k, batch_size, wait)
             })
             .map_err(py_err)?;
         Ok((out.resumed, out.embedded))

@@ -41,6 +41,12 @@ impl Model {
 impl Model {
     #[new]
     fn new(py: Python<'_>, artifact_dir: &str) -> PyResult<Self> {
+        if !Path::new(artifact_dir).exists() {
+            return Err(raise(
+                "ModelNotFoundError",
+                format!("artifact directory `{artifact_dir}` not found"),
+            ));
+        }
         let m = py
             .detach(|| inmotion::Model::load(Path::new(artifact_dir)))
             .map_err(motion_err)?;

@@ -19,6 +19,7 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 use xxhash_rust::xxh3::{xxh3_128, Xxh3};
 
 pub const RUN_FORMAT: &str = "kin-infer-shards/1";
@@ -269,6 +270,7 @@ pub fn write_shard(
     dir: &Path,
     k: usize,
     batch_size: usize,
+    lock_wait: Duration,
 ) -> Result<ShardOutcome> {
     let run = load_run(dir)?;
     if &run.identity != identity {
@@ -288,12 +290,17 @@ pub fn write_shard(
     let out = shard_path(dir, k);
     let lock_path = out.with_extension("lock");
     let lock = File::create(&lock_path).map_err(|e| InferError::io(&lock_path, e))?;
-    lock.try_lock().map_err(|_| {
-        InferError::Input(format!(
-            "{}: another worker is writing this shard",
-            out.display()
-        ))
-    })?;
+    let t0 = Instant::now();
+    while lock.try_lock().is_err() {
+        if t0.elapsed() >= lock_wait {
+            return Err(InferError::Input(format!(
+                "{}: another worker is writing this shard (waited {:.1} s)",
+                out.display(),
+                lock_wait.as_secs_f64()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let input = Path::new(&run.index.input);
     let (durable, at) =
         DurableOutput::open_from(&out, identity.clone(), &run.index.input, span.start)?;

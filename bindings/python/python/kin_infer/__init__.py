@@ -287,8 +287,13 @@ class Generator:
     def _prompt(self, prompt: Prompt) -> List[int]:
         if isinstance(prompt, str):
             return self._native.encode(prompt)
-        items = list(prompt)
-        if items and all(isinstance(m, dict) for m in items):
+        try:
+            items = list(prompt)
+        except TypeError:
+            items = None
+        if items is None:
+            pass
+        elif items and all(isinstance(m, dict) for m in items):
             msgs = []
             for i, m in enumerate(items):
                 role, content = m.get("role"), m.get("content", "")
@@ -296,7 +301,7 @@ class Generator:
                     raise InvalidInputError(f"message {i} needs a string `role` and `content`")
                 msgs.append((role, content))
             return self._native.encode_chat(msgs)
-        if all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in items):
+        elif all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in items):
             for t in items:
                 if t < 0 or t >= 2**32:
                     raise InvalidInputError(f"token id {t} is out of range")

@@ -122,7 +122,6 @@ def embed_corpus(
     pooling: Optional[str] = None,
     dimensions: Optional[int] = None,
     merge_to: Optional[str] = None,
-    max_task_retries: int = 3,
     show_progress: bool = True,
 ) -> RunReport:
     """Embeds a corpus on Ray, durably and resumably, into shards under ``output_dir``.
@@ -141,7 +140,6 @@ def embed_corpus(
         max_length, normalize, pooling, dimensions: as :class:`Embedder`; part of the run's
             identity (a resume with other settings is refused).
         merge_to: when given, :func:`merge` into this file once every shard is done.
-        max_task_retries: Ray retries of a shard whose worker died.
         show_progress: a line on stderr per finished shard.
     """
     ray = _ray()
@@ -185,8 +183,9 @@ def embed_corpus(
             batch_size=1,
             concurrency=num_workers,
             num_cpus=threads_per_worker,
-            max_restarts=-1,
-            max_task_retries=max_task_retries,
+            # Ray Data restarts a dead actor and retries its shard without limit by default
+            # (max_restarts=-1, max_task_retries=-1); the retry continues the shard's durable
+            # part. An exception from the engine (bad input, another model) is not retried.
         )
         finished = n_shards - len(pending)
         for row in done_ds.iter_rows():

@@ -8,6 +8,9 @@ use kin_infer::corpus::{push_record, DurableOutput, RunIdentity};
 use kin_infer::shards::{self, merge, pending_shards, prepare_run, shard_path, write_shard};
 use kin_infer::{Embedder, EmbedderOptions};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(5);
 
 fn embedder() -> Embedder {
     let dir = repo_root().join("tests/server_fixtures/embed_tiny");
@@ -68,12 +71,12 @@ fn shards_in_any_order_merge_to_the_single_process_bytes() {
     assert_eq!(pending_shards(&run, &r).unwrap(), vec![0, 1, 2, 3]);
     // Out of order, with different forward batch sizes.
     for (k, bs) in [(3, 1), (1, 5), (0, 32), (2, 3)] {
-        let o = write_shard(&e, &id, &run, k, bs).unwrap();
+        let o = write_shard(&e, &id, &run, k, bs, WAIT).unwrap();
         assert_eq!(o.resumed, 0);
         assert_eq!(o.embedded, r.index.shards[k].items);
     }
     // A finished shard is left as it is.
-    let again = write_shard(&e, &id, &run, 2, 4).unwrap();
+    let again = write_shard(&e, &id, &run, 2, 4, WAIT).unwrap();
     assert_eq!(again.embedded, 0);
     let out = tmp.path().join("merged.jsonl");
     let m = merge(&run, &out).unwrap();
@@ -119,10 +122,10 @@ fn a_shard_cut_short_by_a_killed_worker_continues_where_its_durable_part_ends() 
     std::io::Write::write_all(&mut f, &lines[13][..20]).unwrap();
     drop(f);
 
-    let o = write_shard(&e, &id, &run, 1, 2).unwrap();
+    let o = write_shard(&e, &id, &run, 1, 2, WAIT).unwrap();
     assert_eq!((o.resumed, o.embedded), (3, 7));
     for k in [0, 2] {
-        write_shard(&e, &id, &run, k, 4).unwrap();
+        write_shard(&e, &id, &run, k, 4, WAIT).unwrap();
     }
     let out = tmp.path().join("merged.jsonl");
     merge(&run, &out).unwrap();
@@ -136,7 +139,7 @@ fn resumes_with_other_settings_or_input_and_unfinished_merges_are_refused() {
     let input = write_input(tmp.path());
     let run = tmp.path().join("run");
     let id = start(&e, &run, &input, 8);
-    write_shard(&e, &id, &run, 0, 8).unwrap();
+    write_shard(&e, &id, &run, 0, 8, WAIT).unwrap();
 
     let err = merge(&run, &tmp.path().join("m.jsonl")).unwrap_err();
     assert!(
@@ -151,7 +154,7 @@ fn resumes_with_other_settings_or_input_and_unfinished_merges_are_refused() {
     let index = shards::index_input(&input, true, 8).unwrap();
     let err = prepare_run(&run, other.clone(), index.clone()).unwrap_err();
     assert!(err.to_string().contains("other settings"), "{err}");
-    let err = write_shard(&e, &other, &run, 1, 8).unwrap_err();
+    let err = write_shard(&e, &other, &run, 1, 8, WAIT).unwrap_err();
     assert!(err.to_string().contains("identity"), "{err}");
 
     let mut text = std::fs::read_to_string(&input).unwrap();
@@ -171,10 +174,49 @@ fn two_writers_of_one_shard_cannot_both_run() {
     let id = start(&e, &run, &input, 8);
     let lock = std::fs::File::create(shard_path(&run, 1).with_extension("lock")).unwrap();
     lock.lock().unwrap();
-    let err = write_shard(&e, &id, &run, 1, 8).unwrap_err();
+    let err = write_shard(&e, &id, &run, 1, 8, Duration::ZERO).unwrap_err();
     assert!(err.to_string().contains("another worker"), "{err}");
+    // A second writer waits for the first, then finds the shard done.
+    let (e2, id2, run2) = (embedder(), id.clone(), run.clone());
+    let second = std::thread::spawn(move || write_shard(&e2, &id2, &run2, 1, 8, WAIT));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(write_shard_unlocked(&e, &id, &run, lock), 8);
+    let o = second.join().unwrap().unwrap();
+    assert_eq!((o.resumed, o.embedded), (8, 0));
+}
+
+/// Writes shard 1 as the holder of `lock` would (a lock on another open file of the same path
+/// stays exclusive to it), then releases the lock.
+fn write_shard_unlocked(e: &Embedder, id: &RunIdentity, run: &Path, lock: std::fs::File) -> u64 {
+    let path = shard_path(run, 1);
+    let r = shards::load_run(run).unwrap();
+    let span = &r.index.shards[1];
+    let (mut d, _) = DurableOutput::open_from(&path, id.clone(), "in", span.start).unwrap();
+    let input = std::fs::read(&r.index.input).unwrap();
+    let slice = &input[span.offset as usize..(span.offset + span.len) as usize];
+    let text = std::str::from_utf8(slice).unwrap();
+    let items: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let texts: Vec<&str> = items.iter().map(|v| v["text"].as_str().unwrap()).collect();
+    let mut out = String::new();
+    for (i, (v, item)) in e
+        .embed_texts(&texts)
+        .unwrap()
+        .iter()
+        .zip(&items)
+        .enumerate()
+    {
+        push_record(&mut out, span.start + i as u64, Some(&item["id"]), v).unwrap();
+    }
+    d.append(out.as_bytes(), items.len() as u64);
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(slice);
+    d.finish(slice.len() as u64, &h).unwrap();
     drop(lock);
-    assert_eq!(write_shard(&e, &id, &run, 1, 8).unwrap().embedded, 8);
+    items.len() as u64
 }
 
 #[test]
