@@ -186,3 +186,44 @@ pub fn embed_jsonl(data: &[u8]) {
         }
     }
 }
+
+/// A sharded corpus run's files (`shards.rs`): frame 0 is an input file (indexed in both
+/// modes, shard size from its first byte), frame 1 a `run.json`, frame 2 a shard's records and
+/// frame 3 its manifest; then the resume and merge paths read them as a worker and `merge`
+/// would (a malformed or inconsistent file is an error, never a panic or a write outside the
+/// scratch directory).
+pub fn corpus_run(data: &[u8]) {
+    use crate::shards;
+    let f = frames(data, 4);
+    let dir = scratch_dir("corpus_run");
+    let input = dir.join("in.txt");
+    let first = f.first().copied().unwrap_or_default();
+    let _ = std::fs::write(&input, first);
+    let shard_items = u64::from(first.first().copied().unwrap_or(1) % 9);
+    for jsonl in [true, false] {
+        if let Ok(idx) = shards::index_input(&input, jsonl, shard_items) {
+            let _ = (idx.items, idx.shards.len());
+        }
+    }
+    let run = dir.join("run");
+    let _ = std::fs::create_dir_all(run.join("shards"));
+    let _ = std::fs::write(run.join("run.json"), f.get(1).copied().unwrap_or_default());
+    let shard = shards::shard_path(&run, 0);
+    let _ = std::fs::write(&shard, f.get(2).copied().unwrap_or_default());
+    let _ = std::fs::write(
+        crate::corpus::manifest_path(&shard),
+        f.get(3).copied().unwrap_or_default(),
+    );
+    if let Ok(r) = shards::load_run(&run) {
+        let _ = shards::pending_shards(&run, &r);
+        if let Ok((_, at)) = crate::corpus::DurableOutput::open_from(
+            &shard,
+            r.identity.clone(),
+            "in",
+            r.index.shards.first().map_or(0, |s| s.start),
+        ) {
+            let _ = at.items;
+        }
+    }
+    let _ = shards::merge(&run, &dir.join("merged.jsonl"));
+}

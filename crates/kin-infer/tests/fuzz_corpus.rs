@@ -44,3 +44,8 @@ fn golden_kin() {
 fn embed_jsonl() {
     replay("embed_jsonl", kin_infer::fuzzing::embed_jsonl);
 }
+
+#[test]
+fn corpus_run() {
+    replay("corpus_run", kin_infer::fuzzing::corpus_run);
+}
