@@ -34,9 +34,9 @@ fn write_input(dir: &Path) -> PathBuf {
     p
 }
 
-/// The records one process writes for the whole input: the reference bytes.
-fn single_process(e: &Embedder, input: &Path) -> Vec<u8> {
-    let text = std::fs::read_to_string(input).unwrap();
+/// The records one process writes for the JSON Lines `text` (blank lines skipped), numbered
+/// from `first`: the reference bytes.
+fn records(e: &Embedder, text: &str, first: u64) -> Vec<u8> {
     let items: Vec<serde_json::Value> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -46,9 +46,13 @@ fn single_process(e: &Embedder, input: &Path) -> Vec<u8> {
     let vecs = e.embed_texts(&texts).unwrap();
     let mut out = String::new();
     for (i, (v, item)) in vecs.iter().zip(&items).enumerate() {
-        push_record(&mut out, i as u64, Some(&item["id"]), v).unwrap();
+        push_record(&mut out, first + i as u64, Some(&item["id"]), v).unwrap();
     }
     out.into_bytes()
+}
+
+fn single_process(e: &Embedder, input: &Path) -> Vec<u8> {
+    records(e, &std::fs::read_to_string(input).unwrap(), 0)
 }
 
 fn start(e: &Embedder, dir: &Path, input: &Path, shard_items: u64) -> RunIdentity {
@@ -194,29 +198,13 @@ fn write_shard_unlocked(e: &Embedder, id: &RunIdentity, run: &Path, lock: std::f
     let (mut d, _) = DurableOutput::open_from(&path, id.clone(), "in", span.start).unwrap();
     let input = std::fs::read(&r.index.input).unwrap();
     let slice = &input[span.offset as usize..(span.offset + span.len) as usize];
-    let text = std::str::from_utf8(slice).unwrap();
-    let items: Vec<serde_json::Value> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let texts: Vec<&str> = items.iter().map(|v| v["text"].as_str().unwrap()).collect();
-    let mut out = String::new();
-    for (i, (v, item)) in e
-        .embed_texts(&texts)
-        .unwrap()
-        .iter()
-        .zip(&items)
-        .enumerate()
-    {
-        push_record(&mut out, span.start + i as u64, Some(&item["id"]), v).unwrap();
-    }
-    d.append(out.as_bytes(), items.len() as u64);
+    let out = records(e, std::str::from_utf8(slice).unwrap(), span.start);
+    d.append(&out, span.items);
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     h.update(slice);
     d.finish(slice.len() as u64, &h).unwrap();
     drop(lock);
-    items.len() as u64
+    span.items
 }
 
 #[test]
