@@ -288,6 +288,94 @@ def test_goldens_reverify():
         assert err <= tol / 10, f"{os.path.relpath(d, REPO)}: PyTorch recomputes the golden off by {err:.3g}"
 
 
+def _cli(*args, env=None):
+    """`python3 -m inmotion ARGS` from python/: (exit code, stdout, stderr)."""
+    import subprocess
+    e = dict(os.environ, **(env or {}))
+    p = subprocess.run([sys.executable, "-m", "inmotion", *args], cwd=HERE, capture_output=True,
+                       text=True, env=e)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_grammar_without_torch():
+    """The documented grammar parses, and what needs no torch runs (the registry, doctor,
+    producers, refusals); what needs torch is covered below."""
+    need_numpy()
+    rc, out, _ = _cli("model", "list", "--json")
+    rows = json.loads(out)
+    assert rc == 0 and [r["name"] for r in rows] == ["lejepa", "t_jepa", "ts_jepa", "cf_jepa", "sigreg"]
+    assert all(r["present"] and r["sha256_ok"] and 0 < r["fp32_mcc"] < 1 for r in rows)
+    rc, out, _ = _cli("doctor", "--json")
+    r = json.loads(out)
+    assert r["packages"]["numpy"] and len(r["models"]) == 5 and "dataset" in r
+    rc, out, _ = _cli("quantize", "producers")
+    assert rc == 0 and "in-house" in out
+    rc, out, _ = _cli("quantize", "formats")
+    assert rc == 0 and "q4" in out
+    rc, _, err = _cli("quantize", "export", "lejepa", "--out", os.path.join(tempfile.mkdtemp(), "a"),
+                      "--format", "q4", "--producer", "torch-ao")
+    assert rc == 2 and "producer `torch-ao` is not available" in err
+    rc, _, err = _cli("quantize", "eval", "--seed", "7")
+    assert rc == 2 and "seed" in err
+    rc, _, err = _cli("quantize", "export", "no_such_model", "--out", "/tmp/x")
+    assert rc == 2 and "registered name" in err
+    rc, _, err = _cli("quantize", "nonsense")
+    assert rc == 2 and "invalid choice" in err
+
+
+def test_datasets_verify():
+    need_numpy()
+    from inmotion import data
+    if data.dataset_path() is None:
+        skip("inMotion dataset not found (INMOTION_DATASET)")
+    rc, out, _ = _cli("datasets", "verify", "--json")
+    r = json.loads(out)
+    assert rc == 0 and r["rows"] == 3511 and r["matches"]
+    d = tempfile.mkdtemp()
+    changed = os.path.join(d, "dataset.csv")
+    with open(data.dataset_path(), encoding="utf-8") as f:
+        lines = f.readlines()
+    with open(changed, "w", encoding="utf-8") as f:
+        f.writelines(lines[:-1])
+    rc, out, _ = _cli("datasets", "verify", env={"INMOTION_DATASET": changed})
+    assert rc == 1 and "DATASET DIFFERS" in out
+
+
+def test_quantize_export_and_eval_grammar():
+    """`inmotion quantize export lejepa --out DIR --format q4 --tol 1e-4` on a fresh clone (a
+    registered name, no training), checked by inmotion-infer when built; `quantize eval` writes
+    the sweep CSV after re-checking the baselines, and refuses a changed dataset."""
+    need_torch()
+    import csv
+    import subprocess
+    d = tempfile.mkdtemp()
+    art = os.path.join(d, "art-lejepa-q4")
+    rc, out, err = _cli("quantize", "export", "lejepa", "--out", art, "--format", "q4", "--tol", "1e-4")
+    assert rc == 0, err
+    binary = os.path.join(REPO, "target", "release", "inmotion-infer")
+    if os.path.isfile(binary):
+        p = subprocess.run([binary, "check", "--artifact", art, "--golden", art], capture_output=True, text=True)
+        assert p.returncode == 0 and "PARITY OK" in p.stdout, p.stdout + p.stderr
+    sweep = os.path.join(d, "sweep.csv")
+    rc, out, err = _cli("quantize", "eval", "--models", "lejepa", "sigreg", "--formats", "fp32", "q4",
+                        "--out", sweep)
+    assert rc == 0, err
+    with open(sweep) as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["model"], r["format"]) for r in rows] == [("lejepa", "fp32"), ("lejepa", "q4"),
+                                                         ("sigreg", "fp32"), ("sigreg", "q4")]
+    assert float(rows[0]["max_abs_diff"]) == 0.0 and int(rows[1]["size_bytes"]) < int(rows[0]["size_bytes"])
+    from inmotion import data
+    if data.dataset_path() is not None:
+        changed = os.path.join(d, "dataset.csv")
+        with open(data.dataset_path(), encoding="utf-8") as f:
+            lines = f.readlines()
+        with open(changed, "w", encoding="utf-8") as f:
+            f.writelines(lines[:-1])
+        rc, _, err = _cli("quantize", "eval", "--models", "lejepa", "--data", changed, "--out", sweep)
+        assert rc == 2 and "not the baseline's dataset" in err, err
+
+
 def main():
     global _SCRIPT
     _SCRIPT = True

@@ -17,12 +17,10 @@ def _cmd_quantize(a):
               "           per_group; 2..8 bits; fp16/bf16 casts")
         return 0
     if a.what == "show":
-        if not a.model or not a.format:
-            print("error: quantize show needs MODEL and --format", file=sys.stderr)
-            return 2
         import numpy as np
         from . import export, train
-        m = train.load(a.model)
+        from . import registry
+        m = train.load(registry.resolve(a.model))
         sch = quant.parse_scheme(a.format)
         stored, deq, qn = export.quantize_state(m, sch)
         fp32 = sum(v.numel() * 4 for k, v in m.state_dict().items() if not k.endswith("num_batches_tracked"))
@@ -45,9 +43,17 @@ def _cmd_quantize(a):
     return 2
 
 
+def _check_producer(p):
+    if p != "in-house":
+        raise ValueError(f"producer `{p}` is not available (in-house only; see `inmotion quantize producers`)")
+
+
 def _cmd_export(a):
+    _check_producer(a.producer)
+    from . import registry
+    path = registry.resolve(a.model)
     from . import data, export, train, fixtures
-    m = train.load(a.model)
+    m = train.load(path)
     windows = names = None
     pre = None
     split = None
@@ -139,25 +145,121 @@ def _cmd_check(a):
     return 0 if err <= tol else 1
 
 
-def build_parser():
-    from .models import FAMILIES
-    p = argparse.ArgumentParser(prog="inmotion", description=__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True)
+def _eval_formats():
+    from .names import EVAL_FORMATS
+    return EVAL_FORMATS
 
-    q = sub.add_parser("quantize", help="formats | producers | show MODEL --format F")
-    q.add_argument("what", choices=["formats", "producers", "show"])
-    q.add_argument("model", nargs="?", help="a .pt checkpoint or an artifact directory")
-    q.add_argument("--format")
-    q.set_defaults(fn=_cmd_quantize)
 
-    e = sub.add_parser("export", help="MODEL --out DIR --format F: write an inmotion-artifact/1")
-    e.add_argument("model", help="a .pt checkpoint (inmotion train) or an artifact directory")
+def _export_args(e):
+    e.add_argument("model", help="a registered name (inmotion model list), a .pt checkpoint "
+                   "(inmotion train) or an artifact directory")
     e.add_argument("--out", required=True)
     e.add_argument("--format", default="fp32")
     e.add_argument("--tol", type=float, default=1e-4)
+    e.add_argument("--producer", default="in-house", help="see `inmotion quantize producers`")
     e.add_argument("--golden", action=argparse.BooleanOptionalAction, default=True)
     e.add_argument("--windows", type=int, default=16, help="golden cases (real test windows)")
     e.set_defaults(fn=_cmd_export)
+
+
+def _cmd_quantize_eval(a):
+    _check_producer(a.producer)
+    if a.data:
+        if not os.path.isfile(a.data):
+            raise FileNotFoundError(f"--data {a.data}: no such file")
+        os.environ["INMOTION_DATASET"] = os.path.abspath(a.data)
+    if a.seed != 42:
+        raise ValueError("--seed: the fp32 baselines were computed on the seed-42 split; "
+                         "another seed has no baseline to re-check")
+    from . import evaluate
+    rows = evaluate.sweep(models=a.models, formats=a.formats, producer=a.producer,
+                          log=lambda s: print(s, file=sys.stderr))
+    evaluate.write_sweep(rows, a.out)
+    print(f"wrote {a.out} ({len(rows)} rows)")
+    return 0
+
+
+def _cmd_model_list(a):
+    import json
+    from . import registry
+    from .names import FAMILIES
+    rows = [registry.describe(n) for n in FAMILIES]
+    if a.json:
+        print(json.dumps(rows))
+        return 0
+    print(f"{'name':8} {'family':8} {'shape':8} {'classes':>7} {'bytes':>8} {'sha256':6} {'fp32 MCC':>8}  path")
+    for r in rows:
+        if not r["present"]:
+            print(f"{r['name']:8} MISSING  {r['path']}")
+            continue
+        shape = f"{r['seq_len']}x{r['in_channels']}"
+        print(f"{r['name']:8} {r['family']:8} {shape:8} {r['num_classes']:>7} {r['bytes']:>8} "
+              f"{'ok' if r['sha256_ok'] else 'BAD':6} {r['fp32_mcc']:>8.4f}  {r['path']}")
+    return 0 if all(r["present"] and r["sha256_ok"] for r in rows) else 1
+
+
+def _cmd_model_verify(a):
+    from . import registry
+    from .names import FAMILIES
+    for n in a.names or FAMILIES:
+        r = registry.verify(n)
+        print(f"{r['name']}: {r['family']}, {r['parameters']} parameters, {r['buffers']} buffer values: strict load OK")
+    return 0
+
+
+def _cmd_doctor(a):
+    import json
+    from . import doctor
+    r = doctor.report()
+    print(json.dumps(r) if a.json else doctor.render(r))
+    bad = doctor.problems(r)
+    for p in bad:
+        print(f"problem: {p}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def _cmd_datasets_verify(a):
+    import json
+    from . import doctor
+    r = doctor.dataset_report()
+    if a.json:
+        print(json.dumps(r))
+    if not r["found"]:
+        print("error: the inMotion dataset was not found: set INMOTION_DATASET", file=sys.stderr)
+        return 2
+    if not a.json:
+        print(f"dataset  : {r['path']}\nrows     : {r['rows']} (expected {r['expected_rows']})\n"
+              f"sha256   : {r['sha256']}\nexpected : {r['expected_sha256']}")
+        print("DATASET OK" if r["matches"] else "DATASET DIFFERS")
+    return 0 if r["matches"] else 1
+
+
+def build_parser():
+    from .names import FAMILIES
+    p = argparse.ArgumentParser(prog="inmotion", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    q = sub.add_parser("quantize", help="formats | producers | show | export | eval")
+    qs = q.add_subparsers(dest="what", required=True)
+    qs.add_parser("formats", help="the presets and the format grammar").set_defaults(fn=_cmd_quantize)
+    qs.add_parser("producers", help="what each producer supports").set_defaults(fn=_cmd_quantize)
+    qsh = qs.add_parser("show", help="MODEL --format F: sizes and weight error of one format")
+    qsh.add_argument("model", help="a registered name (inmotion model list) or a path")
+    qsh.add_argument("--format", required=True)
+    qsh.set_defaults(fn=_cmd_quantize)
+    qe = qs.add_parser("export", help="MODEL --out DIR --format F: write an inmotion-artifact/1")
+    _export_args(qe)
+    qv = qs.add_parser("eval", help="sweep MCC x format over the models (re-checks the fp32 baselines first)")
+    qv.add_argument("--models", nargs="+", help="registered names or paths (default: all five)")
+    qv.add_argument("--formats", nargs="+", help="presets or grammar (default: %s)" % " ".join(_eval_formats()))
+    qv.add_argument("--producer", default="in-house")
+    qv.add_argument("--data", help="the dataset CSV (default: INMOTION_DATASET, else the committed split)")
+    qv.add_argument("--seed", type=int, default=42, help="split seed (the baselines are for 42)")
+    qv.add_argument("--out", default=os.path.join("results", "quant", "sweep_dataset.csv"))
+    qv.set_defaults(fn=_cmd_quantize_eval)
+
+    e = sub.add_parser("export", help="alias of `quantize export`")
+    _export_args(e)
 
     r = sub.add_parser("export-random", help="--family F --out DIR [--published]: random-weight artifact")
     r.add_argument("--family", required=True, choices=FAMILIES)
@@ -197,6 +299,24 @@ def build_parser():
     s.add_argument("--out", default=None)
     s.set_defaults(fn=_cmd_split)
 
+    mo = sub.add_parser("model", help="list | verify: the registered trained models")
+    ms = mo.add_subparsers(dest="what", required=True)
+    ml = ms.add_parser("list", help="name, family, shape, size, checksum, fp32 MCC (no torch needed)")
+    ml.add_argument("--json", action="store_true")
+    ml.set_defaults(fn=_cmd_model_list)
+    mv = ms.add_parser("verify", help="strict load into PyTorch and parameter counts")
+    mv.add_argument("names", nargs="*", help="default: all")
+    mv.set_defaults(fn=_cmd_model_verify)
+
+    d = sub.add_parser("doctor", help="environment, package versions, the model store, the dataset")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(fn=_cmd_doctor)
+    ds = sub.add_parser("datasets", help="verify: checksum and row count of the dataset")
+    dss = ds.add_subparsers(dest="what", required=True)
+    dv = dss.add_parser("verify")
+    dv.add_argument("--json", action="store_true")
+    dv.set_defaults(fn=_cmd_datasets_verify)
+
     c = sub.add_parser("check", help="--artifact DIR: recompute the golden with PyTorch from the artifact")
     c.add_argument("--artifact", required=True)
     c.add_argument("--golden")
@@ -214,4 +334,8 @@ def main(argv=None):
         return a.fn(a) or 0
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        print(f"error: `inmotion {a.cmd}` needs {e.name or 'a package'} "
+              f"(pip install -r python/inmotion-lock.txt): {e}", file=sys.stderr)
         return 2

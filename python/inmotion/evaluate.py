@@ -10,13 +10,89 @@ import os
 import numpy as np
 
 from . import data, export, models, quant, train
+from . import models as models_mod
 
-EVAL_FORMATS = ["fp32", "fp16", "bf16", "int8", "int8_pt", "q8", "q6", "q5", "q4", "q3", "q2"]
+from .names import EVAL_FORMATS  # noqa: E402
 MCC_TOL = 1e-9
 
 
 def _mcc_of(model, split):
     return data.mcc(split.yte, train.predict(model, split.Xte))
+
+
+SWEEP_COLUMNS = ["model", "format", "producer", "mcc", "accuracy", "size_bytes", "max_abs_diff"]
+
+
+def _logits(model, X, bs=512):
+    import torch
+    model.eval()
+    with torch.no_grad():
+        return np.concatenate([model(torch.from_numpy(X[i:i + bs])).numpy() for i in range(0, len(X), bs)])
+
+
+def check_dataset(split, base):
+    """Refuses a dataset other than the one the baseline was computed on (by checksum)."""
+    import hashlib
+    if split.source == data.SPLIT_DIR:
+        return  # the committed split of that dataset
+    with open(split.source, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    want = base.get("dataset_sha256")
+    if want and digest != want:
+        raise ValueError(f"{split.source}: sha256 {digest} is not the baseline's dataset ({want}); "
+                         "the fp32 baselines do not apply to it")
+
+
+def sweep(models=None, formats=None, producer="in-house", log=print):
+    """`inmotion quantize eval`: one row per model x format (SWEEP_COLUMNS), after re-checking
+    every fp32 model's MCC against the baseline on the baseline's dataset. Raises on a changed
+    dataset or a baseline that does not reproduce."""
+    import torch
+    torch.set_num_threads(1)
+    torch.backends.mha.set_fastpath_enabled(False)
+    from . import registry
+    from .fixtures import BASELINE
+    if producer != "in-house":
+        raise ValueError(f"producer `{producer}` is not available (in-house only; see `inmotion quantize producers`)")
+    names = models or list(models_mod.FAMILIES)
+    formats = formats or EVAL_FORMATS
+    split = data.load_split()
+    with open(BASELINE) as f:
+        base = json.load(f)
+    check_dataset(split, base)
+    rows = []
+    for name in names:
+        m, _ = export.load_artifact(registry.resolve(name))
+        got = _mcc_of(m, split)
+        want = base["mcc"].get(name)
+        if want is not None and abs(got - want) > MCC_TOL:
+            raise ValueError(f"{name}: fp32 MCC {got:.6f} does not reproduce the baseline {want}")
+        log(f"{name}: fp32 MCC {got:.6f} " + ("(baseline reproduced)" if want is not None else "(no baseline)"))
+        ref = _logits(m, split.Xte)
+        for fmt in formats:
+            sch = quant.parse_scheme(fmt)
+            stored, deq, _ = export.quantize_state(m, sch, keep_num_batches_tracked=False)
+            q = export.model_with_weights(m, deq)
+            lg = _logits(q, split.Xte)
+            pred = lg.argmax(1)
+            rows.append({
+                "model": name, "format": sch.name, "producer": producer,
+                "mcc": data.mcc(split.yte, pred), "accuracy": float((pred == split.yte).mean()),
+                "size_bytes": int(sum(v.numel() * v.element_size() for v in stored.values())),
+                "max_abs_diff": float(np.abs(lg - ref).max(initial=0.0)),
+            })
+            log(f"  {name} {sch.name}: MCC {rows[-1]['mcc']:.4f}")
+    return rows
+
+
+def write_sweep(rows, path):
+    import csv
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=SWEEP_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
 
 
 def evaluate(models_dir=None, formats=None, baseline=None, doc=None, log=print):
