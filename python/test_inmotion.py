@@ -376,6 +376,51 @@ def test_quantize_export_and_eval_grammar():
         assert rc == 2 and "not the baseline's dataset" in err, err
 
 
+def test_plots_from_the_committed_tables():
+    """`plots quantization` renders the committed results/quant/summary.csv (matplotlib only)."""
+    need_numpy()
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as e:
+        skip(f"matplotlib not importable: {e}")
+    out = tempfile.mkdtemp()
+    rc, stdout, err = _cli("plots", "quantization", "--out-dir", out)
+    assert rc == 0, err
+    names = sorted(os.listdir(out))
+    assert names == sorted(f"quant_{n}.{e}" for n in ("mcc_vs_bits", "size_vs_mcc", "latency")
+                           for e in ("png", "svg")), names
+    for n in names:
+        with open(os.path.join(out, n), "rb") as f:
+            head = f.read(8)
+        assert os.path.getsize(os.path.join(out, n)) > 5000
+        assert head.startswith(b"\x89PNG") if n.endswith(".png") else b"<?xml" in head or b"<svg" in head
+    rc, _, err = _cli("plots", "quantization", "--summary", os.path.join(out, "none.csv"))
+    assert rc == 2 and "no such file" in err
+
+
+def test_stats_from_a_small_sweep():
+    """`quantize stats` turns a sweep into the summary tables, latency from inmotion-infer."""
+    need_torch()
+    import csv
+    binary = os.path.join(REPO, "target", "release", "inmotion-infer")
+    if not os.path.isfile(binary):
+        skip("target/release/inmotion-infer not built")
+    d = tempfile.mkdtemp()
+    sweep = os.path.join(d, "sweep.csv")
+    rc, _, err = _cli("quantize", "eval", "--models", "sigreg", "--formats", "fp32", "int8", "q4", "--out", sweep)
+    assert rc == 0, err
+    rc, _, err = _cli("quantize", "stats", "--sweep", sweep, "--out-dir", d, "--latency-iters", "5",
+                      "--latency-warmup", "1", "--binary", binary)
+    assert rc == 0, err
+    with open(os.path.join(d, "summary.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert [r["format"] for r in rows] == ["fp32", "int8", "q4"]
+    assert float(rows[0]["mcc_delta"]) == 0 and float(rows[2]["compression"]) > 3
+    assert all(float(r["latency_ms"]) > 0 for r in rows) and rows[1]["bits"] == "8"
+    with open(os.path.join(d, "summary.md")) as f:
+        assert "| sigreg | q4 | 4 |" in f.read()
+
+
 def main():
     global _SCRIPT
     _SCRIPT = True

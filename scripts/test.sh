@@ -13,8 +13,9 @@ if [[ -z "${INMOTION_DATASET:-}" && -f ../shared/data/inmotion/dataset.csv ]]; t
     INMOTION_DATASET="$(cd ../shared/data/inmotion && pwd)/dataset.csv"
     export INMOTION_DATASET
 fi
-# numpy for python/test_inmotion.py's numpy-only checks (never torch: those parts skip).
-python3 -c "import numpy" 2>/dev/null || python3 -m pip install -q "numpy==2.4.6"
+# numpy for python/test_inmotion.py's numpy-only checks and matplotlib for its plots check
+# (never torch: those parts skip).
+python3 -c "import numpy, matplotlib" 2>/dev/null || python3 -m pip install -q "numpy==2.4.6" "matplotlib==3.10.8"
 
 cargo test --workspace --all-targets
 python3 python/test_goldens.py

@@ -145,6 +145,12 @@ def _cmd_check(a):
     return 0 if err <= tol else 1
 
 
+def _results(*parts):
+    """Under the repository's results/ (wherever the command runs from)."""
+    from .data import REPO
+    return os.path.relpath(os.path.join(REPO, "results", *parts))
+
+
 def _eval_formats():
     from .names import EVAL_FORMATS
     return EVAL_FORMATS
@@ -176,6 +182,27 @@ def _cmd_quantize_eval(a):
                           log=lambda s: print(s, file=sys.stderr))
     evaluate.write_sweep(rows, a.out)
     print(f"wrote {a.out} ({len(rows)} rows)")
+    return 0
+
+
+def _cmd_quantize_stats(a):
+    if a.latency_iters < 1 or a.latency_warmup < 0:
+        raise ValueError("--latency-iters must be at least 1 and --latency-warmup at least 0")
+    if not os.path.isfile(a.sweep):
+        raise FileNotFoundError(f"--sweep {a.sweep}: no such file (write one with `inmotion quantize eval`)")
+    from . import stats
+    rows = stats.stats(a.sweep, a.out_dir, a.latency_iters, a.latency_warmup, a.binary,
+                       log=lambda s: print(s, file=sys.stderr))
+    print(f"wrote {a.out_dir}/summary.csv and summary.md ({len(rows)} rows)")
+    return 0
+
+
+def _cmd_plots(a):
+    if not os.path.isfile(a.summary):
+        raise FileNotFoundError(f"--summary {a.summary}: no such file (write one with `inmotion quantize stats`)")
+    from . import stats
+    for p in stats.plots(a.summary, a.out_dir):
+        print(f"wrote {p}")
     return 0
 
 
@@ -255,8 +282,22 @@ def build_parser():
     qv.add_argument("--producer", default="in-house")
     qv.add_argument("--data", help="the dataset CSV (default: INMOTION_DATASET, else the committed split)")
     qv.add_argument("--seed", type=int, default=42, help="split seed (the baselines are for 42)")
-    qv.add_argument("--out", default=os.path.join("results", "quant", "sweep_dataset.csv"))
+    qv.add_argument("--out", default=_results("quant", "sweep_dataset.csv"))
     qv.set_defaults(fn=_cmd_quantize_eval)
+    qt = qs.add_parser("stats", help="summary tables from a sweep, latency by inmotion-infer bench")
+    qt.add_argument("--sweep", default=_results("quant", "sweep_dataset.csv"))
+    qt.add_argument("--out-dir", default=_results("quant"))
+    qt.add_argument("--latency-iters", type=int, default=200)
+    qt.add_argument("--latency-warmup", type=int, default=20)
+    qt.add_argument("--binary", help="inmotion-infer (default: INMOTION_INFER, else target/release)")
+    qt.set_defaults(fn=_cmd_quantize_stats)
+
+    pl = sub.add_parser("plots", help="quantization: figures from the summary tables")
+    pls = pl.add_subparsers(dest="what", required=True)
+    pq = pls.add_parser("quantization", help="MCC vs bits, size vs MCC, latency per precision (PNG + SVG)")
+    pq.add_argument("--summary", default=_results("quant", "summary.csv"))
+    pq.add_argument("--out-dir", default=_results("plots"))
+    pq.set_defaults(fn=_cmd_plots)
 
     e = sub.add_parser("export", help="alias of `quantize export`")
     _export_args(e)
