@@ -21,6 +21,15 @@ torch (skipped without it):
 - `test_published_sizes`: random-weight artifacts at the published sizes (`inmotion
   export-random --published`) agree with the numpy spec forward.
 - `test_goldens_reverify`: every committed golden is recomputed by PyTorch from its artifact.
+The `inmotion` command line (python/inmotion/cli.py):
+- `test_grammar_without_torch`: model list, doctor, producers, formats, refusals (numpy only).
+- `test_datasets_verify`: checksum and row count, and a changed dataset refused (dataset).
+- `test_quantize_export_and_eval_grammar`: `quantize export lejepa ...` on a registered name,
+  checked by inmotion-infer; `quantize eval` writes the sweep, refuses a changed dataset (torch).
+- `test_producers_round_trip`: torch-ao / hqq codes dequantize as the libraries do; their
+  exports pass inmotion-infer check (torch + torchao / hqq).
+- `test_plots_from_the_committed_tables`: `plots quantization` writes PNG + SVG (matplotlib).
+- `test_stats_from_a_small_sweep`: `quantize stats` tables with inmotion-infer latency (torch).
 """
 
 from __future__ import annotations
@@ -313,8 +322,18 @@ def test_grammar_without_torch():
     rc, out, _ = _cli("quantize", "formats")
     assert rc == 0 and "q4" in out
     rc, _, err = _cli("quantize", "export", "lejepa", "--out", os.path.join(tempfile.mkdtemp(), "a"),
-                      "--format", "q4", "--producer", "torch-ao")
-    assert rc == 2 and "producer `torch-ao` is not available" in err
+                      "--format", "q4", "--producer", "nonesuch")
+    assert rc == 2 and "unknown producer `nonesuch` (expected one of: in-house, torch-ao, hqq)" in err
+    from inmotion import producers, quant
+    for name, fmt, cols, why in [("hqq", "q6", 64, "2, 3, 4 or 8 bits"), ("hqq", "q4_pt", 64, "per tensor")]:
+        p = producers.get(name)
+        if p.version() != "not installed":
+            try:
+                producers.require(p, quant.parse_scheme(fmt), cols, "w")
+            except ValueError as e:
+                assert why in str(e), e
+            else:
+                raise AssertionError(f"{name} {fmt} accepted")
     rc, _, err = _cli("quantize", "eval", "--seed", "7")
     assert rc == 2 and "seed" in err
     rc, _, err = _cli("quantize", "export", "no_such_model", "--out", "/tmp/x")
@@ -374,6 +393,63 @@ def test_quantize_export_and_eval_grammar():
             f.writelines(lines[:-1])
         rc, _, err = _cli("quantize", "eval", "--models", "lejepa", "--data", changed, "--out", sweep)
         assert rc == 2 and "not the baseline's dataset" in err, err
+
+
+def test_producers_round_trip():
+    """torch-ao and hqq codes, read back into the artifact's (codes, scale, zero), dequantize to
+    exactly what the library itself dequantizes to; each producer's export passes
+    inmotion-infer check."""
+    need_torch()
+    import subprocess
+    import numpy as np
+    import torch
+    from inmotion import producers, quant
+    rng = np.random.RandomState(3)
+    w = rng.randn(6, 64).astype(np.float32)
+    ran = 0
+    if producers.get("torch-ao").version() != "not installed":
+        from torchao.quantization.quant_primitives import (MappingType, choose_qparams_affine,
+                                                           dequantize_affine, quantize_affine)
+        t = torch.from_numpy(w)
+        for bits, mapping, dt, lo, hi, shift in [(8, MappingType.SYMMETRIC, torch.int8, -128, 127, 128),
+                                                 (4, MappingType.ASYMMETRIC, torch.uint8, 0, 15, 0)]:
+            u, sc, zp = producers.get("torch-ao").matrix(w, bits, "per_channel", 0)
+            s, z = choose_qparams_affine(t, mapping, (1, 64), dt, lo, hi, eps=torch.finfo(torch.float32).eps,
+                                         scale_dtype=torch.float32, zero_point_dtype=torch.int32)
+            q = quantize_affine(t, (1, 64), s, z, dt, lo, hi)
+            ref = dequantize_affine(q, (1, 64), s, z, dt, lo, hi, output_dtype=torch.float32).numpy()
+            ours = quant.dequantize_matrix(u, sc, zp, "per_channel", 0)
+            assert np.array_equal(ours.view(np.uint32), ref.view(np.uint32)), f"torch-ao {bits} bits"
+            assert np.array_equal(u.astype(np.int32) - shift, q.to(torch.int32).numpy())
+        ran += 1
+    if producers.get("hqq").version() != "not installed":
+        from hqq.core.quantize import Quantizer
+        # 64 columns in groups of 16 (the layout HQQ and the artifact share); a 70-column
+        # matrix's last group of 6 is solved on its own.
+        u7, s7, z7 = producers.get("hqq").matrix(rng.randn(6, 70).astype(np.float32), 3, "per_group", 16)
+        assert u7.shape == (6, 70) and s7.shape == (6, 5) and int(u7.max()) <= 7
+        u, sc, zp = producers.get("hqq").matrix(w, 4, "per_group", 16)
+        Wq, meta = Quantizer.quantize(torch.from_numpy(w), nbits=4, channel_wise=True, group_size=16,
+                                      optimize=True, round_zero=False, axis=1, bitpack=False,
+                                      compute_dtype=torch.float32, device="cpu")
+        ref = Quantizer.dequantize(Wq, meta).reshape(6, 64).numpy()
+        ours = quant.dequantize_matrix(u, sc, zp, "per_group", 16)
+        assert np.abs(ours - ref).max() <= 1e-6 * np.abs(ref).max(), "hqq"
+        ran += 1
+    if not ran:
+        skip("neither torchao nor hqq installed")
+    binary = os.path.join(REPO, "target", "release", "inmotion-infer")
+    for prod in ("torch-ao", "hqq"):
+        if producers.get(prod).version() == "not installed":
+            continue
+        art = os.path.join(tempfile.mkdtemp(), "a")
+        rc, _, err = _cli("quantize", "export", "lejepa", "--out", art, "--format", "q4_pg16", "--producer", prod)
+        assert rc == 0, err
+        with open(os.path.join(art, "meta.json")) as f:
+            assert json.load(f)["quantization"]["producer"] == prod
+        if os.path.isfile(binary):
+            p = subprocess.run([binary, "check", "--artifact", art, "--golden", art], capture_output=True, text=True)
+            assert p.returncode == 0 and "PARITY OK" in p.stdout, p.stdout + p.stderr
 
 
 def test_plots_from_the_committed_tables():

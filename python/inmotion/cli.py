@@ -13,8 +13,8 @@ def _cmd_quantize(a):
         print(quant.formats_table())
         return 0
     if a.what == "producers":
-        print("in-house   asymmetric min/max affine (python/inmotion/quant.py): per_tensor, per_channel,\n"
-              "           per_group; 2..8 bits; fp16/bf16 casts")
+        from . import producers
+        print(producers.table())
         return 0
     if a.what == "show":
         import numpy as np
@@ -44,8 +44,8 @@ def _cmd_quantize(a):
 
 
 def _check_producer(p):
-    if p != "in-house":
-        raise ValueError(f"producer `{p}` is not available (in-house only; see `inmotion quantize producers`)")
+    from . import producers
+    producers.get(p)
 
 
 def _cmd_export(a):
@@ -69,7 +69,7 @@ def _cmd_export(a):
         import numpy as np
         windows = np.random.RandomState(0).randn(a.windows, m.seq_len, m.in_channels).astype(np.float32)
     r = export.export(m, a.out, a.format, tol=a.tol, windows=windows, case_names=names, preprocess=pre,
-                      golden=a.golden)
+                      golden=a.golden, producer=a.producer)
     print(f"wrote {r['dir']} ({r['bytes']} bytes, {r['quantized']} quantized tensors, sha256 {r['sha256']})")
     return 0
 
@@ -169,7 +169,8 @@ def _export_args(e):
 
 
 def _cmd_quantize_eval(a):
-    _check_producer(a.producer)
+    for p in a.producer:
+        _check_producer(p)
     if a.data:
         if not os.path.isfile(a.data):
             raise FileNotFoundError(f"--data {a.data}: no such file")
@@ -178,8 +179,10 @@ def _cmd_quantize_eval(a):
         raise ValueError("--seed: the fp32 baselines were computed on the seed-42 split; "
                          "another seed has no baseline to re-check")
     from . import evaluate
-    rows = evaluate.sweep(models=a.models, formats=a.formats, producer=a.producer,
-                          log=lambda s: print(s, file=sys.stderr))
+    rows = []
+    for p in a.producer:
+        rows += evaluate.sweep(models=a.models, formats=a.formats, producer=p,
+                               log=lambda s: print(s, file=sys.stderr))
     evaluate.write_sweep(rows, a.out)
     print(f"wrote {a.out} ({len(rows)} rows)")
     return 0
@@ -279,7 +282,7 @@ def build_parser():
     qv = qs.add_parser("eval", help="sweep MCC x format over the models (re-checks the fp32 baselines first)")
     qv.add_argument("--models", nargs="+", help="registered names or paths (default: all five)")
     qv.add_argument("--formats", nargs="+", help="presets or grammar (default: %s)" % " ".join(_eval_formats()))
-    qv.add_argument("--producer", default="in-house")
+    qv.add_argument("--producer", nargs="+", default=["in-house"], help="one or more (see quantize producers)")
     qv.add_argument("--data", help="the dataset CSV (default: INMOTION_DATASET, else the committed split)")
     qv.add_argument("--seed", type=int, default=42, help="split seed (the baselines are for 42)")
     qv.add_argument("--out", default=_results("quant", "sweep_dataset.csv"))

@@ -48,9 +48,11 @@ def _round_cast(a, scheme_name):
     return s, s.to(torch.float32).numpy()
 
 
-def quantize_state(model, scheme: quant.Scheme, keep_num_batches_tracked=True):
+def quantize_state(model, scheme: quant.Scheme, keep_num_batches_tracked=True, producer=PRODUCER):
     """-> (stored: name -> torch tensor, deq: name -> np f32 (what the runtime computes with),
-    quantized tensor names)."""
+    quantized tensor names). `producer`: see producers.py."""
+    from . import producers
+    prod = producers.get(producer)
     sd = _np_state(model)
     stored, deq, qnames = {}, {}, []
     qset = set(quantizable_names(model)) if not scheme.is_cast and scheme.name != "fp32" else set()
@@ -65,7 +67,8 @@ def quantize_state(model, scheme: quant.Scheme, keep_num_batches_tracked=True):
             stored[k] = s
             deq[k] = d
         elif k in qset:
-            st, d = quant.quantize_tensor(a, scheme)
+            producers.require(prod, scheme, int(np.prod(a.shape[1:])), k)
+            st, d = quant.quantize_tensor(a, scheme, prod.matrix)
             stored[k + ".__q"] = torch.from_numpy(st["q"])
             stored[k + ".__scale"] = torch.from_numpy(st["scale"])
             stored[k + ".__zero"] = torch.from_numpy(st["zero"])
@@ -100,12 +103,12 @@ def logits(model, windows):
         torch.backends.mha.set_fastpath_enabled(prev)
 
 
-def quantization_meta(scheme: quant.Scheme, qnames):
+def quantization_meta(scheme: quant.Scheme, qnames, producer=PRODUCER):
     if scheme.is_cast:
-        return {"scheme": scheme.name, "producer": PRODUCER}
+        return {"scheme": scheme.name, "producer": PRODUCER}  # casts are the in-house producer's
     return {"scheme": scheme.name, "bits": scheme.bits, "granularity": scheme.granularity,
             "group_size": scheme.group_size if scheme.granularity == "per_group" else 0,
-            "axis": 0, "symmetric": False, "producer": PRODUCER, "tensors": list(qnames)}
+            "axis": 0, "symmetric": False, "producer": producer, "tensors": list(qnames)}
 
 
 def provenance(extra=None, minimal=False):
@@ -127,13 +130,13 @@ def save_safetensors(path, stored):
 
 def export(model, out_dir, scheme="fp32", *, tol=DEFAULT_TOL, windows=None, case_names=None,
            preprocess=None, classes=True, sha=True, prov_extra=None, minimal_provenance=False,
-           keep_num_batches_tracked=True, golden=True):
+           keep_num_batches_tracked=True, golden=True, producer=PRODUCER):
     """Write ART/{meta.json, model.safetensors[, golden.json]}. `windows` [N, T, C] are the
     golden inputs. Returns a summary dict."""
     if isinstance(scheme, str):
         scheme = quant.parse_scheme(scheme)
-    os.makedirs(out_dir, exist_ok=True)
-    stored, deq, qnames = quantize_state(model, scheme, keep_num_batches_tracked)
+    stored, deq, qnames = quantize_state(model, scheme, keep_num_batches_tracked, producer)
+    os.makedirs(out_dir, exist_ok=True)  # after quantizing: a refused combination leaves nothing
     st_path = os.path.join(out_dir, "model.safetensors")
     save_safetensors(st_path, stored)
     with open(st_path, "rb") as f:
@@ -143,7 +146,7 @@ def export(model, out_dir, scheme="fp32", *, tol=DEFAULT_TOL, windows=None, case
     if classes:
         meta["classes"] = list(CLASSES[:K]) if K == len(CLASSES) else [f"class{i}" for i in range(K)]
     meta["hparams"] = dict(model.hp)
-    meta["quantization"] = quantization_meta(scheme, qnames)
+    meta["quantization"] = quantization_meta(scheme, qnames, producer)
     meta["provenance"] = provenance(prov_extra, minimal_provenance)
     if sha:
         meta["weights_sha256"] = digest

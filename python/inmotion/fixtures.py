@@ -57,6 +57,13 @@ CONFORMANCE = {
                       {"shape": (6, 3, 5), "classes": False, "preprocess": False}),
     "sigreg_t12c3k3": ("sigreg", dict(num_filters=10, num_blocks=1, latent_dim=5), "q7", {"shape": (12, 3, 3),
                        "classes": False, "preprocess": False}),
+    # the other producers (python/inmotion/producers.py): the same format, their codes
+    "lejepa_q4_pg4_torchao": ("lejepa", dict(d_model=8, dim_feedforward=16, head_hidden=8, **_T), "q4_pg4",
+                              {"producer": "torch-ao"}),
+    "ts_jepa_int8_torchao": ("ts_jepa", dict(d_model=8, dim_feedforward=16, head_hidden=8, patch_size=2, **_T),
+                             "int8", {"producer": "torch-ao"}),
+    "cf_jepa_q3_pg2_hqq": ("cf_jepa", dict(d_model=8, dim_feedforward=16, head_hidden=8, **_T), "q3_pg2",
+                           {"producer": "hqq"}),
 }
 
 
@@ -71,12 +78,24 @@ def golden_inputs(split, n=N_GOLDEN):
     return X, names
 
 
-def write_conformance(split, log=print):
-    if os.path.isdir(CONF):
-        shutil.rmtree(CONF)
-    os.makedirs(CONF)
+def _producer_provenance(producer, extra):
+    if producer:
+        from . import producers
+        extra = dict(extra, producer=producer, producer_version=producers.get(producer).version())
+    return extra
+
+
+def write_conformance(split, log=print, only=None):
+    """Writes every conformance artifact (the directory is rewritten), or just those named in
+    `only` (the others are left as they are)."""
+    if only is None:
+        if os.path.isdir(CONF):
+            shutil.rmtree(CONF)
+        os.makedirs(CONF)
     Xg, names = golden_inputs(split, 4)
     for i, (name, (fam, hp, scheme, opt)) in enumerate(CONFORMANCE.items()):
+        if only is not None and name not in only:
+            continue
         T, C, K = opt.get("shape", (10, 4, 4))
         m = models.random_model(fam, hp, seed=1000 + i, seq_len=T, in_channels=C, num_classes=K)
         if (T, C) == (10, 4):
@@ -90,7 +109,9 @@ def write_conformance(split, log=print):
                           classes=opt.get("classes", True), sha=opt.get("sha", True),
                           minimal_provenance=opt.get("minimal_provenance", False),
                           keep_num_batches_tracked=opt.get("keep_num_batches_tracked", True),
-                          prov_extra={"source": f"random weights, seed {1000 + i} (conformance)"})
+                          producer=opt.get("producer", "in-house"),
+                          prov_extra=_producer_provenance(opt.get("producer"),
+                                                          {"source": f"random weights, seed {1000 + i} (conformance)"}))
         log(f"  conformance/{name}: {r['bytes']} bytes, {r['quantized']} quantized tensors")
 
 

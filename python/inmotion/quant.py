@@ -161,12 +161,21 @@ def dequantize_matrix(u, scale, zero, granularity: str, group_size: int) -> np.n
     return (s * (u.astype(np.float32) - z)).astype(np.float32)
 
 
-def quantize_tensor(w: np.ndarray, scheme: Scheme):
+def quantize_tensor(w: np.ndarray, scheme: Scheme, matrix=None):
     """Any Linear [out, in] / Conv [out, in, k] weight -> dict of the three stored arrays and the
-    dequantized weight (same shape as w)."""
+    dequantized weight (same shape as w). `matrix`: the producer's quantizer (default the
+    in-house one), (w [rows, cols], bits, granularity, group_size) -> (u, scale, zero)."""
     shape = w.shape
     m = np.asarray(w, np.float32).reshape(shape[0], int(np.prod(shape[1:])))
-    u, scale, zero = quantize_matrix(m, scheme.bits, scheme.granularity, scheme.group_size)
+    u, scale, zero = (matrix or quantize_matrix)(m, scheme.bits, scheme.granularity, scheme.group_size)
+    qmax = (1 << scheme.bits) - 1
+    G = n_groups(m.shape[1], scheme.granularity, scheme.group_size)
+    if (u.shape != m.shape or u.dtype != np.uint8 or int(u.max(initial=0)) > qmax
+            or scale.shape != (m.shape[0], G) or zero.shape != (m.shape[0], G)
+            or not (np.isfinite(scale).all() and np.isfinite(zero).all())):
+        raise ValueError(f"the producer returned codes/scales that do not fit {scheme.name} "
+                         f"(codes {u.shape} {u.dtype} max {int(u.max(initial=0))}, scale {scale.shape}, "
+                         f"zero {zero.shape})")
     deq = dequantize_matrix(u, scale, zero, scheme.granularity, scheme.group_size).reshape(shape)
     return {"q": pack_codes(u, scheme.bits), "scale": scale, "zero": zero}, deq
 

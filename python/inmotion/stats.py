@@ -70,8 +70,8 @@ def stats(sweep_csv, out_dir, iters=200, warmup=20, binary=None, log=print):
                 raise ValueError(f"{sweep_csv}: {name} has no fp32 row to compare {fmt} with")
             if name not in models:
                 models[name] = export.load_artifact(registry.resolve(name))[0]
-            art = os.path.join(tmp, f"{name}-{fmt}")
-            export.export(models[name], art, fmt, golden=False)
+            art = os.path.join(tmp, f"{name}-{fmt}-{r.get('producer', 'in-house')}")
+            export.export(models[name], art, fmt, golden=False, producer=r.get("producer", "in-house"))
             b = bench(binary, art, iters, warmup)
             out.append({
                 "model": name, "format": fmt, "producer": r.get("producer", "in-house"),
@@ -124,9 +124,14 @@ def plots(summary_csv, out_dir):
     if not rows:
         raise ValueError(f"{summary_csv}: no rows")
     os.makedirs(out_dir, exist_ok=True)
+    producers_seen = list(dict.fromkeys(r.get("producer", "in-house") for r in rows))
+    # The per-model figures show one producer (in-house when present); quant_producers
+    # compares producers.
+    main = "in-house" if "in-house" in producers_seen else producers_seen[0]
     by_model = {}
     for r in rows:
-        by_model.setdefault(r["model"], []).append(r)
+        if r.get("producer", "in-house") == main:
+            by_model.setdefault(r["model"], []).append(r)
     written = []
 
     def save(fig, name):
@@ -149,7 +154,7 @@ def plots(summary_csv, out_dir):
     ax.set_xscale("log", base=2)
     ax.set_xlabel("weight bits")
     ax.set_ylabel("MCC (test split)")
-    ax.set_title("inMotion: accuracy against weight bits (x: per channel / per tensor, bf16)")
+    ax.set_title(f"inMotion: accuracy against weight bits, {main} (x: per channel / per tensor, bf16)")
     ax.legend()
     ax.grid(alpha=0.3)
     save(fig, "quant_mcc_vs_bits")
@@ -179,4 +184,22 @@ def plots(summary_csv, out_dir):
     ax.legend()
     ax.grid(alpha=0.3, axis="y")
     save(fig, "quant_latency")
+
+    if len(producers_seen) > 1:
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        fmts = [f for f in dict.fromkeys(r["format"] for r in rows) if not quant.parse_scheme(f).is_cast]
+        width = 0.8 / len(producers_seen)
+        for i, p in enumerate(producers_seen):
+            vals = []
+            for f in fmts:
+                d = [float(r["mcc_delta"]) for r in rows if r["format"] == f and r.get("producer", "in-house") == p]
+                vals.append(sum(d) / len(d) if d else float("nan"))
+            ax.bar([j + i * width for j in range(len(fmts))], vals, width, label=p)
+        ax.set_xticks([j + width * (len(producers_seen) - 1) / 2 for j in range(len(fmts))], fmts, rotation=30)
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_ylabel("MCC change against fp32 (mean over models)")
+        ax.set_title("inMotion: producers compared (missing bar: not supported)")
+        ax.legend()
+        ax.grid(alpha=0.3, axis="y")
+        save(fig, "quant_producers")
     return written
