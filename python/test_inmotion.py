@@ -463,7 +463,7 @@ def test_plots_from_the_committed_tables():
     rc, stdout, err = _cli("plots", "quantization", "--out-dir", out)
     assert rc == 0, err
     names = sorted(os.listdir(out))
-    assert names == sorted(f"quant_{n}.{e}" for n in ("mcc_vs_bits", "size_vs_mcc", "latency")
+    assert names == sorted(f"quant_{n}.{e}" for n in ("mcc_vs_bits", "size_vs_mcc", "latency", "producers")
                            for e in ("png", "svg")), names
     for n in names:
         with open(os.path.join(out, n), "rb") as f:
