@@ -28,6 +28,7 @@ The `inmotion` command line (python/inmotion/cli.py):
   checked by inmotion-infer; `quantize eval` writes the sweep, refuses a changed dataset (torch).
 - `test_producers_round_trip`: torch-ao / hqq codes dequantize as the libraries do; their
   exports pass inmotion-infer check (torch + torchao / hqq).
+- `test_evaluate_checkpoints`: per-class metrics, all and clean windows, the doc section (torch).
 - `test_plots_from_the_committed_tables`: `plots quantization` writes PNG + SVG (matplotlib).
 - `test_stats_from_a_small_sweep`: `quantize stats` tables with inmotion-infer latency (torch).
 """
@@ -450,6 +451,25 @@ def test_producers_round_trip():
         if os.path.isfile(binary):
             p = subprocess.run([binary, "check", "--artifact", art, "--golden", art], capture_output=True, text=True)
             assert p.returncode == 0 and "PARITY OK" in p.stdout, p.stdout + p.stderr
+
+
+def test_evaluate_checkpoints():
+    """Per-class metrics on all and clean test windows (torch)."""
+    need_torch()
+    rc, out, err = _cli("evaluate", "checkpoints", "lejepa", "sigreg", "--json")
+    assert rc == 0, err
+    r = json.loads(out)
+    assert abs(r["lejepa"]["all"]["mcc"] - 0.32665130612997645) < 1e-9 and r["lejepa"]["all"]["n"] == 703
+    assert r["sigreg"]["clean"]["n"] == 37 and len(r["sigreg"]["all"]["per_class"]) == 4
+    d = tempfile.mkdtemp()
+    doc = os.path.join(d, "mcc.md")
+    with open(doc, "w") as f:
+        f.write("# table\n")
+    rc, _, err = _cli("evaluate", "checkpoints", "sigreg", "--doc", doc)
+    assert rc == 0, err
+    with open(doc) as f:
+        text = f.read()
+    assert text.startswith("# table\n") and "## Baselines, honestly" in text and "| sigreg |" in text
 
 
 def test_plots_from_the_committed_tables():

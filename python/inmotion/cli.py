@@ -237,6 +237,33 @@ def _cmd_model_verify(a):
     return 0
 
 
+def _cmd_evaluate_checkpoints(a):
+    import json
+    from . import baselines, data
+    from .names import FAMILIES
+    res = baselines.evaluate_checkpoints(a.names or FAMILIES, log=lambda s: print(s, file=sys.stderr))
+    if a.json:
+        print(json.dumps(res))
+    else:
+        for n, r in res.items():
+            for part, s in r.items():
+                print(f"{n:24} {part:6} n={s['n']:4} MCC {s['mcc']:.4f} accuracy {s['accuracy']:.4f}")
+    if a.doc:
+        split = data.load_split()
+        desc = (f"Test split: {len(split.test_rows)} windows (stratified 80/20, seed 42), of which "
+                f"{int(baselines.clean_mask(split).sum())} clean; models trained on the training split "
+                "(`tests/fixtures/inmotion/{family}_fp32`).")
+        section = baselines.render(res, desc)
+        with open(a.doc, encoding="utf-8") as f:
+            text = f.read()
+        i = text.find("## Baselines, honestly")
+        text = (text[:i] if i >= 0 else text.rstrip("\n") + "\n\n") + section
+        with open(a.doc, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"wrote {a.doc}")
+    return 0
+
+
 def _cmd_doctor(a):
     import json
     from . import doctor
@@ -351,6 +378,14 @@ def build_parser():
     mv = ms.add_parser("verify", help="strict load into PyTorch and parameter counts")
     mv.add_argument("names", nargs="*", help="default: all")
     mv.set_defaults(fn=_cmd_model_verify)
+
+    ev2 = sub.add_parser("evaluate", help="checkpoints: per-class metrics, all and clean windows, vs a random forest")
+    evs = ev2.add_subparsers(dest="what", required=True)
+    ec = evs.add_parser("checkpoints")
+    ec.add_argument("names", nargs="*", help="default: all registered models")
+    ec.add_argument("--json", action="store_true")
+    ec.add_argument("--doc", help="replace the `## Baselines, honestly` section of this markdown file")
+    ec.set_defaults(fn=_cmd_evaluate_checkpoints)
 
     d = sub.add_parser("doctor", help="environment, package versions, the model store, the dataset")
     d.add_argument("--json", action="store_true")

@@ -136,8 +136,14 @@ def evaluate(models_dir=None, formats=None, baseline=None, doc=None, log=print):
     table = render(rows, formats, split, base)
     print(table)
     if doc:
+        keep = ""
+        if os.path.isfile(doc):  # the section `inmotion evaluate checkpoints --doc` writes
+            with open(doc) as f:
+                old = f.read()
+            i = old.find("## Baselines, honestly")
+            keep = "\n" + old[i:] if i >= 0 else ""
         with open(doc, "w") as f:
-            f.write(table)
+            f.write(table + keep)
         log(f"wrote {doc}")
     return 0
 
