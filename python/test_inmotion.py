@@ -29,6 +29,7 @@ The `inmotion` command line (python/inmotion/cli.py):
 - `test_producers_round_trip`: torch-ao / hqq codes dequantize as the libraries do; their
   exports pass inmotion-infer check (torch + torchao / hqq).
 - `test_evaluate_checkpoints`: per-class metrics, all and clean windows, the doc section (torch).
+- `test_bench_grid_guard`: scripts/bench-grid.sh refuses a scratch directory in the checkout.
 - `test_plots_from_the_committed_tables`: `plots quantization` writes PNG + SVG (matplotlib).
 - `test_stats_from_a_small_sweep`: `quantize stats` tables with inmotion-infer latency (torch).
 """
@@ -470,6 +471,22 @@ def test_evaluate_checkpoints():
     with open(doc) as f:
         text = f.read()
     assert text.startswith("# table\n") and "## Baselines, honestly" in text and "| sigreg |" in text
+
+
+def test_bench_grid_guard():
+    """scripts/bench-grid.sh refuses a scratch directory inside the checkout (where `before` is
+    checked out and built) before it builds or writes anything, and an unknown mode."""
+    import subprocess
+    script = os.path.join(REPO, "scripts", "bench-grid.sh")
+    inside = os.path.join(REPO, "target", "bench-grid-guard-test")
+    p = subprocess.run(["bash", script, "host", "--scratch", inside], capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 2 and "inside the checkout" in p.stderr, p.stderr
+    assert not os.path.exists(inside), "the refused scratch directory was created"
+    p = subprocess.run(["bash", script, "laptop"], capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 2 and "host or router" in p.stderr
+    p = subprocess.run(["bash", script, "host", "--before", "no-such-revision-xyz"], capture_output=True,
+                       text=True, cwd=REPO)
+    assert p.returncode == 2 and "not a revision" in p.stderr
 
 
 def test_plots_from_the_committed_tables():
