@@ -23,6 +23,8 @@ torch (skipped without it):
 - `test_goldens_reverify`: every committed golden is recomputed by PyTorch from its artifact.
 The `inmotion` command line (python/inmotion/cli.py):
 - `test_grammar_without_torch`: model list, doctor, producers, formats, refusals (numpy only).
+- `test_model_predict_reproduces_the_baseline`: `model predict` (numpy forward) gives the
+  recorded MCC on the test split.
 - `test_datasets_verify`: checksum and row count, and a changed dataset refused (dataset).
 - `test_quantize_export_and_eval_grammar`: `quantize export lejepa ...` on a registered name,
   checked by inmotion-infer; `quantize eval` writes the sweep, refuses a changed dataset (torch).
@@ -342,6 +344,25 @@ def test_grammar_without_torch():
     assert rc == 2 and "registered name" in err
     rc, _, err = _cli("quantize", "nonsense")
     assert rc == 2 and "invalid choice" in err
+
+
+def test_model_predict_reproduces_the_baseline():
+    """`model predict` (the spec's numpy forward, no torch) on the committed test split gives the
+    recorded fp32 MCC; a CSV without the reading columns is refused."""
+    need_numpy()
+    test_csv = os.path.join(FIX, "data", "test.csv")
+    rc, out, err = _cli("model", "predict", "sigreg", "--input", test_csv)
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "row,predicted,confidence,label" and len(lines) == 704
+    with open(os.path.join(FIX, "baseline_mcc.json")) as f:
+        want = json.load(f)["mcc"]["sigreg"]
+    assert f"MCC {want:.4f}" in err, err
+    bad = os.path.join(tempfile.mkdtemp(), "bad.csv")
+    with open(bad, "w") as f:
+        f.write("a,b\n1,2\n")
+    rc, _, err = _cli("model", "predict", "sigreg", "--input", bad)
+    assert rc == 2 and "no reading columns" in err
 
 
 def test_datasets_verify():

@@ -264,6 +264,53 @@ def _cmd_evaluate_checkpoints(a):
     return 0
 
 
+def _cmd_model_predict(a):
+    import numpy as np
+    from . import data, npref, registry
+    art = registry.resolve(a.name)
+    if not os.path.isdir(art):
+        raise ValueError(f"{art}: model predict needs an artifact directory (export a .pt first)")
+    meta, W = npref.load(art)
+    header, rows = data.read_csv(a.input)
+    cols = [str(i) for i in range(1, meta["seq_len"] + 1)]
+    missing = [c for c in cols if c not in header]
+    if missing:
+        raise ValueError(f"{a.input}: no reading columns {', '.join(missing)} (the dataset's layout)")
+    idx = [header.index(c) for c in cols]
+    try:
+        X = np.array([[float(r[i]) for i in idx] for r in rows], np.float64)
+    except (ValueError, IndexError) as e:
+        raise ValueError(f"{a.input}: a reading is not a number: {e}") from None
+    if not np.isfinite(X).all():
+        raise ValueError(f"{a.input}: non-finite readings")
+    if a.reference:
+        hr, rr = data.read_csv(a.reference)
+        Xr = np.array([[float(r[hr.index(c)]) for c in cols] for r in rr], np.float64)
+        mean, std = data.fit_scaler(Xr)
+    else:
+        pre = (meta.get("preprocess") or {}).get("standardize")
+        if not pre:
+            raise ValueError(f"{art}: the artifact records no preprocess; pass --reference")
+        mean, std = np.array(pre["mean"]), np.array(pre["std"])
+    Xw = data.preprocess(X, mean, std)
+    classes = meta.get("classes") or [str(k) for k in range(meta["num_classes"])]
+    li = header.index("label") if "label" in header else None
+    print("row,predicted,confidence" + (",label" if li is not None else ""))
+    pred = []
+    for n, x in enumerate(Xw):
+        z = npref.forward(meta, W, x)
+        p = np.exp(z - z.max())
+        p /= p.sum()
+        k = int(np.argmax(p))
+        pred.append(k)
+        print(f"{n},{classes[k]},{p[k]:.6f}" + (f",{rows[n][li]}" if li is not None else ""))
+    if li is not None and all(r[li] in classes for r in rows):
+        y = np.array([classes.index(r[li]) for r in rows])
+        print(f"{len(rows)} windows: accuracy {np.mean(np.array(pred) == y):.4f}, "
+              f"MCC {data.mcc(y, np.array(pred), len(classes)):.4f}", file=sys.stderr)
+    return 0
+
+
 def _cmd_doctor(a):
     import json
     from . import doctor
@@ -378,6 +425,13 @@ def build_parser():
     mv = ms.add_parser("verify", help="strict load into PyTorch and parameter counts")
     mv.add_argument("names", nargs="*", help="default: all")
     mv.set_defaults(fn=_cmd_model_verify)
+    mp = ms.add_parser("predict", help="NAME --input WINDOWS.csv [--reference CSV]: classes of raw windows "
+                       "(the spec's numpy forward; no torch)")
+    mp.add_argument("name", help="a registered name or an artifact directory")
+    mp.add_argument("--input", required=True, help="CSV in the dataset's layout (columns 1..10; label optional)")
+    mp.add_argument("--reference", help="CSV whose windows the standardization is fitted on "
+                    "(default: the artifact's recorded preprocess)")
+    mp.set_defaults(fn=_cmd_model_predict)
 
     ev2 = sub.add_parser("evaluate", help="checkpoints: per-class metrics, all and clean windows, vs a random forest")
     evs = ev2.add_subparsers(dest="what", required=True)
