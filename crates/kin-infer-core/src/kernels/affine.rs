@@ -88,9 +88,37 @@ impl AffineBlocks {
         for (blk, o) in bytes.chunks_exact(bb).zip(out.chunks_exact_mut(bl)) {
             let scale = f32::from_le_bytes([blk[0], blk[1], blk[2], blk[3]]);
             let zero = f32::from_le_bytes([blk[4], blk[5], blk[6], blk[7]]);
-            for (c, v) in o.iter_mut().enumerate() {
-                let u = read_code(&blk[8..], self.bits(), c) as f32;
-                *v = scale * (u - zero);
+            let codes = &blk[8..];
+            // The same two roundings for every width; the byte-aligned widths only skip the
+            // generic bit reader (a code per byte, two, or four), which made the staging
+            // dequantizer the cost of a quantized inMotion forward.
+            let f = |u: u8| scale * (u as f32 - zero);
+            match self.bits {
+                8 => {
+                    for (v, &u) in o.iter_mut().zip(codes) {
+                        *v = f(u);
+                    }
+                }
+                4 => {
+                    for (pair, &b) in o.chunks_mut(2).zip(codes) {
+                        pair[0] = f(b & 0x0f);
+                        if let Some(v) = pair.get_mut(1) {
+                            *v = f(b >> 4);
+                        }
+                    }
+                }
+                2 => {
+                    for (quad, &b) in o.chunks_mut(4).zip(codes) {
+                        for (i, v) in quad.iter_mut().enumerate() {
+                            *v = f((b >> (2 * i)) & 3);
+                        }
+                    }
+                }
+                _ => {
+                    for (c, v) in o.iter_mut().enumerate() {
+                        *v = f(read_code(codes, self.bits(), c) as u8);
+                    }
+                }
             }
         }
     }

@@ -278,12 +278,18 @@ pub(crate) unsafe fn dequant_slice(
                 interleaved_block(q, nr, pb, rows)
             }
             _ => {
-                // Each column's ggml block, through the reference (verbatim blocks are read
-                // in place; the K layouts are unshuffled first).
+                // Each column's block, through the reference: verbatim blocks (the affine
+                // ones included) straight from the panel, the interleaved K layouts
+                // unshuffled first.
                 let mut vals = [0.0f32; 256];
+                let verbatim = interleaved_type(t).is_none();
                 for c in 0..nr {
-                    let block = read_block(t, nr, pb, c);
-                    t.dequantize(&block[..bb], &mut vals[..bl]);
+                    if verbatim {
+                        t.dequantize(&pb[c * bb..(c + 1) * bb], &mut vals[..bl]);
+                    } else {
+                        let block = read_block(t, nr, pb, c);
+                        t.dequantize(&block[..bb], &mut vals[..bl]);
+                    }
                     for (p, v) in vals[..bl].iter().enumerate() {
                         rows[p * nr + c] = *v;
                     }
