@@ -1,6 +1,6 @@
 """A Ray driver for test_ray.py, run as its own process so that the test can kill it (or one
 of its workers) mid-run: embed_corpus(INPUT, MODEL, RUN_DIR) with 2 workers, then a JSON
-report on stdout."""
+report on stdout, on a line starting `REPORT `."""
 
 import dataclasses
 import json
@@ -17,4 +17,5 @@ input_path, model, run_dir = sys.argv[1:4]
 ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
 report = embed_corpus(input_path, model, run_dir, num_workers=2, batch_size=50,
                       embed_batch_size=10, show_progress=False)
-print(json.dumps(dataclasses.asdict(report)))
+# Ray's own processes may print to this stdout too (raylet notices): the report is marked.
+print("REPORT " + json.dumps(dataclasses.asdict(report)), flush=True)

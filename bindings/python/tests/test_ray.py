@@ -79,7 +79,9 @@ def test_a_worker_killed_mid_run_and_the_merge_is_byte_identical(corpus, minilm,
         p = driver(inp, minilm, run)
         out, err = p.communicate(timeout=300)
     assert p.returncode == 0, err[-3000:]
-    report = json.loads(out.splitlines()[-1])
+    reports = [l[len("REPORT "):] for l in out.splitlines() if l.startswith("REPORT ")]
+    assert reports, out[-3000:]
+    report = json.loads(reports[-1])
     assert report["items"] == ITEMS and report["shards"] == 40
     assert done_at_kill < 40, "the worker was killed after the run had finished"
     # Ray restarted the killed actor (a new worker process) or the rerun started new ones.
