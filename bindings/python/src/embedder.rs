@@ -7,11 +7,26 @@ use kin_infer::{EmbedderOptions, Pooling, PoolingMode};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyDict};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 #[pyclass(frozen, module = "kin_infer._native")]
 pub struct Embedder {
     pub(crate) inner: Arc<kin_infer::Embedder>,
+    /// The run identity, computed once: it hashes every model file, which a Ray worker would
+    /// otherwise redo for each shard it writes.
+    identity: Mutex<Option<RunIdentity>>,
+}
+
+impl Embedder {
+    fn run_identity(&self, input_format: &str) -> kin_infer::Result<RunIdentity> {
+        let mut cached = self.identity.lock().unwrap_or_else(|p| p.into_inner());
+        if cached.is_none() {
+            *cached = Some(RunIdentity::of(&self.inner, input_format)?);
+        }
+        let mut id = cached.clone().unwrap_or_else(|| unreachable!("set above"));
+        id.input_format = input_format.to_string();
+        Ok(id)
+    }
 }
 
 fn parse_pooling(s: &str) -> PyResult<Pooling> {
@@ -57,7 +72,10 @@ impl Embedder {
                 kin_infer::Embedder::load(&dir, &opts)
             })
             .map_err(py_err)?;
-        Ok(Embedder { inner: Arc::new(e) })
+        Ok(Embedder {
+            inner: Arc::new(e),
+            identity: Mutex::new(None),
+        })
     }
 
     /// Embeds `texts` in batches of `batch_size`; the rows as one flat bytearray of
@@ -156,7 +174,7 @@ impl Embedder {
             )));
         }
         let id = py
-            .detach(|| RunIdentity::of(&self.inner, input_format))
+            .detach(|| self.run_identity(input_format))
             .map_err(py_err)?;
         Ok(serde_json::to_string(&id).unwrap_or_default())
     }
@@ -180,7 +198,7 @@ impl Embedder {
         let out = py
             .detach(|| {
                 let run = kin_infer::shards::load_run(dir)?;
-                let id = RunIdentity::of(e, &run.identity.input_format)?;
+                let id = self.run_identity(&run.identity.input_format)?;
                 kin_infer::shards::write_shard(e, &id, dir, k, batch_size, wait)
             })
             .map_err(py_err)?;
