@@ -74,6 +74,9 @@ pub enum InferError {
     Golden { path: PathBuf, reason: String },
     #[error("thread pool: {0}")]
     Threads(String),
+    /// A GPU device failed at run time (validation, out of memory, device lost).
+    #[error("GPU device: {0}")]
+    Device(String),
     /// A load or run whose estimated memory cannot fit (see `resource::check_fits`).
     #[error("{what} needs about {} of memory, more than {limit} allows ({})", crate::resource::human_bytes(*needed_bytes), crate::resource::human_bytes(*limit_bytes))]
     OutOfMemory {
@@ -119,7 +122,7 @@ impl InferError {
             | UnsupportedSimd { .. } => ErrorKind::Unsupported,
             ModelNotFound(_) => ErrorKind::NotFound,
             Io { err, .. } if err.kind() == std::io::ErrorKind::NotFound => ErrorKind::NotFound,
-            OutOfMemory { .. } | Threads(_) => ErrorKind::Resource,
+            OutOfMemory { .. } | Threads(_) | Device(_) => ErrorKind::Resource,
             Io { .. }
             | Safetensors { .. }
             | Gguf { .. }

@@ -3,7 +3,7 @@
 //! multiplies pad rows by the mask; inMotion sigreg's stem and residual convolutions). Per
 //! group: im2col rows `(tap, channel)`, then one GEMM against the group's packed weight.
 
-use super::{DeviceMatrix, Inner, SeqSpan};
+use super::{DeviceMatrix, SeqSpan};
 use crate::kernels::Kernels;
 use std::cell::Cell;
 
@@ -42,8 +42,7 @@ pub(super) fn grouped_conv1d(
         cols.resize(total * kernel * cg, 0.0);
         for (g, w) in groups.iter().enumerate() {
             // A conv weight is prepared as one f32 matrix: one column group.
-            let Inner::Cpu(column_groups) = &w.inner;
-            let packed = &column_groups[0];
+            let packed = &super::cpu::cpu_groups(w)[0];
             assert_eq!(
                 (w.n, w.k),
                 (og, kernel * cg),

@@ -56,6 +56,8 @@ pub(super) fn host<'a>(v: &View<'a>) -> &'a [f32] {
     match &v.t.storage {
         Storage::Host(d) => &d[v.start..v.start + v.len],
         Storage::Mapped(d) => &d.as_slice()[v.start..v.start + v.len],
+        #[cfg(feature = "wgpu")]
+        Storage::Wgpu(_) => panic!("a wgpu tensor given to the CPU backend"),
     }
 }
 
@@ -64,11 +66,22 @@ pub(super) fn host_mut<'a>(v: ViewMut<'a>) -> &'a mut [f32] {
     match &mut v.t.storage {
         Storage::Host(d) => &mut d[start..start + len],
         Storage::Mapped(_) => panic!("mapped weights are read-only"),
+        #[cfg(feature = "wgpu")]
+        Storage::Wgpu(_) => panic!("a wgpu tensor given to the CPU backend"),
     }
 }
 
 fn whole(t: &Tensor) -> &[f32] {
     host(&t.view())
+}
+
+/// The packed column groups of a CPU matrix.
+pub(super) fn cpu_groups(m: &DeviceMatrix) -> &[kernels::PackedMatrix] {
+    match &m.inner {
+        Inner::Cpu(g) => g,
+        #[cfg(feature = "wgpu")]
+        Inner::Wgpu(_) => panic!("a wgpu matrix given to the CPU backend"),
+    }
 }
 
 /// Rows per parallel task for row-wise work: enough to amortise scheduling.
@@ -225,7 +238,7 @@ impl GpuCompute for CpuCompute {
     }
 
     fn linear(&self, x: View, rows: usize, w: &DeviceMatrix, bias: Option<&Tensor>, out: ViewMut) {
-        let Inner::Cpu(groups) = &w.inner;
+        let groups = cpu_groups(w);
         if rows == 0 {
             return;
         }
@@ -336,7 +349,7 @@ impl GpuCompute for CpuCompute {
     }
 
     fn gather_matrix_rows(&self, m: &DeviceMatrix, ids: &[u32], out: ViewMut) {
-        let Inner::Cpu(groups) = &m.inner;
+        let groups = cpu_groups(m);
         for (row, &id) in host_mut(out).chunks_exact_mut(m.k).zip(ids) {
             // The column group holding output `id`.
             let mut j = id as usize;

@@ -18,11 +18,13 @@ mod attention;
 mod conv;
 mod cpu;
 mod deberta;
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
 
 pub use cpu::CpuCompute;
 pub use deberta::DisentangledTerms;
 
-use crate::error::Result;
+use crate::error::{InferError, Result};
 use crate::io::safetensors::{MatrixData, TensorData};
 use crate::io::Activation;
 use crate::kernels::ggml::GgmlType;
@@ -38,6 +40,8 @@ pub enum Storage {
     Host(Vec<f32>),
     /// Weights read in place from the mapped checkpoint (read-only).
     Mapped(TensorData),
+    #[cfg(feature = "wgpu")]
+    Wgpu(wgpu::WgpuBuf),
 }
 
 /// A flat `f32` buffer owned by a backend (activations, and the vectors of weights: norms,
@@ -70,6 +74,8 @@ impl Tensor {
         match &self.storage {
             Storage::Host(v) => v.len(),
             Storage::Mapped(t) => t.as_slice().len(),
+            #[cfg(feature = "wgpu")]
+            Storage::Wgpu(b) => b.len,
         }
     }
 
@@ -177,6 +183,9 @@ pub struct DeviceMatrix {
 /// Column groups in output order (one, unless the parts' storage formats differ).
 enum Inner {
     Cpu(Vec<PackedMatrix>),
+    /// f32 `[n, k]` per column group, torch's layout.
+    #[cfg(feature = "wgpu")]
+    Wgpu(Vec<wgpu::WgpuMatrix>),
 }
 
 impl DeviceMatrix {
@@ -191,22 +200,31 @@ impl DeviceMatrix {
             "concat: input widths differ"
         );
         let n = groups.iter().map(|g| g.n).sum();
-        let mut all = Vec::new();
+        let mut inner = None::<Inner>;
         for g in groups {
-            let Inner::Cpu(parts) = g.inner;
-            all.extend(parts);
+            match (&mut inner, g.inner) {
+                (None, first) => inner = Some(first),
+                (Some(Inner::Cpu(all)), Inner::Cpu(parts)) => all.extend(parts),
+                #[cfg(feature = "wgpu")]
+                (Some(Inner::Wgpu(all)), Inner::Wgpu(parts)) => all.extend(parts),
+                #[cfg(feature = "wgpu")]
+                _ => panic!("concat: matrices of different backends"),
+            }
         }
         DeviceMatrix {
             n,
             k,
-            inner: Inner::Cpu(all),
+            inner: inner.unwrap_or(Inner::Cpu(Vec::new())),
         }
     }
 
     /// Bytes the prepared weights occupy on their device.
     pub fn stored_bytes(&self) -> usize {
-        let Inner::Cpu(parts) = &self.inner;
-        parts.iter().map(PackedMatrix::stored_bytes).sum()
+        match &self.inner {
+            Inner::Cpu(parts) => parts.iter().map(PackedMatrix::stored_bytes).sum(),
+            #[cfg(feature = "wgpu")]
+            Inner::Wgpu(parts) => parts.iter().map(|p| p.n * self.k * 4).sum(),
+        }
     }
 
     /// Output features.
@@ -298,6 +316,18 @@ pub struct KvView<'a> {
 pub trait GpuCompute: Send + Sync {
     /// "cpu", or the GPU backend's name.
     fn name(&self) -> &'static str;
+    /// The device this backend computes on, for `describe`, `plan` and `bench` ("CPU" and
+    /// its tier, or the GPU adapter).
+    fn device(&self) -> String {
+        format!("CPU ({})", self.tier().name())
+    }
+    /// A device failure since the backend was created (validation, out of memory, device
+    /// lost) as a typed error. The engine calls it after each forward pass: a GPU backend
+    /// cannot fail inside an op's signature, so it records the failure, returns NaN from
+    /// reads, and reports it here. The CPU never fails this way.
+    fn check(&self) -> Result<()> {
+        Ok(())
+    }
     /// The CPU kernel tier in use.
     fn tier(&self) -> Tier;
 
@@ -549,12 +579,106 @@ pub fn causal_scores_len(heads: usize, capacity: usize) -> usize {
     attention::ATTN_CHUNK * heads * capacity
 }
 
-/// The backend to run on: the CPU today, on `tier` or else the process-wide tier.
-/// `KIN_INFER_FORCE_CPU=1` pins the CPU once GPU backends exist behind features.
+/// A GPU the process can see (`gpu::discover_devices`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuDevice {
+    /// The adapter's name ("NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)").
+    pub name: String,
+    /// How it is reached: "wgpu/vulkan", "wgpu/metal", "wgpu/dx12".
+    pub backend: String,
+    /// "discrete GPU", "integrated GPU", "virtual GPU", "software (CPU)" or "other".
+    pub kind: String,
+    /// Driver name and version, where the API reports them.
+    pub driver: String,
+    /// A software rasterizer on the CPU (lavapipe, WARP): never chosen automatically.
+    pub software: bool,
+    /// The largest storage buffer one op may bind: bounds the largest weight tensor (wgpu
+    /// reports no total memory).
+    pub max_buffer_bytes: u64,
+}
+
+/// The GPUs this build can use on this machine (none without a GPU feature).
+pub fn discover_devices() -> Vec<GpuDevice> {
+    #[cfg(feature = "wgpu")]
+    {
+        wgpu::adapters()
+    }
+    #[cfg(not(feature = "wgpu"))]
+    {
+        Vec::new()
+    }
+}
+
+/// A backend choice: `KIN_INFER_BACKEND` / `--backend`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// The first of: a hardware GPU through wgpu (Metal on macOS, else Vulkan or DX12), then
+    /// the CPU. Never a software adapter.
+    Auto,
+    Cpu,
+    /// wgpu on any adapter, a software one included (how CI tests the shaders on lavapipe).
+    Wgpu,
+    Cuda,
+}
+
+impl BackendChoice {
+    /// Parses a `--backend` / `KIN_INFER_BACKEND` value.
+    pub fn parse(s: &str) -> Result<Self> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => BackendChoice::Auto,
+            "cpu" => BackendChoice::Cpu,
+            "wgpu" | "metal" | "vulkan" => BackendChoice::Wgpu,
+            "cuda" => BackendChoice::Cuda,
+            other => return Err(InferError::Input(format!(
+                "unknown backend `{other}` (KIN_INFER_BACKEND / --backend: auto, cpu, wgpu, cuda)"
+            ))),
+        })
+    }
+
+    /// The process's choice: `KIN_INFER_FORCE_CPU=1` pins the CPU; else `KIN_INFER_BACKEND`
+    /// (default auto). `KIN_INFER_CPU_BACKEND` (the seed's switch) accepts only `pure-rust`,
+    /// the one CPU path there is.
+    pub fn from_env() -> Result<Self> {
+        if let Ok(v) = std::env::var("KIN_INFER_CPU_BACKEND") {
+            if !v.is_empty() && v != "pure-rust" {
+                return Err(InferError::Input(format!(
+                    "KIN_INFER_CPU_BACKEND=`{v}`: the only CPU backend is `pure-rust` (no BLAS backend is built)"
+                )));
+            }
+        }
+        if std::env::var("KIN_INFER_FORCE_CPU").is_ok_and(|v| v == "1") {
+            return Ok(BackendChoice::Cpu);
+        }
+        Self::parse(&std::env::var("KIN_INFER_BACKEND").unwrap_or_default())
+    }
+}
+
+/// The backend to run on, chosen by [`BackendChoice::from_env`]; the CPU runs on `tier` or
+/// else the process-wide tier. An explicit choice that this build or machine lacks is an
+/// error; `auto` falls back to the CPU.
 pub fn create_compute(tier: Option<Tier>) -> Result<Box<dyn GpuCompute>> {
-    let _force_cpu = std::env::var("KIN_INFER_FORCE_CPU").is_ok_and(|v| v == "1");
-    Ok(Box::new(match tier {
-        Some(t) => CpuCompute::with_tier(t)?,
-        None => CpuCompute::new()?,
-    }))
+    let cpu = || -> Result<Box<dyn GpuCompute>> {
+        Ok(Box::new(match tier {
+            Some(t) => CpuCompute::with_tier(t)?,
+            None => CpuCompute::new()?,
+        }))
+    };
+    match BackendChoice::from_env()? {
+        BackendChoice::Cpu => cpu(),
+        BackendChoice::Cuda => Err(InferError::Unsupported(
+            "the CUDA backend is not in this build (KIN_INFER_BACKEND=cuda)".into(),
+        )),
+        #[cfg(feature = "wgpu")]
+        BackendChoice::Wgpu => Ok(Box::new(wgpu::WgpuCompute::new(true)?)),
+        #[cfg(not(feature = "wgpu"))]
+        BackendChoice::Wgpu => Err(InferError::Unsupported(
+            "the wgpu backend is not in this build (build with `--features wgpu`)".into(),
+        )),
+        #[cfg(feature = "wgpu")]
+        BackendChoice::Auto if tier.is_none() => match wgpu::WgpuCompute::new(false) {
+            Ok(g) => Ok(Box::new(g)),
+            Err(_) => cpu(),
+        },
+        BackendChoice::Auto => cpu(),
+    }
 }

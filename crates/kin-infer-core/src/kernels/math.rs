@@ -164,8 +164,8 @@ pub(crate) fn exp_v<V: Lanes>(x: V) -> V {
 
 // erf: a well-known branch-free float erf (two minimax pieces split at 475/512, max error about
 // 1 ulp): small |x| an odd polynomial, large |x| 1 - exp(poly(|x|)).
-const ERF_SPLIT: f32 = 0.927_734_4; // 475/512
-const ERF_BIG: [f32; 7] = [
+pub(crate) const ERF_SPLIT: f32 = 0.927_734_4; // 475/512
+pub(crate) const ERF_BIG: [f32; 7] = [
     -1.728_534_7e-5,
     3.831_971_3e-4,
     -3.883_964_4e-3,
@@ -174,7 +174,7 @@ const ERF_BIG: [f32; 7] = [
     -6.348_467e-1,
     -1.287_175_1e-1,
 ];
-const ERF_SMALL: [f32; 6] = [
+pub(crate) const ERF_SMALL: [f32; 6] = [
     -5.967_617e-4,
     4.991_194_2e-3,
     -2.676_813_5e-2,
@@ -228,8 +228,8 @@ fn erf_small<V: Lanes>(a: V, s: V) -> V {
 
 // tanh: |x| > 0.55 uses 1 - 2/(e^{2|x|} + 1) (no cancellation there: the subtracted term is
 // <= 1/2); below, x + x³·P(x²) with P fitted (weighted least squares, relative error ~1e-9).
-const TANH_SPLIT: f32 = 0.55;
-const TANH_P: [f32; 5] = [
+pub(crate) const TANH_SPLIT: f32 = 0.55;
+pub(crate) const TANH_P: [f32; 5] = [
     -6.274_244_7e-3,
     2.107_168_4e-2,
     -5.385_231_2e-2,

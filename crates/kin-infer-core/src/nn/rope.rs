@@ -391,12 +391,28 @@ enum Rows<'a> {
 }
 
 impl RotaryChunk<'_> {
+    /// Rotated features per head.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Pairs `(2i, 2i + 1)` (GPT-J) rather than halves (GPT-NeoX).
+    pub fn interleaved(&self) -> bool {
+        self.interleaved
+    }
+
     /// Rotates one head vector `x` (`>= dim` features) at the absolute position `pos`
     /// (`start <= pos < start + rows`).
     #[inline]
     pub fn apply(&self, x: &mut [f32], pos: usize) {
+        let (c, s) = self.cos_sin(pos);
+        rotate(x, c, s, self.dim, self.interleaved);
+    }
+
+    /// The cosines and sines (`dim / 2` each) at `pos` (a GPU backend uploads them).
+    pub fn cos_sin(&self, pos: usize) -> (&[f32], &[f32]) {
         let half = self.dim / 2;
-        let (c, s) = match &self.rows {
+        match &self.rows {
             Rows::Table(t) => t.row(pos),
             Rows::Owned { cos, sin } => {
                 let r = pos - self.start;
@@ -405,8 +421,7 @@ impl RotaryChunk<'_> {
                     &sin[r * half..(r + 1) * half],
                 )
             }
-        };
-        rotate(x, c, s, self.dim, self.interleaved);
+        }
     }
 }
 

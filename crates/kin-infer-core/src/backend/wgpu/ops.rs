@@ -1,0 +1,687 @@
+//! The seam's operations on the wgpu backend: each records one or a few shader dispatches
+//! (`shaders.rs` documents each one's parameters), or a buffer copy.
+
+use super::{dev, WgpuBuf, WgpuCompute};
+use crate::backend::{
+    attention::ATTN_CHUNK, deberta, Act, AttnBias, AttnShape, DeviceMatrix, DisentangledTerms,
+    GpuCompute, Inner, KvView, Positions, SeqSpan, Storage, Tensor, View, ViewMut,
+};
+use crate::error::{InferError, Result};
+use crate::kernels::{Tier, WeightFormat};
+use crate::nn::pooling::{Pooling, PoolingMode};
+use crate::nn::rope::RotaryChunk;
+
+/// One column group of a prepared matrix: f32 `[n, k]` on the device.
+pub struct WgpuMatrix {
+    pub(in crate::backend) buf: wgpu::Buffer,
+    pub(in crate::backend) n: usize,
+}
+
+fn u(v: usize) -> u32 {
+    u32::try_from(v).expect("a tensor index past u32 on the GPU")
+}
+
+fn fbits(v: f32) -> u32 {
+    v.to_bits()
+}
+
+fn act_code(a: Act) -> u32 {
+    match a {
+        Act::Silu => 0,
+        Act::GeluErf => 1,
+        Act::GeluTanh => 2,
+        Act::Relu => 3,
+        Act::Tanh => 4,
+    }
+}
+
+/// The buffer and element offset of a view.
+fn at<'a>(v: &View<'a>) -> (&'a wgpu::Buffer, u32) {
+    (&dev(v.t).buf, u(v.start))
+}
+
+fn at_mut<'a>(v: &'a ViewMut<'_>) -> (&'a wgpu::Buffer, u32) {
+    (&dev(v.t).buf, u(v.start))
+}
+
+fn groups(m: &DeviceMatrix) -> &[WgpuMatrix] {
+    match &m.inner {
+        Inner::Wgpu(g) => g,
+        Inner::Cpu(_) => panic!("a CPU matrix given to the wgpu backend"),
+    }
+}
+
+impl WgpuCompute {
+    fn tensor(&self, b: WgpuBuf) -> Tensor {
+        Tensor {
+            storage: Storage::Wgpu(b),
+        }
+    }
+
+    fn matrix(&self, data: &[f32], k: usize) -> DeviceMatrix {
+        let n = data.len().checked_div(k).unwrap_or(0);
+        let b = self.upload_f32(data);
+        DeviceMatrix {
+            n,
+            k,
+            inner: Inner::Wgpu(vec![WgpuMatrix { buf: b.buf, n }]),
+        }
+    }
+
+    /// Elementwise in place (`unary` shader).
+    fn unary(&self, x: ViewMut, op: u32, s: f32) {
+        let (b, o) = at_mut(&x);
+        self.dispatch("unary", &[u(x.len), o, op, fbits(s)], &[b], x.len);
+    }
+
+    fn binary(&self, x: ViewMut, y: View, op: u32) {
+        assert_eq!(x.len, y.len, "elementwise op: lengths differ");
+        let (xb, xo) = at_mut(&x);
+        let (yb, yo) = at(&y);
+        self.dispatch("binary", &[u(x.len), xo, yo, op], &[xb, yb], x.len);
+    }
+
+    fn softmax_rows(&self, buf: &wgpu::Buffer, rows: usize, width: usize, offset: u32) {
+        self.dispatch(
+            "softmax",
+            &[u(rows), u(width), offset, 0, 0, 0, 0],
+            &[buf],
+            rows,
+        );
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn copy2d(
+        &self,
+        x: View,
+        rows: usize,
+        cols: usize,
+        src_stride: usize,
+        dst_stride: usize,
+        out: ViewMut,
+        transpose: bool,
+    ) {
+        let (xb, xo) = at(&x);
+        let (ob, oo) = at_mut(&out);
+        self.dispatch(
+            "copy2d",
+            &[
+                u(rows),
+                u(cols),
+                u(src_stride),
+                u(dst_stride),
+                xo,
+                oo,
+                transpose as u32,
+            ],
+            &[xb, ob],
+            rows * cols,
+        );
+    }
+}
+
+impl GpuCompute for WgpuCompute {
+    fn name(&self) -> &'static str {
+        "wgpu"
+    }
+
+    fn tier(&self) -> Tier {
+        self.tier
+    }
+
+    fn device(&self) -> String {
+        format!(
+            "{} ({}, {})",
+            self.info.name, self.info.backend, self.info.kind
+        )
+    }
+
+    fn check(&self) -> Result<()> {
+        self.status()
+    }
+
+    fn zeros(&self, len: usize) -> Tensor {
+        self.tensor(self.alloc(len))
+    }
+
+    fn upload(&self, data: Vec<f32>) -> Tensor {
+        self.tensor(self.upload_f32(&data))
+    }
+
+    fn read<'a>(&self, v: View<'a>, staging: &'a mut Vec<f32>) -> &'a [f32] {
+        let (b, o) = at(&v);
+        self.download(b, o as usize, v.len, staging);
+        staging
+    }
+
+    fn copy(&self, src: View, dst: ViewMut) {
+        assert_eq!(src.len, dst.len, "copy: lengths differ");
+        if src.len == 0 {
+            return;
+        }
+        let (sb, so) = at(&src);
+        let (db, d) = at_mut(&dst);
+        let bytes = (src.len * 4) as u64;
+        self.record(|e| e.copy_buffer_to_buffer(sb, so as u64 * 4, db, d as u64 * 4, bytes));
+    }
+
+    fn prepare_matrix(&self, parts: &[&[f32]], k: usize) -> DeviceMatrix {
+        self.matrix(&parts.concat(), k)
+    }
+
+    fn prepare_matrix_half(
+        &self,
+        parts: &[&[u16]],
+        k: usize,
+        format: WeightFormat,
+    ) -> DeviceMatrix {
+        // Widened to f32 on the device for now (exact: every half value is an f32).
+        let wide: Vec<f32> = parts
+            .iter()
+            .flat_map(|p| p.iter().map(|&b| format.widen(b)))
+            .collect();
+        self.matrix(&wide, k)
+    }
+
+    fn prepare_matrix_blocks(
+        &self,
+        parts: &[&[u8]],
+        k: usize,
+        format: WeightFormat,
+    ) -> Result<DeviceMatrix> {
+        let (bl, bb) = (format.block_len(), format.block_bytes());
+        if k == 0 || !k.is_multiple_of(bl) {
+            return Err(InferError::Unsupported(format!(
+                "a {} weight matrix with rows of {k} values (block-quantized rows must be whole blocks of {bl})",
+                format.name()
+            )));
+        }
+        // Dequantized by the scalar reference at load (the values the CPU's quantized kernels
+        // multiply by); quantized storage on the device is future work.
+        let bytes: Vec<u8> = parts.concat();
+        if !bytes.len().is_multiple_of(k / bl * bb) {
+            return Err(InferError::Unsupported(format!(
+                "a {} weight of {} bytes is not whole rows of {} bytes",
+                format.name(),
+                bytes.len(),
+                k / bl * bb
+            )));
+        }
+        let mut wide = vec![0.0f32; bytes.len() / bb * bl];
+        format.dequantize(&bytes, &mut wide);
+        Ok(self.matrix(&wide, k))
+    }
+
+    fn linear(&self, x: View, rows: usize, w: &DeviceMatrix, bias: Option<&Tensor>, out: ViewMut) {
+        let (xb, xo) = at(&x);
+        let (ob, oo) = at_mut(&out);
+        let bb = bias.map_or(&self.dummy, |b| &dev(b).buf);
+        let mut j0 = 0;
+        for g in groups(w) {
+            let p = [
+                u(rows),
+                u(w.k),
+                u(g.n),
+                u(w.n),
+                u(j0),
+                xo,
+                oo,
+                bias.is_some() as u32,
+                0,
+            ];
+            self.dispatch("linear", &p, &[xb, &g.buf, bb, ob], rows * g.n);
+            j0 += g.n;
+        }
+    }
+
+    fn matmul(
+        &self,
+        a: View,
+        lda: usize,
+        m: usize,
+        k: usize,
+        b: View,
+        ldb: usize,
+        n: usize,
+        out: ViewMut,
+    ) {
+        let (ab, ao) = at(&a);
+        let (bb, bo) = at(&b);
+        let (ob, oo) = at_mut(&out);
+        let p = [u(m), u(k), u(n), u(lda), u(ldb), ao, bo, oo];
+        self.dispatch("matmul", &p, &[ab, bb, ob], m * n);
+    }
+
+    fn layer_norm(&self, x: ViewMut, w: &Tensor, b: &Tensor, eps: f32) {
+        let width = w.len();
+        let rows = x.len / width;
+        let (xb, xo) = at_mut(&x);
+        let p = [u(rows), u(width), xo, fbits(eps)];
+        self.dispatch("layer_norm", &p, &[xb, &dev(w).buf, &dev(b).buf], rows);
+    }
+
+    fn rms_norm(&self, x: View, w: &Tensor, eps: f32, out: ViewMut) {
+        let width = w.len();
+        let rows = x.len / width;
+        let (xb, xo) = at(&x);
+        let (ob, oo) = at_mut(&out);
+        let p = [u(rows), u(width), xo, oo, fbits(eps)];
+        self.dispatch("rms_norm", &p, &[xb, &dev(w).buf, ob], rows);
+    }
+
+    fn activation(&self, x: ViewMut, act: Act) {
+        self.unary(x, act_code(act), 0.0);
+    }
+
+    fn glu(&self, gate_up: ViewMut, rows: usize, width: usize, act: Act, out: ViewMut) {
+        let (gb, go) = at_mut(&gate_up);
+        let (ob, oo) = at_mut(&out);
+        let p = [u(rows), u(width), act_code(act), go, oo];
+        self.dispatch("glu", &p, &[gb, ob], rows * width);
+    }
+
+    fn mul(&self, x: ViewMut, y: View) {
+        self.binary(x, y, 1);
+    }
+
+    fn add(&self, x: ViewMut, y: View) {
+        self.binary(x, y, 0);
+    }
+
+    fn scale(&self, x: ViewMut, s: f32) {
+        self.unary(x, 5, s);
+    }
+
+    fn softcap(&self, x: ViewMut, cap: f32) {
+        self.unary(x, 6, cap);
+    }
+
+    fn gather(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut) {
+        let idb = self.upload_u32(ids);
+        let (ob, oo) = at_mut(&out);
+        let p = [u(ids.len()), u(width), oo, 0];
+        self.dispatch(
+            "gather",
+            &p,
+            &[&dev(table).buf, &idb, ob],
+            ids.len() * width,
+        );
+    }
+
+    fn gather_matrix_rows(&self, m: &DeviceMatrix, ids: &[u32], out: ViewMut) {
+        let (ob, oo) = at_mut(&out);
+        let k = m.k;
+        for (r, &id) in ids.iter().enumerate() {
+            // The column group holding output `id`: its row is the torch weight's row.
+            let mut j = id as usize;
+            for g in groups(m) {
+                if j < g.n {
+                    let (src, dst) = ((j * k * 4) as u64, (oo as usize + r * k) as u64 * 4);
+                    self.record(|e| e.copy_buffer_to_buffer(&g.buf, src, ob, dst, (k * 4) as u64));
+                    break;
+                }
+                j -= g.n;
+            }
+        }
+    }
+
+    fn gather_add(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut) {
+        let idb = self.upload_u32(ids);
+        let (ob, oo) = at_mut(&out);
+        let p = [u(ids.len()), u(width), oo, 1];
+        self.dispatch(
+            "gather",
+            &p,
+            &[&dev(table).buf, &idb, ob],
+            ids.len() * width,
+        );
+    }
+
+    fn rope(
+        &self,
+        x: ViewMut,
+        rows: usize,
+        stride: usize,
+        width: usize,
+        head_dim: usize,
+        pos: Positions,
+        rotary: &RotaryChunk,
+    ) {
+        let dim = rotary.dim();
+        let mut cs = Vec::with_capacity(rows * dim);
+        for r in 0..rows {
+            let p = match pos {
+                Positions::From(start) => start + r,
+                Positions::List(p) => p[r] as usize,
+            };
+            let (c, s) = rotary.cos_sin(p);
+            cs.extend_from_slice(c);
+            cs.extend_from_slice(s);
+        }
+        let csb = self.upload_f32(&cs);
+        let (xb, xo) = at_mut(&x);
+        let p = [
+            u(rows),
+            u(stride),
+            u(width),
+            u(head_dim),
+            u(dim),
+            rotary.interleaved() as u32,
+            xo,
+        ];
+        let pairs = rows * (width / head_dim) * (dim / 2);
+        self.dispatch("rope", &p, &[xb, &csb.buf], pairs);
+    }
+
+    fn attention(
+        &self,
+        qkv: View,
+        seqs: &[SeqSpan],
+        heads: usize,
+        head_dim: usize,
+        scale: f32,
+        bias: Option<&AttnBias>,
+        out: ViewMut,
+    ) {
+        let (qb, qo) = at(&qkv);
+        let (ob, oo) = at_mut(&out);
+        let hidden = heads * head_dim;
+        let longest = seqs.iter().map(|s| s.len).max().unwrap_or(0);
+        let scores = self.alloc(heads * longest * longest);
+        let slopes;
+        let (kind, bbuf, max_len, offsets) = match bias {
+            None => (0, &self.dummy, 0, Vec::new()),
+            Some(AttnBias::Relative { table, max_len }) => {
+                (1, &dev(table).buf, *max_len, Vec::new())
+            }
+            Some(AttnBias::Alibi { slopes: s }) => {
+                slopes = self.upload_f32(s);
+                (2, &slopes.buf, 0, Vec::new())
+            }
+            Some(AttnBias::Dense { bias }) => {
+                (3, &dev(bias).buf, 0, deberta::dense_offsets(seqs, heads))
+            }
+        };
+        for (si, s) in seqs.iter().enumerate() {
+            let first = qo + u(s.start * 3 * hidden);
+            let bo = offsets.get(si).copied().unwrap_or(0);
+            let p = [
+                u(s.len),
+                u(heads),
+                u(head_dim),
+                first,
+                fbits(scale),
+                kind,
+                u(max_len),
+                u(bo),
+            ];
+            let n = heads * s.len * s.len;
+            self.dispatch("attn_scores", &p, &[qb, bbuf, &scores.buf], n);
+            self.softmax_rows(&scores.buf, heads * s.len, s.len, 0);
+            let p = [
+                u(s.len),
+                u(heads),
+                u(head_dim),
+                first,
+                oo + u(s.start * hidden),
+            ];
+            self.dispatch("attn_context", &p, &[qb, &scores.buf, ob], s.len * hidden);
+        }
+    }
+
+    fn kv_append(
+        &self,
+        qkv: View,
+        q_dim: usize,
+        kv_dim: usize,
+        rows: usize,
+        start: usize,
+        keys: ViewMut,
+        values: ViewMut,
+    ) {
+        let capacity = keys.len / kv_dim;
+        let (qb, qo) = at(&qkv);
+        let (kb, ko) = at_mut(&keys);
+        let (vb, vo) = at_mut(&values);
+        let p = [
+            u(rows),
+            u(q_dim),
+            u(kv_dim),
+            u(start),
+            u(capacity),
+            qo,
+            ko,
+            vo,
+        ];
+        self.dispatch("kv_append", &p, &[qb, kb, vb], rows * kv_dim);
+    }
+
+    fn causal_attention(
+        &self,
+        shape: &AttnShape,
+        q: View,
+        q_stride: usize,
+        rows: usize,
+        start: usize,
+        kv: KvView,
+        scores: ViewMut,
+        out: ViewMut,
+    ) {
+        let AttnShape {
+            heads,
+            kv_heads,
+            head_dim: hd,
+            scale,
+            window,
+            softcap,
+        } = *shape;
+        let cap = kv.capacity;
+        let (qb, qo) = at(&q);
+        let (kb, ko) = at(&kv.keys);
+        let (vb, vo) = at(&kv.values);
+        let (sb, so) = at_mut(&scores);
+        let (ob, oo) = at_mut(&out);
+        let group = heads / kv_heads;
+        let win = window.map_or(0, u);
+        let mut c0 = 0;
+        while c0 < rows {
+            let cr = ATTN_CHUNK.min(rows - c0);
+            let pos0 = start + c0;
+            // Keys a row of this chunk reads at most (the last row's, or the window).
+            let span = window.map_or(pos0 + cr, |w| w.min(pos0 + cr));
+            let p = [
+                u(cr),
+                u(heads),
+                u(hd),
+                u(group),
+                u(q_stride),
+                qo + u(c0 * q_stride),
+                ko,
+                u(cap),
+                u(pos0),
+                win,
+                fbits(scale),
+                softcap.map_or(0, fbits),
+                u(span),
+                so,
+            ];
+            self.dispatch("causal_scores", &p, &[qb, kb, sb], cr * heads * span);
+            let p = [u(cr * heads), u(cap), so, 1, u(heads), u(pos0), win];
+            self.dispatch("softmax", &p, &[sb], cr * heads);
+            let p = [
+                u(cr),
+                u(heads),
+                u(hd),
+                u(group),
+                u(kv_heads * hd),
+                vo,
+                u(cap),
+                u(pos0),
+                win,
+                so,
+                oo + u(c0 * heads * hd),
+            ];
+            self.dispatch("causal_context", &p, &[sb, vb, ob], cr * heads * hd);
+            c0 += cr;
+        }
+    }
+
+    fn pool(&self, x: View, seqs: &[SeqSpan], hidden: usize, pooling: &Pooling, out: ViewMut) {
+        let (xb, xo) = at(&x);
+        let (ob, oo) = at_mut(&out);
+        let width = pooling.output_dim(hidden);
+        for (si, s) in seqs.iter().enumerate() {
+            for (mi, m) in pooling.modes().iter().enumerate() {
+                let mode = match m {
+                    PoolingMode::Cls => 0,
+                    PoolingMode::LastToken => 1,
+                    PoolingMode::Max => 2,
+                    PoolingMode::Mean => 3,
+                    PoolingMode::MeanSqrtLen => 4,
+                    PoolingMode::WeightedMean => 5,
+                };
+                let p = [
+                    u(s.start),
+                    u(s.len),
+                    u(hidden),
+                    mode,
+                    xo,
+                    oo + u(si * width + mi * hidden),
+                ];
+                self.dispatch("pool", &p, &[xb, ob], hidden);
+            }
+        }
+    }
+
+    fn normalize(&self, x: ViewMut, width: usize) {
+        let rows = x.len / width;
+        let (xb, xo) = at_mut(&x);
+        self.dispatch("normalize", &[u(rows), u(width), xo], &[xb], rows);
+    }
+
+    fn narrow(&self, x: View, rows: usize, width: usize, keep: usize, out: ViewMut) {
+        self.copy2d(x, rows, keep, width, keep, out, false);
+    }
+
+    fn write(&self, src: &[f32], dst: ViewMut) {
+        assert_eq!(src.len(), dst.len, "write: lengths differ");
+        if src.is_empty() {
+            return;
+        }
+        // Staged through a new buffer and copied in program order (a queue write would land
+        // before ops still waiting in the pending encoder).
+        let staged = self.init(super::as_bytes(src), wgpu::BufferUsages::COPY_SRC);
+        let (db, d) = at_mut(&dst);
+        let bytes = (src.len() * 4) as u64;
+        self.record(|e| e.copy_buffer_to_buffer(&staged, 0, db, d as u64 * 4, bytes));
+    }
+
+    fn transpose(&self, x: View, rows: usize, cols: usize, out: ViewMut) {
+        self.copy2d(x, rows, cols, cols, rows, out, true);
+    }
+
+    fn softmax(&self, x: ViewMut, width: usize) {
+        let rows = x.len / width;
+        let (xb, xo) = at_mut(&x);
+        self.softmax_rows(xb, rows, width, xo);
+    }
+
+    fn row_axpy(&self, x: ViewMut, width: usize, s: View, y: View) {
+        let rows = x.len / width;
+        let (xb, xo) = at_mut(&x);
+        let (sb, so) = at(&s);
+        let (yb, yo) = at(&y);
+        let p = [u(rows), u(width), xo, so, yo];
+        self.dispatch("row_axpy", &p, &[xb, sb, yb], rows * width);
+    }
+
+    fn divide_columns(&self, x: ViewMut, stride: usize, from: usize, width: usize, s: f32) {
+        let rows = x.len / stride;
+        let (xb, xo) = at_mut(&x);
+        let p = [u(rows), u(stride), u(from), u(width), xo, fbits(s)];
+        self.dispatch("divide_columns", &p, &[xb], rows * width);
+    }
+
+    fn grouped_conv1d(
+        &self,
+        x: View,
+        seqs: &[SeqSpan],
+        channels: usize,
+        kernel: usize,
+        groups_w: &[DeviceMatrix],
+        bias: &Tensor,
+        out: ViewMut,
+    ) {
+        let (xb, xo) = at(&x);
+        let (ob, oo) = at_mut(&out);
+        let cg = channels / groups_w.len();
+        let og = groups_w[0].n;
+        let width = og * groups_w.len();
+        for (g, w) in groups_w.iter().enumerate() {
+            assert_eq!(
+                (w.n, w.k),
+                (og, kernel * cg),
+                "grouped_conv1d: group weight shape"
+            );
+            let wb = &groups(w)[0].buf;
+            for s in seqs {
+                let p = [
+                    u(s.start),
+                    u(s.len),
+                    u(channels),
+                    u(kernel),
+                    u(cg),
+                    u(og),
+                    u(width),
+                    u(g),
+                    xo,
+                    oo,
+                ];
+                self.dispatch("conv1d", &p, &[xb, wb, &dev(bias).buf, ob], s.len * og);
+            }
+        }
+    }
+
+    fn disentangled_bias(
+        &self,
+        qkv: View,
+        seqs: &[SeqSpan],
+        heads: usize,
+        head_dim: usize,
+        terms: &DisentangledTerms,
+        out: ViewMut,
+    ) {
+        assert_eq!(
+            terms.index.len(),
+            2 * terms.max_len - 1,
+            "disentangled_bias: index"
+        );
+        let (qb, qo) = at(&qkv);
+        let (ob, oo) = at_mut(&out);
+        let idx = self.upload_u32(terms.index);
+        let pk = terms.pos_key.map_or(&self.dummy, |t| &dev(t).buf);
+        let pq = terms.pos_query.map_or(&self.dummy, |t| &dev(t).buf);
+        let offsets = deberta::dense_offsets(seqs, heads);
+        for (s, off) in seqs.iter().zip(offsets) {
+            assert!(
+                s.len <= terms.max_len,
+                "disentangled_bias: sequence too long"
+            );
+            let p = [
+                u(s.start),
+                u(s.len),
+                u(heads),
+                u(head_dim),
+                u(terms.max_len),
+                qo,
+                oo + u(off),
+                terms.pos_key.is_some() as u32,
+                terms.pos_query.is_some() as u32,
+                terms.divide_by.is_some() as u32,
+                fbits(terms.divide_by.unwrap_or(1.0)),
+            ];
+            let n = heads * s.len * s.len;
+            self.dispatch("disentangled", &p, &[qb, pk, pq, &idx, ob], n);
+        }
+    }
+}

@@ -1,0 +1,596 @@
+//! The wgpu backend's WGSL compute shaders, one per operation.
+//!
+//! Conventions (every shader): binding 0 is the op's parameters, an `array<u32>` (floats as
+//! their bits), bindings 1.. the tensors in the order the Rust side passes them; every binding
+//! is read by the shader (the pipelines' layouts are derived from what each entry point uses).
+//! Views are whole buffers plus an element offset in the parameters, so no binding offset has
+//! to meet the device's alignment. One invocation computes one output element (or one row) with
+//! a sequential loop: each element's reduction has one fixed order whatever the batch, so
+//! results are identical run to run and across batch compositions (no atomics anywhere).
+//! Invocations are numbered by [`PRELUDE`]'s `flat` over a 2-D grid of 64-wide workgroups
+//! (one dimension alone stops at 65,535 workgroups).
+
+use crate::kernels::math::{ERF_BIG, ERF_SMALL, ERF_SPLIT, TANH_P, TANH_SPLIT};
+
+/// Invocations per workgroup (the Rust side sizes dispatches with it).
+pub(super) const WG: u32 = 64;
+
+/// Shared by every shader: the parameter block, the flat invocation index, and the math
+/// functions with the CPU's polynomials (`kernels::math`), so both backends approximate erf
+/// and tanh the same way (WGSL has no erf; its tanh's accuracy is the platform's).
+const PRELUDE: &str = r#"
+@group(0) @binding(0) var<storage, read> p: array<u32>;
+fn pf(i: u32) -> f32 { return bitcast<f32>(p[i]); }
+fn flat(gid: vec3<u32>, nwg: vec3<u32>) -> u32 { return gid.x + gid.y * nwg.x * 64u; }
+fn tanh_k(x: f32) -> f32 {
+    let s = abs(x);
+    if (s > TANH_SPLIT) {
+        // exp(2|x|) overflows to inf past |x| ~ 44: 2/inf = 0, tanh = ±1.
+        let e = exp(min(s + s, 88.0));
+        let big = 1.0 - 2.0 / (e + 1.0);
+        return select(big, -big, x < 0.0);
+    }
+    let z = x * x;
+    var q = TANH_P0;
+    q = fma(q, z, TANH_P1);
+    q = fma(q, z, TANH_P2);
+    q = fma(q, z, TANH_P3);
+    q = fma(q, z, TANH_P4);
+    return fma(q * z, x, x);
+}
+fn erf_k(a: f32) -> f32 {
+    let t = abs(a);
+    let s = a * a;
+    if (t > ERF_SPLIT) {
+        var r = fma(ERF_B0, t, ERF_B1);
+        let u = fma(ERF_B2, t, ERF_B3);
+        r = fma(r, s, u);
+        r = fma(r, t, ERF_B4);
+        r = fma(r, t, ERF_B5);
+        r = fma(r, t, ERF_B6);
+        r = fma(r, t, -t);
+        let v = 1.0 - exp(r);
+        return select(v, -v, a < 0.0);
+    }
+    var q = ERF_S0;
+    q = fma(q, s, ERF_S1);
+    q = fma(q, s, ERF_S2);
+    q = fma(q, s, ERF_S3);
+    q = fma(q, s, ERF_S4);
+    q = fma(q, s, ERF_S5);
+    return fma(q, a, a);
+}
+// act: 0 silu, 1 gelu (erf), 2 gelu (tanh), 3 relu, 4 tanh
+fn act_k(x: f32, act: u32) -> f32 {
+    switch act {
+        case 0u: { return x / (1.0 + exp(min(-x, 88.0))); }
+        case 1u: { return (0.5 * x) * (1.0 + erf_k(x * 0.70710677)); }
+        case 2u: {
+            let u = fma(0.044715 * x * x, x, x);
+            return (0.5 * x) * (1.0 + tanh_k(0.7978846 * u));
+        }
+        case 3u: { return max(x, 0.0); }
+        default: { return tanh_k(x); }
+    }
+}
+"#;
+
+/// [`PRELUDE`] with the CPU's constants written in (as exact decimal literals).
+pub(super) fn source(body: &str) -> String {
+    let mut consts = String::new();
+    let mut c = |name: &str, v: f32| consts.push_str(&format!("const {name}: f32 = {v:e};\n"));
+    c("TANH_SPLIT", TANH_SPLIT);
+    c("ERF_SPLIT", ERF_SPLIT);
+    for (i, v) in TANH_P.iter().enumerate() {
+        c(&format!("TANH_P{i}"), *v);
+    }
+    for (i, v) in ERF_BIG.iter().enumerate() {
+        c(&format!("ERF_B{i}"), *v);
+    }
+    for (i, v) in ERF_SMALL.iter().enumerate() {
+        c(&format!("ERF_S{i}"), *v);
+    }
+    format!("{consts}{PRELUDE}{body}")
+}
+
+/// The entry point's signature, shared by every shader.
+macro_rules! entry {
+    () => {
+        "@compute @workgroup_size(64)\nfn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {\n    let i = flat(gid, nwg);\n"
+    };
+}
+
+/// `(name, body)` of every shader.
+pub(super) const SHADERS: &[(&str, &str)] = &[
+    // p: rows, k, gn, ntot, j0, xo, oo, has_bias, bo. `o[r][j0 + c] = x[r] · w[c] + b[j0 + c]`
+    // for one column group of `gn` outputs (weights `[gn, k]`, torch's layout).
+    (
+        "linear",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> x: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> w: array<f32>;\n",
+            "@group(0) @binding(3) var<storage, read> b: array<f32>;\n",
+            "@group(0) @binding(4) var<storage, read_write> o: array<f32>;\n",
+            entry!(),
+            r#"
+    let rows = p[0]; let k = p[1]; let gn = p[2];
+    if (i >= rows * gn) { return; }
+    let r = i / gn; let c = i % gn;
+    let xr = p[5] + r * k; let wr = c * k;
+    var acc = 0.0;
+    for (var t = 0u; t < k; t++) { acc = fma(x[xr + t], w[wr + t], acc); }
+    if (p[7] != 0u) { acc += b[p[8] + p[4] + c]; }
+    o[p[6] + r * p[3] + p[4] + c] = acc;
+}"#
+        ),
+    ),
+    // p: m, k, n, lda, ldb, ao, bo, oo. `o[i][j] = Σ_t a[i][t] · b[t][j]`.
+    (
+        "matmul",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> a: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> b: array<f32>;\n",
+            "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n",
+            entry!(),
+            r#"
+    let m = p[0]; let k = p[1]; let n = p[2];
+    if (i >= m * n) { return; }
+    let r = i / n; let c = i % n;
+    var acc = 0.0;
+    for (var t = 0u; t < k; t++) { acc = fma(a[p[5] + r * p[3] + t], b[p[6] + t * p[4] + c], acc); }
+    o[p[7] + r * n + c] = acc;
+}"#
+        ),
+    ),
+    // p: rows, width, xo, eps. One invocation per row: torch's biased variance.
+    (
+        "layer_norm",
+        concat!(
+            "@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> w: array<f32>;\n",
+            "@group(0) @binding(3) var<storage, read> b: array<f32>;\n",
+            entry!(),
+            r#"
+    let n = p[1];
+    if (i >= p[0]) { return; }
+    let base = p[2] + i * n;
+    var sum = 0.0;
+    for (var t = 0u; t < n; t++) { sum += x[base + t]; }
+    let mean = sum / f32(n);
+    var ss = 0.0;
+    for (var t = 0u; t < n; t++) { let d = x[base + t] - mean; ss = fma(d, d, ss); }
+    let inv = 1.0 / sqrt(ss / f32(n) + pf(3));
+    for (var t = 0u; t < n; t++) { x[base + t] = fma((x[base + t] - mean) * inv, w[t], b[t]); }
+}"#
+        ),
+    ),
+    // p: rows, width, xo, oo, eps.
+    (
+        "rms_norm",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> x: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> w: array<f32>;\n",
+            "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n",
+            entry!(),
+            r#"
+    let n = p[1];
+    if (i >= p[0]) { return; }
+    let xb = p[2] + i * n; let ob = p[3] + i * n;
+    var ss = 0.0;
+    for (var t = 0u; t < n; t++) { ss = fma(x[xb + t], x[xb + t], ss); }
+    let inv = 1.0 / sqrt(ss / f32(n) + pf(4));
+    for (var t = 0u; t < n; t++) { o[ob + t] = w[t] * (x[xb + t] * inv); }
+}"#
+        ),
+    ),
+    // p: len, xo, op, s. Elementwise in place: op 0..4 an activation (act_k), 5 scale by s,
+    // 6 softcap at s.
+    (
+        "unary",
+        concat!(
+            "@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n",
+            entry!(),
+            r#"
+    if (i >= p[0]) { return; }
+    let v = x[p[1] + i];
+    var y: f32;
+    switch p[2] {
+        case 5u: { y = v * pf(3); }
+        case 6u: { y = tanh_k(v / pf(3)) * pf(3); }
+        default: { y = act_k(v, p[2]); }
+    }
+    x[p[1] + i] = y;
+}"#
+        ),
+    ),
+    // p: len, xo, yo, op. `x op= y`: 0 add, 1 mul.
+    (
+        "binary",
+        concat!(
+            "@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> y: array<f32>;\n",
+            entry!(),
+            r#"
+    if (i >= p[0]) { return; }
+    let a = x[p[1] + i]; let b = y[p[2] + i];
+    x[p[1] + i] = select(a + b, a * b, p[3] == 1u);
+}"#
+        ),
+    ),
+    // p: rows, width, act, go, oo. `o[r][j] = act(gate) · up` of `[gate | up]` rows.
+    (
+        "glu",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> g: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read_write> o: array<f32>;\n",
+            entry!(),
+            r#"
+    let w = p[1];
+    if (i >= p[0] * w) { return; }
+    let r = i / w; let j = i % w;
+    let base = p[3] + r * 2u * w;
+    o[p[4] + i] = act_k(g[base + j], p[2]) * g[base + w + j];
+}"#
+        ),
+    ),
+    // p: rows, width, oo, add. Row r of o (=|+=) row ids[r] of the table.
+    (
+        "gather",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> t: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> ids: array<u32>;\n",
+            "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n",
+            entry!(),
+            r#"
+    let w = p[1];
+    if (i >= p[0] * w) { return; }
+    let r = i / w; let c = i % w;
+    let v = t[ids[r] * w + c];
+    let at = p[2] + i;
+    o[at] = select(v, o[at] + v, p[3] != 0u);
+}"#
+        ),
+    ),
+    // p: rows, stride, width, head_dim, dim, interleaved, xo. cs: per row `[cos (dim/2) |
+    // sin (dim/2)]`. One invocation per rotated pair.
+    (
+        "rope",
+        concat!(
+            "@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> cs: array<f32>;\n",
+            entry!(),
+            r#"
+    let hd = p[3]; let hh = p[4] / 2u;
+    let heads = p[2] / hd;
+    if (i >= p[0] * heads * hh) { return; }
+    let r = i / (heads * hh);
+    let h = (i / hh) % heads;
+    let k = i % hh;
+    let c = cs[r * 2u * hh + k]; let s = cs[r * 2u * hh + hh + k];
+    let base = p[6] + r * p[1] + h * hd;
+    var a: u32; var b: u32;
+    if (p[5] != 0u) { a = base + 2u * k; b = a + 1u; } else { a = base + k; b = base + hh + k; }
+    let x1 = x[a]; let x2 = x[b];
+    x[a] = x1 * c - x2 * s;
+    x[b] = x2 * c + x1 * s;
+}"#
+        ),
+    ),
+    // Bidirectional attention scores of one sequence: p: len, heads, hd, qo (first row of the
+    // sequence in qkv), scale, kind (0 none, 1 relative, 2 alibi, 3 dense), max_len, bo.
+    // s[(h·len + i)·len + j] = (q_i · k_j)·scale + bias.
+    (
+        "attn_scores",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> qkv: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> bias: array<f32>;\n",
+            "@group(0) @binding(3) var<storage, read_write> s: array<f32>;\n",
+            entry!(),
+            r#"
+    let len = p[0]; let heads = p[1]; let hd = p[2];
+    if (i >= heads * len * len) { return; }
+    let h = i / (len * len); let qi = (i / len) % len; let kj = i % len;
+    let hidden = heads * hd; let stride = 3u * hidden;
+    let q = p[3] + qi * stride + h * hd;
+    let k = p[3] + kj * stride + hidden + h * hd;
+    var acc = 0.0;
+    for (var t = 0u; t < hd; t++) { acc = fma(qkv[q + t], qkv[k + t], acc); }
+    var v = acc * pf(4);
+    switch p[5] {
+        case 1u: { v += bias[h * (2u * p[6] - 1u) + (p[6] - 1u) + kj - qi]; }
+        case 2u: { v += -(bias[h] * f32(max(qi, kj) - min(qi, kj))); }
+        case 3u: { v += bias[p[7] + i]; }
+        default: {}
+    }
+    s[i] = v;
+}"#
+        ),
+    ),
+    // Softmax of rows of scores in place: p: rows, width, xo; or, for causal attention
+    // (p[3] = 1), row t of a chunk at `start + c0 + t / heads` holds keys j0..n: p[4] heads,
+    // p[5] first position, p[6] window (0 = none).
+    (
+        "softmax",
+        concat!(
+            "@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n",
+            entry!(),
+            r#"
+    if (i >= p[0]) { return; }
+    var n = p[1];
+    if (p[3] != 0u) {
+        let pos = p[5] + i / p[4];
+        let last = pos + 1u;
+        var j0 = 0u;
+        if (p[6] != 0u && last > p[6]) { j0 = last - p[6]; }
+        n = last - j0;
+    }
+    let base = p[2] + i * p[1];
+    var m = x[base];
+    for (var t = 1u; t < n; t++) { m = max(m, x[base + t]); }
+    var sum = 0.0;
+    for (var t = 0u; t < n; t++) { let e = exp(x[base + t] - m); x[base + t] = e; sum += e; }
+    let inv = 1.0 / sum;
+    for (var t = 0u; t < n; t++) { x[base + t] = x[base + t] * inv; }
+}"#
+        ),
+    ),
+    // Context of one sequence: p: len, heads, hd, qo (first row in qkv), oo (first row in out).
+    // out[i][h·hd + d] = Σ_j P[h][i][j] · v_j[h·hd + d], j in order.
+    (
+        "attn_context",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> qkv: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> s: array<f32>;\n",
+            "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n",
+            entry!(),
+            r#"
+    let len = p[0]; let heads = p[1]; let hd = p[2];
+    let hidden = heads * hd;
+    if (i >= len * hidden) { return; }
+    let qi = i / hidden; let col = i % hidden; let h = col / hd;
+    let stride = 3u * hidden;
+    let srow = (h * len + qi) * len;
+    var acc = 0.0;
+    for (var j = 0u; j < len; j++) { acc = fma(s[srow + j], qkv[p[3] + j * stride + 2u * hidden + col], acc); }
+    o[p[4] + qi * hidden + col] = acc;
+}"#
+        ),
+    ),
+    // p: rows, q_dim, kv_dim, start, capacity, qo, ko, vo. Keys transposed `[kv_dim, capacity]`.
+    (
+        "kv_append",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> qkv: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read_write> kc: array<f32>;\n",
+            "@group(0) @binding(3) var<storage, read_write> vc: array<f32>;\n",
+            entry!(),
+            r#"
+    let kv = p[2];
+    if (i >= p[0] * kv) { return; }
+    let r = i / kv; let c = i % kv;
+    let row = p[5] + r * (p[1] + 2u * kv);
+    let t = p[3] + r;
+    kc[p[6] + c * p[4] + t] = qkv[row + p[1] + c];
+    vc[p[7] + t * kv + c] = qkv[row + p[1] + kv + c];
+}"#
+        ),
+    ),
+    // Causal scores of a chunk of `cr` query rows at positions start + c0 + r: p: cr, heads,
+    // hd, group, q_stride, qo, ko, capacity, pos0 (start + c0), window (0 none), scale,
+    // softcap (0 none), span (max keys per row), so. Row (r, h) of the scratch holds keys
+    // j0..=pos at columns 0.. (capacity apart).
+    (
+        "causal_scores",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> q: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> keys: array<f32>;\n",
+            "@group(0) @binding(3) var<storage, read_write> s: array<f32>;\n",
+            entry!(),
+            r#"
+    let heads = p[1]; let hd = p[2]; let span = p[12];
+    if (i >= p[0] * heads * span) { return; }
+    let rh = i / span; let jj = i % span;
+    let r = rh / heads; let h = rh % heads;
+    let last = p[8] + r + 1u;
+    var j0 = 0u;
+    if (p[9] != 0u && last > p[9]) { j0 = last - p[9]; }
+    let j = j0 + jj;
+    if (j >= last) { return; }
+    let g = h / p[3];
+    let qb = p[5] + r * p[4] + h * hd;
+    let kb = p[6] + g * hd * p[7] + j;
+    var acc = 0.0;
+    for (var t = 0u; t < hd; t++) { acc = fma(q[qb + t], keys[kb + t * p[7]], acc); }
+    var v = acc * pf(10);
+    if (p[11] != 0u) { let cap = pf(11); v = tanh_k(v / cap) * cap; }
+    s[p[13] + rh * p[7] + jj] = v;
+}"#
+        ),
+    ),
+    // p: cr, heads, hd, group, kv_dim, vo, capacity, pos0, window, so, oo.
+    // out[r][h·hd + d] = Σ_j P[r, h][j] · values[j0 + j][g·hd + d].
+    (
+        "causal_context",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> s: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> vals: array<f32>;\n",
+            "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n",
+            entry!(),
+            r#"
+    let heads = p[1]; let hd = p[2]; let qd = heads * hd;
+    if (i >= p[0] * qd) { return; }
+    let r = i / qd; let col = i % qd; let h = col / hd; let d = col % hd;
+    let g = h / p[3];
+    let last = p[7] + r + 1u;
+    var j0 = 0u;
+    if (p[8] != 0u && last > p[8]) { j0 = last - p[8]; }
+    let srow = p[9] + (r * heads + h) * p[6];
+    var acc = 0.0;
+    for (var j = j0; j < last; j++) { acc = fma(s[srow + j - j0], vals[p[5] + j * p[4] + g * hd + d], acc); }
+    o[p[10] + i] = acc;
+}"#
+        ),
+    ),
+    // One sequence, one mode: p: start, len, hidden, mode (0 cls, 1 last, 2 max, 3 mean,
+    // 4 mean/sqrt(len), 5 weighted mean), xo, oo.
+    (
+        "pool",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> x: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read_write> o: array<f32>;\n",
+            entry!(),
+            r#"
+    let hidden = p[2]; let len = p[1];
+    if (i >= hidden) { return; }
+    let base = p[4] + p[0] * hidden + i;
+    var v = 0.0;
+    switch p[3] {
+        case 0u: { v = x[base]; }
+        case 1u: { v = x[base + (len - 1u) * hidden]; }
+        case 2u: {
+            v = x[base];
+            for (var r = 1u; r < len; r++) { v = max(v, x[base + r * hidden]); }
+        }
+        case 5u: {
+            for (var r = 0u; r < len; r++) { v = fma(x[base + r * hidden], f32(r + 1u), v); }
+            v = v / f32(len * (len + 1u) / 2u);
+        }
+        default: {
+            for (var r = 0u; r < len; r++) { v += x[base + r * hidden]; }
+            v = v / select(f32(len), sqrt(f32(len)), p[3] == 4u);
+        }
+    }
+    o[p[5] + i] = v;
+}"#
+        ),
+    ),
+    // p: rows, width, xo. L2 normalization per row (torch's `normalize`, eps 1e-12).
+    (
+        "normalize",
+        concat!(
+            "@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n",
+            entry!(),
+            r#"
+    if (i >= p[0]) { return; }
+    let base = p[2] + i * p[1];
+    var ss = 0.0;
+    for (var t = 0u; t < p[1]; t++) { ss = fma(x[base + t], x[base + t], ss); }
+    let n = max(sqrt(ss), 1e-12);
+    for (var t = 0u; t < p[1]; t++) { x[base + t] = x[base + t] / n; }
+}"#
+        ),
+    ),
+    // Strided copy: p: rows, cols, src row stride, dst row stride, so, do, transpose.
+    // `o[r][c] = x[r][c]` (narrow), or with transpose `o[c][r] = x[r][c]`.
+    (
+        "copy2d",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> x: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read_write> o: array<f32>;\n",
+            entry!(),
+            r#"
+    let cols = p[1];
+    if (i >= p[0] * cols) { return; }
+    let r = i / cols; let c = i % cols;
+    let v = x[p[4] + r * p[2] + c];
+    if (p[6] != 0u) { o[p[5] + c * p[0] + r] = v; } else { o[p[5] + r * p[3] + c] = v; }
+}"#
+        ),
+    ),
+    // p: rows, width, xo, so, yo. `x[r][c] = fma(s[r], y[r][c], x[r][c])`.
+    (
+        "row_axpy",
+        concat!(
+            "@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> s: array<f32>;\n",
+            "@group(0) @binding(3) var<storage, read> y: array<f32>;\n",
+            entry!(),
+            r#"
+    let w = p[1];
+    if (i >= p[0] * w) { return; }
+    let r = i / w;
+    x[p[2] + i] = fma(s[p[3] + r], y[p[4] + i], x[p[2] + i]);
+}"#
+        ),
+    ),
+    // p: rows, stride, from, width, xo, s. Divides columns from..from+width of each row.
+    (
+        "divide_columns",
+        concat!(
+            "@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n",
+            entry!(),
+            r#"
+    let w = p[3];
+    if (i >= p[0] * w) { return; }
+    let at = p[4] + (i / w) * p[1] + p[2] + i % w;
+    x[at] = x[at] / pf(5);
+}"#
+        ),
+    ),
+    // One sequence, one group: p: start, len, channels, kernel, cg, og, width, g, xo, oo.
+    // Same padding inside the sequence; weight `[og, kernel·cg]` columns (tap, channel).
+    (
+        "conv1d",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> x: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> w: array<f32>;\n",
+            "@group(0) @binding(3) var<storage, read> b: array<f32>;\n",
+            "@group(0) @binding(4) var<storage, read_write> o: array<f32>;\n",
+            entry!(),
+            r#"
+    let len = p[1]; let kernel = p[3]; let cg = p[4]; let og = p[5];
+    if (i >= len * og) { return; }
+    let t = i / og; let j = i % og;
+    let pad = (kernel - 1u) / 2u;
+    var acc = 0.0;
+    for (var tap = 0u; tap < kernel; tap++) {
+        let src = i32(t) + i32(tap) - i32(pad);
+        if (src >= 0 && u32(src) < len) {
+            let xr = p[8] + (p[0] + u32(src)) * p[2] + p[7] * cg;
+            let wr = j * kernel * cg + tap * cg;
+            for (var c = 0u; c < cg; c++) { acc = fma(w[wr + c], x[xr + c], acc); }
+        }
+    }
+    o[p[9] + (p[0] + t) * p[6] + p[7] * og + j] = acc + b[p[7] * og + j];
+}"#
+        ),
+    ),
+    // DeBERTa's disentangled bias of one sequence: p: start, len, heads, hd, max_len, qo,
+    // oo, has_c2p, has_p2c, divide (0 none), divide_by. bias[(h·len + i)·len + j] =
+    // q_i · pos_key[r] + k_j · pos_query[r] with r = index[(i − j) + max_len − 1].
+    (
+        "disentangled",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> qkv: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> pk: array<f32>;\n",
+            "@group(0) @binding(3) var<storage, read> pq: array<f32>;\n",
+            "@group(0) @binding(4) var<storage, read> idx: array<u32>;\n",
+            "@group(0) @binding(5) var<storage, read_write> o: array<f32>;\n",
+            entry!(),
+            r#"
+    let len = p[1]; let heads = p[2]; let hd = p[3];
+    if (i >= heads * len * len) { return; }
+    let h = i / (len * len); let qi = (i / len) % len; let kj = i % len;
+    let hidden = heads * hd; let stride = 3u * hidden;
+    let r = idx[qi + p[4] - 1u - kj];
+    let tb = r * hidden + h * hd;
+    var v = 0.0;
+    if (p[7] != 0u) {
+        let q = p[5] + (p[0] + qi) * stride + h * hd;
+        var acc = 0.0;
+        for (var t = 0u; t < hd; t++) { acc = fma(qkv[q + t], pk[tb + t], acc); }
+        if (p[9] != 0u) { acc = acc / pf(10); }
+        v = acc;
+    }
+    if (p[8] != 0u) {
+        let k = p[5] + (p[0] + kj) * stride + hidden + h * hd;
+        var acc = 0.0;
+        for (var t = 0u; t < hd; t++) { acc = fma(qkv[k + t], pq[tb + t], acc); }
+        if (p[9] != 0u) { acc = acc / pf(10); }
+        v = v + acc;
+    }
+    o[p[6] + i] = v;
+}"#
+        ),
+    ),
+];
