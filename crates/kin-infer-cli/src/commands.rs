@@ -180,6 +180,7 @@ fn describe_decoder(a: &DescribeArgs, dir: &std::path::Path) -> Result<u8> {
         "shards": store.shard_paths().len(),
         "tokenizer": tokenizer,
         "backend": be.name(),
+        "device": be.device(),
         "simd_tier": be.tier().name(),
         "threads": threads,
         "numerics_version": NUMERICS_VERSION,
@@ -270,6 +271,7 @@ pub fn describe(a: DescribeArgs) -> Result<u8> {
         "embedding_dim": e.dim(),
         "tokenizer": tokenizer,
         "backend": e.backend_name(),
+        "device": e.device(),
         "simd_tier": e.tier().name(),
         "threads": e.threads(),
         "numerics_version": NUMERICS_VERSION,
@@ -372,6 +374,8 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
         "texts_per_s_min": n / smax, "texts_per_s_median": n / smed, "texts_per_s_max": n / smin,
         "tokens_per_s_min": tokens as f64 / smax, "tokens_per_s_median": tokens as f64 / smed, "tokens_per_s_max": tokens as f64 / smin,
         "load_ms": load_ms,
+        "backend": e.backend_name(),
+        "device": e.device(),
         "simd_tier": e.tier().name(),
         "threads": e.threads(),
         "numerics_version": NUMERICS_VERSION,
@@ -396,6 +400,7 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
                 ),
             ),
             ("load".into(), format!("{load_ms:.1} ms")),
+            ("device".into(), e.device()),
             ("simd tier".into(), e.tier().name().into()),
             ("threads".into(), e.threads().to_string()),
         ]);
@@ -477,6 +482,8 @@ fn bench_decoder(a: &BenchArgs, dir: &std::path::Path) -> Result<u8> {
             "prefill_tokens_per_s_min": pmin, "prefill_tokens_per_s_median": pmed, "prefill_tokens_per_s_max": pmax,
             "decode_tokens_per_s_min": dmin, "decode_tokens_per_s_median": dmed, "decode_tokens_per_s_max": dmax,
             "load_ms": load_ms,
+            "backend": g.backend().name(),
+            "device": g.backend().device(),
             "simd_tier": tier,
             "threads": threads,
             "numerics_version": NUMERICS_VERSION,
@@ -496,9 +503,74 @@ fn bench_decoder(a: &BenchArgs, dir: &std::path::Path) -> Result<u8> {
                 format!("{dmin:.1} / {dmed:.1} / {dmax:.1}"),
             ),
             ("load".into(), format!("{load_ms:.1} ms")),
+            ("device".into(), g.backend().device()),
             ("simd tier".into(), tier.into()),
             ("threads".into(), threads.to_string()),
         ]);
     }
+    Ok(0)
+}
+
+#[derive(clap::Args)]
+pub struct DevicesArgs {
+    /// One JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `devices`: the GPUs this build can see, the CPU, and what `auto` would choose.
+pub fn devices(a: DevicesArgs) -> Result<u8> {
+    let gpus = kin_infer::backend::discover_devices();
+    let cpu: Box<dyn kin_infer::backend::GpuCompute> =
+        Box::new(kin_infer::backend::CpuCompute::new()?);
+    let chosen = kin_infer::backend::create_compute(None)?;
+    if a.json {
+        let list: Vec<_> = gpus
+            .iter()
+            .map(|d| {
+                json!({"name": d.name, "backend": d.backend, "kind": d.kind, "driver": d.driver,
+                       "software": d.software, "max_buffer_bytes": d.max_buffer_bytes})
+            })
+            .collect();
+        let v = json!({
+            "gpus": list,
+            "cpu": {"simd_tier": cpu.tier().name()},
+            "features": {"wgpu": cfg!(feature = "wgpu"), "cuda": false},
+            "selected": {"backend": chosen.name(), "device": chosen.device()},
+        });
+        println!("{v}");
+        return Ok(0);
+    }
+    let mut rows = vec![(
+        "cpu".to_string(),
+        format!("{} (always present)", cpu.device()),
+    )];
+    for d in &gpus {
+        rows.push((
+            d.backend.clone(),
+            format!(
+                "{} ({}; driver {}; largest buffer {})",
+                d.name,
+                d.kind,
+                d.driver,
+                kin_infer::resource::human_bytes(d.max_buffer_bytes)
+            ),
+        ));
+    }
+    if gpus.is_empty() {
+        rows.push((
+            "gpu".into(),
+            if cfg!(feature = "wgpu") {
+                "none found".into()
+            } else {
+                "none (this build has no GPU backend: build with --features wgpu)".into()
+            },
+        ));
+    }
+    rows.push((
+        "selected".into(),
+        format!("{} on {}", chosen.name(), chosen.device()),
+    ));
+    print_report(&rows);
     Ok(0)
 }

@@ -24,6 +24,10 @@ use std::process::ExitCode;
     arg_required_else_help = true
 )]
 struct Cli {
+    /// Where to compute: auto (a hardware GPU if this build has a GPU backend and one is
+    /// present, else the CPU), cpu, wgpu, cuda. An unavailable choice is an error.
+    #[arg(long, global = true, env = "KIN_INFER_BACKEND")]
+    backend: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -46,6 +50,8 @@ enum Command {
     Quantize(quantize_cmd::QuantizeArgs),
     /// Serve models over HTTP with OpenAI's API (embeddings, chat and text completions).
     Serve(serve_cmd::ServeCmdArgs),
+    /// List the GPUs this build can use, the CPU, and the backend `auto` selects.
+    Devices(commands::DevicesArgs),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +68,14 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if let Some(b) = &cli.backend {
+        // One choice for the whole process: every backend the library creates reads it.
+        if let Err(e) = kin_infer::backend::BackendChoice::parse(b) {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+        std::env::set_var("KIN_INFER_BACKEND", b);
+    }
     let result = match cli.command {
         Command::Embed(a) => embed_cmd::embed(a),
         Command::Describe(a) => commands::describe(a),
@@ -71,6 +85,7 @@ fn main() -> ExitCode {
         Command::Generate(a) => generate_cmd::run(a),
         Command::Quantize(a) => quantize_cmd::run(a),
         Command::Serve(a) => serve_cmd::run(a),
+        Command::Devices(a) => commands::devices(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

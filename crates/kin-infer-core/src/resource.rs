@@ -92,7 +92,8 @@ pub struct HostInfo {
     pub cgroup_memory_limit_bytes: Option<u64>,
     /// The process's address-space limit (`RLIMIT_AS`, `ulimit -v`), if any.
     pub address_space_limit_bytes: Option<u64>,
-    /// Accelerators the backend discovery found (none: GPU backends are not built in).
+    /// GPUs the backend discovery found (`gpu::discover_devices`; none without a GPU
+    /// feature), software adapters marked as such.
     pub accelerators: Vec<String>,
 }
 
@@ -111,7 +112,10 @@ impl HostInfo {
             cgroup_cpu_limit: cgroup_cpu_limit(),
             cgroup_memory_limit_bytes: cgroup_memory_limit(),
             address_space_limit_bytes: address_space_limit(),
-            accelerators: Vec::new(),
+            accelerators: crate::backend::discover_devices()
+                .into_iter()
+                .map(|d| format!("{} ({}, {})", d.name, d.backend, d.kind))
+                .collect(),
         })
     }
 
@@ -374,14 +378,36 @@ impl ResourcePlan {
                 memory_budget_bytes: budget,
                 estimated_peak_bytes,
             },
-            kernel: KernelPlan {
-                tier,
-                backend: "cpu",
-                deterministic: tier_is_exact(tier),
+            kernel: {
+                let backend = planned_backend();
+                KernelPlan {
+                    tier,
+                    backend,
+                    // A GPU is held to the goldens' tolerance, not to the CPU's bits.
+                    deterministic: backend == "cpu" && tier_is_exact(tier),
+                }
             },
             host,
             model,
         })
+    }
+}
+
+/// The backend `create_compute` would choose here, without creating it: `wgpu` when asked
+/// for, or under `auto` when a hardware adapter is present; else `cpu`.
+fn planned_backend() -> &'static str {
+    use crate::backend::BackendChoice;
+    match BackendChoice::from_env() {
+        Ok(BackendChoice::Wgpu) => "wgpu",
+        Ok(BackendChoice::Cuda) => "cuda",
+        Ok(BackendChoice::Auto)
+            if crate::backend::discover_devices()
+                .iter()
+                .any(|d| !d.software) =>
+        {
+            "wgpu"
+        }
+        _ => "cpu",
     }
 }
 

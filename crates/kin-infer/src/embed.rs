@@ -244,6 +244,10 @@ impl Embedder {
     pub fn backend_name(&self) -> &'static str {
         self.backend.name()
     }
+    /// The device the backend computes on ("CPU (avx512)", or the GPU adapter).
+    pub fn device(&self) -> String {
+        self.backend.device()
+    }
     pub fn tokenizer(&self) -> Option<&TextTokenizer> {
         self.tokenizer.as_ref()
     }
@@ -351,6 +355,7 @@ impl Embedder {
             }
             let mut staging = Vec::new();
             let host = be.read(x.view(), &mut staging);
+            be.check()?;
             Ok(host.chunks_exact(width).map(<[f32]>::to_vec).collect())
         })
     }
@@ -393,6 +398,7 @@ impl Embedder {
         let h = self.model.spec().hidden_size;
         let mut staging = Vec::new();
         let flat = self.backend.read(states.view(), &mut staging);
+        self.backend.check()?;
         let mut out = Vec::with_capacity(ids.len());
         let mut start = 0;
         for s in ids {

@@ -629,9 +629,11 @@ impl BackendChoice {
             "cpu" => BackendChoice::Cpu,
             "wgpu" | "metal" | "vulkan" => BackendChoice::Wgpu,
             "cuda" => BackendChoice::Cuda,
-            other => return Err(InferError::Input(format!(
+            other => {
+                return Err(InferError::Input(format!(
                 "unknown backend `{other}` (KIN_INFER_BACKEND / --backend: auto, cpu, wgpu, cuda)"
-            ))),
+            )))
+            }
         })
     }
 

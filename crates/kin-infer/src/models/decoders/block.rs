@@ -184,7 +184,7 @@ impl Stack {
         }
         cache.advance(rows);
         let (first, n) = out_rows.span(rows);
-        Ok(self.head(be, &mut cache.scratch, first, n))
+        self.checked_head(be, &mut cache.scratch, first, n)
     }
 
     /// Attention of `rows` rows of fused `[q | k | v]` at positions `start..` of a cache of
@@ -278,6 +278,19 @@ impl Stack {
         be.read(s.logits.at(..n * self.vocab), &mut scratch.staging)
     }
 
+    /// [`Self::head`], after which a GPU backend reports any device failure of the step.
+    fn checked_head<'s>(
+        &self,
+        be: &dyn GpuCompute,
+        scratch: &'s mut Scratch,
+        first: usize,
+        n: usize,
+    ) -> Result<&'s [f32]> {
+        let logits = self.head(be, scratch, first, n);
+        be.check()?;
+        Ok(logits)
+    }
+
     /// One decode step of several sequences at once: `ids[i]` at position `caches[i].len()`
     /// of its own cache. The projections and feed-forwards run as one `ids.len()`-row GEMM
     /// (the weights read once for all), rotary, cache appends and attention per sequence;
@@ -351,7 +364,7 @@ impl Stack {
         for c in caches.iter_mut() {
             c.advance(1);
         }
-        Ok(self.head(be, scratch, 0, rows))
+        self.checked_head(be, scratch, 0, rows)
     }
 }
 
