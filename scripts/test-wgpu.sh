@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The wgpu backend's tests on whatever Vulkan/Metal/DX12 adapter the machine has. Without a
+# GPU (CI), Debian's lavapipe (mesa-vulkan-drivers, a Vulkan implementation on the CPU) is
+# installed and used: KIN_INFER_BACKEND=wgpu allows a software adapter, which `auto` never
+# picks. Speed on lavapipe means nothing; these are correctness tests.
+#   crates/kin-infer-core/tests/wgpu_ops.rs  every op against the CPU backend
+#   crates/kin-infer/tests/wgpu.rs           every fixture's golden, incremental decoding,
+#                                            batch invariance, run-to-run identity, MiniLM
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+have_vulkan() {
+    compgen -G "/usr/share/vulkan/icd.d/*.json" >/dev/null || compgen -G "/etc/vulkan/icd.d/*.json" >/dev/null
+}
+if [[ "$(uname -s)" == Linux ]] && ! have_vulkan; then
+    echo "test-wgpu: installing Debian's mesa-vulkan-drivers (lavapipe)" >&2
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq mesa-vulkan-drivers >&2
+fi
+# Mesa warns on every start without it.
+if [[ -z "${XDG_RUNTIME_DIR:-}" ]]; then
+    XDG_RUNTIME_DIR="$(mktemp -d)"
+    export XDG_RUNTIME_DIR
+fi
+if [[ -z "${KIN_MINILM_DIR:-}" ]]; then
+    KIN_MINILM_DIR="$(bash scripts/fetch-minilm.sh)"
+    export KIN_MINILM_DIR
+fi
+KIN_INFER_BACKEND=wgpu cargo test -p kin-infer-core -p kin-infer \
+    --features kin-infer-core/wgpu,kin-infer/wgpu --test wgpu_ops --test wgpu
