@@ -56,8 +56,8 @@ pub(super) fn host<'a>(v: &View<'a>) -> &'a [f32] {
     match &v.t.storage {
         Storage::Host(d) => &d[v.start..v.start + v.len],
         Storage::Mapped(d) => &d.as_slice()[v.start..v.start + v.len],
-        #[cfg(feature = "wgpu")]
-        Storage::Wgpu(_) => panic!("a wgpu tensor given to the CPU backend"),
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
+        Storage::Device(_) => panic!("a GPU tensor given to the CPU backend"),
     }
 }
 
@@ -66,8 +66,8 @@ pub(super) fn host_mut<'a>(v: ViewMut<'a>) -> &'a mut [f32] {
     match &mut v.t.storage {
         Storage::Host(d) => &mut d[start..start + len],
         Storage::Mapped(_) => panic!("mapped weights are read-only"),
-        #[cfg(feature = "wgpu")]
-        Storage::Wgpu(_) => panic!("a wgpu tensor given to the CPU backend"),
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
+        Storage::Device(_) => panic!("a GPU tensor given to the CPU backend"),
     }
 }
 
@@ -79,8 +79,8 @@ fn whole(t: &Tensor) -> &[f32] {
 pub(super) fn cpu_groups(m: &DeviceMatrix) -> &[kernels::PackedMatrix] {
     match &m.inner {
         Inner::Cpu(g) => g,
-        #[cfg(feature = "wgpu")]
-        Inner::Wgpu(_) => panic!("a wgpu matrix given to the CPU backend"),
+        #[cfg(any(feature = "wgpu", feature = "cuda"))]
+        Inner::Device(_) => panic!("a GPU matrix given to the CPU backend"),
     }
 }
 

@@ -18,8 +18,11 @@ mod attention;
 mod conv;
 mod cpu;
 mod deberta;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+pub mod device;
+/// The wgpu backend (`device::wgpu`), at the path callers know.
 #[cfg(feature = "wgpu")]
-pub mod wgpu;
+pub use device::wgpu;
 
 pub use cpu::CpuCompute;
 pub use deberta::DisentangledTerms;
@@ -40,8 +43,9 @@ pub enum Storage {
     Host(Vec<f32>),
     /// Weights read in place from the mapped checkpoint (read-only).
     Mapped(TensorData),
-    #[cfg(feature = "wgpu")]
-    Wgpu(Box<wgpu::WgpuBuf>),
+    /// A GPU backend's buffer (boxed: the CPU's tensors stay small).
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    Device(Box<device::DeviceTensor>),
 }
 
 /// A flat `f32` buffer owned by a backend (activations, and the vectors of weights: norms,
@@ -74,8 +78,8 @@ impl Tensor {
         match &self.storage {
             Storage::Host(v) => v.len(),
             Storage::Mapped(t) => t.as_slice().len(),
-            #[cfg(feature = "wgpu")]
-            Storage::Wgpu(b) => b.len,
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            Storage::Device(b) => b.len,
         }
     }
 
@@ -183,9 +187,9 @@ pub struct DeviceMatrix {
 /// Column groups in output order (one, unless the parts' storage formats differ).
 enum Inner {
     Cpu(Vec<PackedMatrix>),
-    /// f32 `[n, k]` per column group, torch's layout.
-    #[cfg(feature = "wgpu")]
-    Wgpu(Vec<wgpu::WgpuMatrix>),
+    /// f32 `[n, k]` per column group on a GPU, torch's layout.
+    #[cfg(any(feature = "wgpu", feature = "cuda"))]
+    Device(Vec<device::DeviceMatrixPart>),
 }
 
 impl DeviceMatrix {
@@ -205,9 +209,9 @@ impl DeviceMatrix {
             match (&mut inner, g.inner) {
                 (None, first) => inner = Some(first),
                 (Some(Inner::Cpu(all)), Inner::Cpu(parts)) => all.extend(parts),
-                #[cfg(feature = "wgpu")]
-                (Some(Inner::Wgpu(all)), Inner::Wgpu(parts)) => all.extend(parts),
-                #[cfg(feature = "wgpu")]
+                #[cfg(any(feature = "wgpu", feature = "cuda"))]
+                (Some(Inner::Device(all)), Inner::Device(parts)) => all.extend(parts),
+                #[cfg(any(feature = "wgpu", feature = "cuda"))]
                 _ => panic!("concat: matrices of different backends"),
             }
         }
@@ -222,8 +226,8 @@ impl DeviceMatrix {
     pub fn stored_bytes(&self) -> usize {
         match &self.inner {
             Inner::Cpu(parts) => parts.iter().map(PackedMatrix::stored_bytes).sum(),
-            #[cfg(feature = "wgpu")]
-            Inner::Wgpu(parts) => parts.iter().map(|p| p.n * self.k * 4).sum(),
+            #[cfg(any(feature = "wgpu", feature = "cuda"))]
+            Inner::Device(parts) => parts.iter().map(|p| p.n * self.k * 4).sum(),
         }
     }
 

@@ -12,9 +12,6 @@
 
 use crate::kernels::math::{ERF_BIG, ERF_SMALL, ERF_SPLIT, TANH_P, TANH_SPLIT};
 
-/// Invocations per workgroup (the Rust side sizes dispatches with it).
-pub(super) const WG: u32 = 64;
-
 /// Shared by every shader: the parameter block, the flat invocation index, and the math
 /// functions with the CPU's polynomials (`kernels::math`), so both backends approximate erf
 /// and tanh the same way (WGSL has no erf; its tanh's accuracy is the platform's).

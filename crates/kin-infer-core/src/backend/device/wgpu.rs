@@ -1,53 +1,30 @@
-//! The wgpu backend (cargo feature `wgpu`; `metal` selects the same code on macOS): the seam's
-//! operations as WGSL compute shaders ([`shaders`]) on Vulkan, Metal or DX12, with the whole
-//! forward pass resident on the device. Tensors are device buffers; token ids, positions and
-//! other small per-call tables go up with each op, and only [`GpuCompute::read`] brings floats
-//! back (embeddings, logits).
+//! The wgpu device (cargo feature `wgpu`; `metal` selects the same code on macOS): WGSL
+//! kernels ([`super::wgsl`]) on Vulkan, Metal or DX12.
 //!
 //! Commands are recorded into one pending encoder and submitted when the host needs a result
 //! (a read) or every [`FLUSH_EVERY`] dispatches, so a forward pass is a handful of submissions,
-//! not one per op. Every op writes through an explicit element offset, so views never need
-//! aligned binding offsets.
-//!
-//! Numerics: each output element is reduced in one fixed order (see [`shaders`]), so results
-//! are identical run to run and across batch compositions on one device; against PyTorch they
-//! are held to the goldens' tolerance. The CPU backend stays the bit-reproducible one.
-//!
-//! Device failures (validation, out of memory, device lost) are recorded by the error handler
-//! and reported as [`InferError::Device`] by [`GpuCompute::check`], which the engine calls
-//! after each forward pass; a failed device's reads return NaN, never stale numbers.
+//! not one per op. Device errors reach the uncaptured-error handler, which records the first.
 
-mod ops;
-mod shaders;
-
-pub use ops::WgpuMatrix;
-
-use super::{GpuDevice, Tensor};
+use super::{wgsl, Device, DeviceBuf, GpuBackend, GROUP};
+use crate::backend::GpuDevice;
 use crate::error::{InferError, Result};
-use crate::kernels::Tier;
 use std::collections::HashMap;
 use std::sync::{mpsc, Arc, Mutex};
+
+/// The wgpu backend.
+pub type WgpuCompute = GpuBackend<WgpuDevice>;
 
 /// Dispatches recorded before the pending encoder is submitted anyway (bounds the transient
 /// parameter buffers held by one encoder).
 const FLUSH_EVERY: usize = 512;
 
-/// A device buffer of `len` floats.
-pub struct WgpuBuf {
-    pub(super) buf: wgpu::Buffer,
-    pub(super) len: usize,
-}
-
-/// The wgpu backend: one adapter's device and queue.
-pub struct WgpuCompute {
+/// One adapter's device and queue.
+pub struct WgpuDevice {
     device: wgpu::Device,
     queue: wgpu::Queue,
     info: GpuDevice,
-    tier: Tier,
     pipelines: Mutex<HashMap<&'static str, Arc<wgpu::ComputePipeline>>>,
     pending: Mutex<Pending>,
-    /// Bound where an op's optional input is absent (a storage binding cannot be empty).
-    dummy: wgpu::Buffer,
     /// The first device error, recorded by the uncaptured-error handler.
     failure: Arc<Mutex<Option<String>>>,
 }
@@ -87,14 +64,14 @@ fn describe(a: &wgpu::Adapter) -> GpuDevice {
 }
 
 /// The adapters wgpu sees on this machine (Vulkan, Metal, DX12).
-pub(super) fn adapters() -> Vec<GpuDevice> {
+pub(crate) fn adapters() -> Vec<GpuDevice> {
     pollster::block_on(instance().enumerate_adapters(wgpu::Backends::all()))
         .iter()
         .map(describe)
         .collect()
 }
 
-impl WgpuCompute {
+impl GpuBackend<WgpuDevice> {
     /// The first hardware adapter, or with `allow_software` also a software one (lavapipe,
     /// which is how CI runs the shaders); an error naming what was found when none fits.
     pub fn new(allow_software: bool) -> Result<Self> {
@@ -137,29 +114,18 @@ impl WgpuCompute {
             let mut f = slot.lock().unwrap_or_else(|p| p.into_inner());
             f.get_or_insert_with(|| e.to_string());
         }));
-        let dummy = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("dummy"),
-            size: 16,
-            usage: wgpu::BufferUsages::STORAGE,
-            mapped_at_creation: false,
-        });
-        Ok(WgpuCompute {
+        GpuBackend::with_device(WgpuDevice {
             device,
             queue,
             info,
-            tier: crate::kernels::kernels()?.tier(),
             pipelines: Mutex::new(HashMap::new()),
             pending: Mutex::new(Pending::default()),
-            dummy,
             failure,
         })
     }
+}
 
-    /// The adapter this backend runs on.
-    pub fn device_info(&self) -> &GpuDevice {
-        &self.info
-    }
-
+impl WgpuDevice {
     fn failed(&self) -> Option<String> {
         self.failure
             .lock()
@@ -167,63 +133,12 @@ impl WgpuCompute {
             .clone()
     }
 
-    /// A new device tensor of `len` floats, zeroed (wgpu zero-fills new buffers).
-    fn alloc(&self, len: usize) -> WgpuBuf {
-        let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size: (len.max(1) * 4) as u64,
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        WgpuBuf { buf, len }
-    }
-
-    /// A buffer holding `bytes` (padded to 4), with `usage`.
-    fn init(&self, bytes: &[u8], usage: wgpu::BufferUsages) -> wgpu::Buffer {
-        let size = bytes.len().max(4).next_multiple_of(4);
-        let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size: size as u64,
-            usage,
-            mapped_at_creation: true,
-        });
-        {
-            let mut view = buf
-                .get_mapped_range_mut(..)
-                .expect("a buffer mapped at creation");
-            view.slice(..bytes.len()).copy_from_slice(bytes);
-        }
-        buf.unmap();
-        buf
-    }
-
-    /// Floats into a new device tensor.
-    fn upload_f32(&self, data: &[f32]) -> WgpuBuf {
-        let buf = self.init(
-            as_bytes(data),
-            wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
-        );
-        WgpuBuf {
-            buf,
-            len: data.len(),
-        }
-    }
-
-    /// A read-only table of u32 (ids, positions, an index) for one op.
-    fn upload_u32(&self, data: &[u32]) -> wgpu::Buffer {
-        self.init(as_bytes(data), wgpu::BufferUsages::STORAGE)
-    }
-
     fn pipeline(&self, op: &'static str) -> Arc<wgpu::ComputePipeline> {
         let mut cache = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
         cache
             .entry(op)
             .or_insert_with(|| {
-                let body = shaders::SHADERS
+                let body = wgsl::SHADERS
                     .iter()
                     .find(|(name, _)| *name == op)
                     .map(|(_, b)| *b)
@@ -232,7 +147,7 @@ impl WgpuCompute {
                     .device
                     .create_shader_module(wgpu::ShaderModuleDescriptor {
                         label: Some(op),
-                        source: wgpu::ShaderSource::Wgsl(shaders::source(body).into()),
+                        source: wgpu::ShaderSource::Wgsl(wgsl::source(body).into()),
                     });
                 Arc::new(
                     self.device
@@ -247,49 +162,6 @@ impl WgpuCompute {
                 )
             })
             .clone()
-    }
-
-    /// Records `op` over `invocations` invocations with `params` at binding 0 and `bufs` at
-    /// bindings 1.. (in the shader's order).
-    fn dispatch(
-        &self,
-        op: &'static str,
-        params: &[u32],
-        bufs: &[&wgpu::Buffer],
-        invocations: usize,
-    ) {
-        if invocations == 0 {
-            return;
-        }
-        let pipeline = self.pipeline(op);
-        let pbuf = self.upload_u32(params);
-        let mut entries = vec![wgpu::BindGroupEntry {
-            binding: 0,
-            resource: pbuf.as_entire_binding(),
-        }];
-        for (i, b) in bufs.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry {
-                binding: i as u32 + 1,
-                resource: b.as_entire_binding(),
-            });
-        }
-        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(op),
-            layout: &pipeline.get_bind_group_layout(0),
-            entries: &entries,
-        });
-        let groups = invocations.div_ceil(shaders::WG as usize);
-        let (x, y) = if groups <= 65_535 {
-            (groups, 1)
-        } else {
-            (65_535, groups.div_ceil(65_535))
-        };
-        self.record(|enc| {
-            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &group, &[]);
-            pass.dispatch_workgroups(x as u32, y as u32, 1);
-        });
     }
 
     /// Runs `f` on the pending encoder (in program order with every other op).
@@ -320,11 +192,107 @@ impl WgpuCompute {
             self.queue.submit([enc.finish()]);
         }
     }
+}
 
-    /// `len` floats of `buf` from element `start`, after every recorded op.
+const USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+impl Device for WgpuDevice {
+    const NAME: &'static str = "wgpu";
+    type Buf = wgpu::Buffer;
+
+    fn info(&self) -> &GpuDevice {
+        &self.info
+    }
+
+    fn buf(b: &DeviceBuf) -> &wgpu::Buffer {
+        match b {
+            DeviceBuf::Wgpu(b) => b,
+            #[allow(unreachable_patterns)]
+            _ => panic!("another backend's buffer given to wgpu"),
+        }
+    }
+
+    fn wrap(b: wgpu::Buffer) -> DeviceBuf {
+        DeviceBuf::Wgpu(b)
+    }
+
+    /// wgpu zero-fills new buffers.
+    fn alloc(&self, words: usize) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: (words.max(1) * 4) as u64,
+            usage: USAGE,
+            mapped_at_creation: false,
+        })
+    }
+
+    fn upload(&self, words: &[u32]) -> wgpu::Buffer {
+        let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: (words.len().max(1) * 4) as u64,
+            usage: USAGE,
+            mapped_at_creation: true,
+        });
+        {
+            let mut view = buf
+                .get_mapped_range_mut(..)
+                .expect("a buffer mapped at creation");
+            // SAFETY: u32 has no padding and every byte is a valid u8; same memory. The GPU
+            // reads the words in the host's order: little-endian on every platform wgpu
+            // computes on.
+            let bytes = unsafe {
+                std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), std::mem::size_of_val(words))
+            };
+            view.slice(..bytes.len()).copy_from_slice(bytes);
+        }
+        buf.unmap();
+        buf
+    }
+
+    fn launch(&self, op: &'static str, params: &[u32], bufs: &[&wgpu::Buffer], invocations: usize) {
+        if invocations == 0 || self.failed().is_some() {
+            return;
+        }
+        let pipeline = self.pipeline(op);
+        let pbuf = self.upload(params);
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: pbuf.as_entire_binding(),
+        }];
+        for (i, b) in bufs.iter().enumerate() {
+            entries.push(wgpu::BindGroupEntry {
+                binding: i as u32 + 1,
+                resource: b.as_entire_binding(),
+            });
+        }
+        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(op),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &entries,
+        });
+        let groups = invocations.div_ceil(GROUP);
+        let (x, y) = if groups <= 65_535 {
+            (groups, 1)
+        } else {
+            (65_535, groups.div_ceil(65_535))
+        };
+        self.record(|enc| {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &group, &[]);
+            pass.dispatch_workgroups(x as u32, y as u32, 1);
+        });
+    }
+
     fn download(&self, buf: &wgpu::Buffer, start: usize, len: usize, out: &mut Vec<f32>) {
         out.clear();
         if len == 0 {
+            return;
+        }
+        if self.failed().is_some() {
+            out.resize(len, f32::NAN);
             return;
         }
         let bytes = (len * 4) as u64;
@@ -343,15 +311,15 @@ impl WgpuCompute {
         let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
         let mapped = matches!(rx.recv(), Ok(Ok(()))) && polled.is_ok();
         if !mapped || self.failed().is_some() {
-            // The failure is reported by `check`; never hand back stale or partial floats.
+            if !mapped {
+                let mut f = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+                f.get_or_insert_with(|| "reading a result back failed (device lost?)".into());
+            }
             out.resize(len, f32::NAN);
             return;
         }
         {
-            let view = rb
-                .slice(..)
-                .get_mapped_range()
-                .expect("a mapped read buffer");
+            let view = rb.slice(..).get_mapped_range().expect("a mapped read buffer");
             out.extend(
                 view.chunks_exact(4)
                     .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
@@ -360,28 +328,10 @@ impl WgpuCompute {
         rb.unmap();
     }
 
-    /// The device error recorded so far, as a typed error.
-    pub(super) fn status(&self) -> Result<()> {
+    fn status(&self) -> Result<()> {
         match self.failed() {
             Some(e) => Err(InferError::Device(format!("{}: {e}", self.info.name))),
             None => Ok(()),
         }
-    }
-}
-
-/// The bytes of a slice of plain numbers (f32 or u32), little-endian on every platform wgpu
-/// runs compute on.
-fn as_bytes<T: Copy>(data: &[T]) -> &[u8] {
-    // SAFETY: f32 and u32 have no padding and every byte pattern is a valid u8; the slice
-    // covers exactly the same memory.
-    unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), std::mem::size_of_val(data)) }
-}
-
-/// The device buffer behind a tensor; a tensor of another backend here is a programming error
-/// (a model mixing backends), not bad input.
-pub(super) fn dev(t: &Tensor) -> &WgpuBuf {
-    match &t.storage {
-        super::Storage::Wgpu(b) => b,
-        _ => panic!("a host tensor given to the wgpu backend"),
     }
 }

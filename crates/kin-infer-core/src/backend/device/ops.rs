@@ -1,10 +1,10 @@
-//! The seam's operations on the wgpu backend: each records one or a few shader dispatches
-//! (`shaders.rs` documents each one's parameters), or a buffer copy.
+//! The seam's operations on a GPU: each launches one or a few kernels (`wgsl.rs` documents
+//! each one's parameters; `cuda_kernels.rs` mirrors them).
 
-use super::{dev, WgpuBuf, WgpuCompute};
+use super::{dev, words, Device, DeviceBuf, GpuBackend};
 use crate::backend::{
     attention::ATTN_CHUNK, deberta, Act, AttnBias, AttnShape, DeviceMatrix, DisentangledTerms,
-    GpuCompute, Inner, KvView, Positions, SeqSpan, Storage, Tensor, View, ViewMut,
+    GpuCompute, Inner, KvView, Positions, SeqSpan, Tensor, View, ViewMut,
 };
 use crate::error::{InferError, Result};
 use crate::kernels::{Tier, WeightFormat};
@@ -12,8 +12,8 @@ use crate::nn::pooling::{Pooling, PoolingMode};
 use crate::nn::rope::RotaryChunk;
 
 /// One column group of a prepared matrix: f32 `[n, k]` on the device.
-pub struct WgpuMatrix {
-    pub(in crate::backend) buf: wgpu::Buffer,
+pub struct DeviceMatrixPart {
+    pub(in crate::backend) buf: DeviceBuf,
     pub(in crate::backend) n: usize,
 }
 
@@ -36,52 +36,61 @@ fn act_code(a: Act) -> u32 {
 }
 
 /// The buffer and element offset of a view.
-fn at<'a>(v: &View<'a>) -> (&'a wgpu::Buffer, u32) {
-    (&dev(v.t).buf, u(v.start))
+fn at<'a, D: Device>(v: &View<'a>) -> (&'a D::Buf, u32) {
+    (D::buf(&dev(v.t).buf), u(v.start))
 }
 
-fn at_mut<'a>(v: &'a ViewMut<'_>) -> (&'a wgpu::Buffer, u32) {
-    (&dev(v.t).buf, u(v.start))
+fn at_mut<'a, D: Device>(v: &'a ViewMut<'_>) -> (&'a D::Buf, u32) {
+    (D::buf(&dev(v.t).buf), u(v.start))
 }
 
-fn groups(m: &DeviceMatrix) -> &[WgpuMatrix] {
+fn whole<D: Device>(t: &Tensor) -> &D::Buf {
+    D::buf(&dev(t).buf)
+}
+
+fn groups(m: &DeviceMatrix) -> &[DeviceMatrixPart] {
     match &m.inner {
-        Inner::Wgpu(g) => g,
-        Inner::Cpu(_) => panic!("a CPU matrix given to the wgpu backend"),
+        Inner::Device(g) => g,
+        Inner::Cpu(_) => panic!("a CPU matrix given to a GPU backend"),
     }
 }
 
-impl WgpuCompute {
-    fn tensor(&self, b: WgpuBuf) -> Tensor {
-        Tensor {
-            storage: Storage::Wgpu(Box::new(b)),
-        }
+impl<D: Device> GpuBackend<D> {
+    fn dispatch(&self, op: &'static str, params: &[u32], bufs: &[&D::Buf], invocations: usize) {
+        debug_assert!(params.len() <= super::MAX_PARAMS, "{op}: too many parameters");
+        self.dev.launch(op, params, bufs, invocations);
     }
 
     fn matrix(&self, data: &[f32], k: usize) -> DeviceMatrix {
         let n = data.len().checked_div(k).unwrap_or(0);
-        let b = self.upload_f32(data);
+        let buf = D::wrap(self.dev.upload(words(data)));
         DeviceMatrix {
             n,
             k,
-            inner: Inner::Wgpu(vec![WgpuMatrix { buf: b.buf, n }]),
+            inner: Inner::Device(vec![DeviceMatrixPart { buf, n }]),
         }
+    }
+
+    /// `len` floats from element `so` of `src` to element `d` of `dst`.
+    fn copy_words(&self, src: &D::Buf, so: u32, dst: &D::Buf, d: u32, len: usize) {
+        let n = u(len);
+        self.dispatch("copy2d", &[1, n, n, n, so, d, 0], &[src, dst], len);
     }
 
     /// Elementwise in place (`unary` shader).
     fn unary(&self, x: ViewMut, op: u32, s: f32) {
-        let (b, o) = at_mut(&x);
+        let (b, o) = at_mut::<D>(&x);
         self.dispatch("unary", &[u(x.len), o, op, fbits(s)], &[b], x.len);
     }
 
     fn binary(&self, x: ViewMut, y: View, op: u32) {
         assert_eq!(x.len, y.len, "elementwise op: lengths differ");
-        let (xb, xo) = at_mut(&x);
-        let (yb, yo) = at(&y);
+        let (xb, xo) = at_mut::<D>(&x);
+        let (yb, yo) = at::<D>(&y);
         self.dispatch("binary", &[u(x.len), xo, yo, op], &[xb, yb], x.len);
     }
 
-    fn softmax_rows(&self, buf: &wgpu::Buffer, rows: usize, width: usize, offset: u32) {
+    fn softmax_rows(&self, buf: &D::Buf, rows: usize, width: usize, offset: u32) {
         self.dispatch(
             "softmax",
             &[u(rows), u(width), offset, 0, 0, 0, 0],
@@ -101,8 +110,8 @@ impl WgpuCompute {
         out: ViewMut,
         transpose: bool,
     ) {
-        let (xb, xo) = at(&x);
-        let (ob, oo) = at_mut(&out);
+        let (xb, xo) = at::<D>(&x);
+        let (ob, oo) = at_mut::<D>(&out);
         self.dispatch(
             "copy2d",
             &[
@@ -120,9 +129,9 @@ impl WgpuCompute {
     }
 }
 
-impl GpuCompute for WgpuCompute {
+impl<D: Device> GpuCompute for GpuBackend<D> {
     fn name(&self) -> &'static str {
-        "wgpu"
+        D::NAME
     }
 
     fn tier(&self) -> Tier {
@@ -130,39 +139,33 @@ impl GpuCompute for WgpuCompute {
     }
 
     fn device(&self) -> String {
-        format!(
-            "{} ({}, {})",
-            self.info.name, self.info.backend, self.info.kind
-        )
+        let i = self.dev.info();
+        format!("{} ({}, {})", i.name, i.backend, i.kind)
     }
 
     fn check(&self) -> Result<()> {
-        self.status()
+        self.dev.status()
     }
 
     fn zeros(&self, len: usize) -> Tensor {
-        self.tensor(self.alloc(len))
+        self.tensor(self.dev.alloc(len), len)
     }
 
     fn upload(&self, data: Vec<f32>) -> Tensor {
-        self.tensor(self.upload_f32(&data))
+        self.tensor(self.dev.upload(words(&data)), data.len())
     }
 
     fn read<'a>(&self, v: View<'a>, staging: &'a mut Vec<f32>) -> &'a [f32] {
-        let (b, o) = at(&v);
-        self.download(b, o as usize, v.len, staging);
+        let (b, o) = at::<D>(&v);
+        self.dev.download(b, o as usize, v.len, staging);
         staging
     }
 
     fn copy(&self, src: View, dst: ViewMut) {
         assert_eq!(src.len, dst.len, "copy: lengths differ");
-        if src.len == 0 {
-            return;
-        }
-        let (sb, so) = at(&src);
-        let (db, d) = at_mut(&dst);
-        let bytes = (src.len * 4) as u64;
-        self.record(|e| e.copy_buffer_to_buffer(sb, so as u64 * 4, db, d as u64 * 4, bytes));
+        let (sb, so) = at::<D>(&src);
+        let (db, d) = at_mut::<D>(&dst);
+        self.copy_words(sb, so, db, d, src.len);
     }
 
     fn prepare_matrix(&self, parts: &[&[f32]], k: usize) -> DeviceMatrix {
@@ -213,9 +216,9 @@ impl GpuCompute for WgpuCompute {
     }
 
     fn linear(&self, x: View, rows: usize, w: &DeviceMatrix, bias: Option<&Tensor>, out: ViewMut) {
-        let (xb, xo) = at(&x);
-        let (ob, oo) = at_mut(&out);
-        let bb = bias.map_or(&self.dummy, |b| &dev(b).buf);
+        let (xb, xo) = at::<D>(&x);
+        let (ob, oo) = at_mut::<D>(&out);
+        let bb = bias.map_or(&self.dummy, |b| whole::<D>(b));
         let mut j0 = 0;
         for g in groups(w) {
             let p = [
@@ -229,7 +232,7 @@ impl GpuCompute for WgpuCompute {
                 bias.is_some() as u32,
                 0,
             ];
-            self.dispatch("linear", &p, &[xb, &g.buf, bb, ob], rows * g.n);
+            self.dispatch("linear", &p, &[xb, D::buf(&g.buf), bb, ob], rows * g.n);
             j0 += g.n;
         }
     }
@@ -245,9 +248,9 @@ impl GpuCompute for WgpuCompute {
         n: usize,
         out: ViewMut,
     ) {
-        let (ab, ao) = at(&a);
-        let (bb, bo) = at(&b);
-        let (ob, oo) = at_mut(&out);
+        let (ab, ao) = at::<D>(&a);
+        let (bb, bo) = at::<D>(&b);
+        let (ob, oo) = at_mut::<D>(&out);
         let p = [u(m), u(k), u(n), u(lda), u(ldb), ao, bo, oo];
         self.dispatch("matmul", &p, &[ab, bb, ob], m * n);
     }
@@ -255,18 +258,18 @@ impl GpuCompute for WgpuCompute {
     fn layer_norm(&self, x: ViewMut, w: &Tensor, b: &Tensor, eps: f32) {
         let width = w.len();
         let rows = x.len / width;
-        let (xb, xo) = at_mut(&x);
+        let (xb, xo) = at_mut::<D>(&x);
         let p = [u(rows), u(width), xo, fbits(eps)];
-        self.dispatch("layer_norm", &p, &[xb, &dev(w).buf, &dev(b).buf], rows);
+        self.dispatch("layer_norm", &p, &[xb, whole::<D>(w), whole::<D>(b)], rows);
     }
 
     fn rms_norm(&self, x: View, w: &Tensor, eps: f32, out: ViewMut) {
         let width = w.len();
         let rows = x.len / width;
-        let (xb, xo) = at(&x);
-        let (ob, oo) = at_mut(&out);
+        let (xb, xo) = at::<D>(&x);
+        let (ob, oo) = at_mut::<D>(&out);
         let p = [u(rows), u(width), xo, oo, fbits(eps)];
-        self.dispatch("rms_norm", &p, &[xb, &dev(w).buf, ob], rows);
+        self.dispatch("rms_norm", &p, &[xb, whole::<D>(w), ob], rows);
     }
 
     fn activation(&self, x: ViewMut, act: Act) {
@@ -274,8 +277,8 @@ impl GpuCompute for WgpuCompute {
     }
 
     fn glu(&self, gate_up: ViewMut, rows: usize, width: usize, act: Act, out: ViewMut) {
-        let (gb, go) = at_mut(&gate_up);
-        let (ob, oo) = at_mut(&out);
+        let (gb, go) = at_mut::<D>(&gate_up);
+        let (ob, oo) = at_mut::<D>(&out);
         let p = [u(rows), u(width), act_code(act), go, oo];
         self.dispatch("glu", &p, &[gb, ob], rows * width);
     }
@@ -297,27 +300,34 @@ impl GpuCompute for WgpuCompute {
     }
 
     fn gather(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut) {
-        let idb = self.upload_u32(ids);
-        let (ob, oo) = at_mut(&out);
+        let idb = self.dev.upload(ids);
+        let (ob, oo) = at_mut::<D>(&out);
         let p = [u(ids.len()), u(width), oo, 0];
         self.dispatch(
             "gather",
             &p,
-            &[&dev(table).buf, &idb, ob],
+            &[whole::<D>(table), &idb, ob],
             ids.len() * width,
         );
     }
 
     fn gather_matrix_rows(&self, m: &DeviceMatrix, ids: &[u32], out: ViewMut) {
-        let (ob, oo) = at_mut(&out);
+        let (ob, oo) = at_mut::<D>(&out);
         let k = m.k;
+        let parts = groups(m);
+        if let [one] = parts {
+            // A token embedding table is one part: the gather kernel reads its rows.
+            let idb = self.dev.upload(ids);
+            let p = [u(ids.len()), u(k), oo, 0];
+            self.dispatch("gather", &p, &[D::buf(&one.buf), &idb, ob], ids.len() * k);
+            return;
+        }
         for (r, &id) in ids.iter().enumerate() {
             // The column group holding output `id`: its row is the torch weight's row.
             let mut j = id as usize;
-            for g in groups(m) {
+            for g in parts {
                 if j < g.n {
-                    let (src, dst) = ((j * k * 4) as u64, (oo as usize + r * k) as u64 * 4);
-                    self.record(|e| e.copy_buffer_to_buffer(&g.buf, src, ob, dst, (k * 4) as u64));
+                    self.copy_words(D::buf(&g.buf), u(j * k), ob, oo + u(r * k), k);
                     break;
                 }
                 j -= g.n;
@@ -326,13 +336,13 @@ impl GpuCompute for WgpuCompute {
     }
 
     fn gather_add(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut) {
-        let idb = self.upload_u32(ids);
-        let (ob, oo) = at_mut(&out);
+        let idb = self.dev.upload(ids);
+        let (ob, oo) = at_mut::<D>(&out);
         let p = [u(ids.len()), u(width), oo, 1];
         self.dispatch(
             "gather",
             &p,
-            &[&dev(table).buf, &idb, ob],
+            &[whole::<D>(table), &idb, ob],
             ids.len() * width,
         );
     }
@@ -358,8 +368,8 @@ impl GpuCompute for WgpuCompute {
             cs.extend_from_slice(c);
             cs.extend_from_slice(s);
         }
-        let csb = self.upload_f32(&cs);
-        let (xb, xo) = at_mut(&x);
+        let csb = self.dev.upload(words(&cs));
+        let (xb, xo) = at_mut::<D>(&x);
         let p = [
             u(rows),
             u(stride),
@@ -370,7 +380,7 @@ impl GpuCompute for WgpuCompute {
             xo,
         ];
         let pairs = rows * (width / head_dim) * (dim / 2);
-        self.dispatch("rope", &p, &[xb, &csb.buf], pairs);
+        self.dispatch("rope", &p, &[xb, &csb], pairs);
     }
 
     fn attention(
@@ -383,23 +393,23 @@ impl GpuCompute for WgpuCompute {
         bias: Option<&AttnBias>,
         out: ViewMut,
     ) {
-        let (qb, qo) = at(&qkv);
-        let (ob, oo) = at_mut(&out);
+        let (qb, qo) = at::<D>(&qkv);
+        let (ob, oo) = at_mut::<D>(&out);
         let hidden = heads * head_dim;
         let longest = seqs.iter().map(|s| s.len).max().unwrap_or(0);
-        let scores = self.alloc(heads * longest * longest);
+        let scores = self.dev.alloc(heads * longest * longest);
         let slopes;
         let (kind, bbuf, max_len, offsets) = match bias {
             None => (0, &self.dummy, 0, Vec::new()),
             Some(AttnBias::Relative { table, max_len }) => {
-                (1, &dev(table).buf, *max_len, Vec::new())
+                (1, whole::<D>(table), *max_len, Vec::new())
             }
             Some(AttnBias::Alibi { slopes: s }) => {
-                slopes = self.upload_f32(s);
-                (2, &slopes.buf, 0, Vec::new())
+                slopes = self.dev.upload(words(s));
+                (2, &slopes, 0, Vec::new())
             }
             Some(AttnBias::Dense { bias }) => {
-                (3, &dev(bias).buf, 0, deberta::dense_offsets(seqs, heads))
+                (3, whole::<D>(bias), 0, deberta::dense_offsets(seqs, heads))
             }
         };
         for (si, s) in seqs.iter().enumerate() {
@@ -416,8 +426,8 @@ impl GpuCompute for WgpuCompute {
                 u(bo),
             ];
             let n = heads * s.len * s.len;
-            self.dispatch("attn_scores", &p, &[qb, bbuf, &scores.buf], n);
-            self.softmax_rows(&scores.buf, heads * s.len, s.len, 0);
+            self.dispatch("attn_scores", &p, &[qb, bbuf, &scores], n);
+            self.softmax_rows(&scores, heads * s.len, s.len, 0);
             let p = [
                 u(s.len),
                 u(heads),
@@ -425,7 +435,7 @@ impl GpuCompute for WgpuCompute {
                 first,
                 oo + u(s.start * hidden),
             ];
-            self.dispatch("attn_context", &p, &[qb, &scores.buf, ob], s.len * hidden);
+            self.dispatch("attn_context", &p, &[qb, &scores, ob], s.len * hidden);
         }
     }
 
@@ -440,9 +450,9 @@ impl GpuCompute for WgpuCompute {
         values: ViewMut,
     ) {
         let capacity = keys.len / kv_dim;
-        let (qb, qo) = at(&qkv);
-        let (kb, ko) = at_mut(&keys);
-        let (vb, vo) = at_mut(&values);
+        let (qb, qo) = at::<D>(&qkv);
+        let (kb, ko) = at_mut::<D>(&keys);
+        let (vb, vo) = at_mut::<D>(&values);
         let p = [
             u(rows),
             u(q_dim),
@@ -476,11 +486,11 @@ impl GpuCompute for WgpuCompute {
             softcap,
         } = *shape;
         let cap = kv.capacity;
-        let (qb, qo) = at(&q);
-        let (kb, ko) = at(&kv.keys);
-        let (vb, vo) = at(&kv.values);
-        let (sb, so) = at_mut(&scores);
-        let (ob, oo) = at_mut(&out);
+        let (qb, qo) = at::<D>(&q);
+        let (kb, ko) = at::<D>(&kv.keys);
+        let (vb, vo) = at::<D>(&kv.values);
+        let (sb, so) = at_mut::<D>(&scores);
+        let (ob, oo) = at_mut::<D>(&out);
         let group = heads / kv_heads;
         let win = window.map_or(0, u);
         let mut c0 = 0;
@@ -527,8 +537,8 @@ impl GpuCompute for WgpuCompute {
     }
 
     fn pool(&self, x: View, seqs: &[SeqSpan], hidden: usize, pooling: &Pooling, out: ViewMut) {
-        let (xb, xo) = at(&x);
-        let (ob, oo) = at_mut(&out);
+        let (xb, xo) = at::<D>(&x);
+        let (ob, oo) = at_mut::<D>(&out);
         let width = pooling.output_dim(hidden);
         for (si, s) in seqs.iter().enumerate() {
             for (mi, m) in pooling.modes().iter().enumerate() {
@@ -555,7 +565,7 @@ impl GpuCompute for WgpuCompute {
 
     fn normalize(&self, x: ViewMut, width: usize) {
         let rows = x.len / width;
-        let (xb, xo) = at_mut(&x);
+        let (xb, xo) = at_mut::<D>(&x);
         self.dispatch("normalize", &[u(rows), u(width), xo], &[xb], rows);
     }
 
@@ -568,12 +578,10 @@ impl GpuCompute for WgpuCompute {
         if src.is_empty() {
             return;
         }
-        // Staged through a new buffer and copied in program order (a queue write would land
-        // before ops still waiting in the pending encoder).
-        let staged = self.init(super::as_bytes(src), wgpu::BufferUsages::COPY_SRC);
-        let (db, d) = at_mut(&dst);
-        let bytes = (src.len() * 4) as u64;
-        self.record(|e| e.copy_buffer_to_buffer(&staged, 0, db, d as u64 * 4, bytes));
+        // Staged in a new buffer and copied by a kernel, in order with the ops before it.
+        let staged = self.dev.upload(words(src));
+        let (db, d) = at_mut::<D>(&dst);
+        self.copy_words(&staged, 0, db, d, src.len());
     }
 
     fn transpose(&self, x: View, rows: usize, cols: usize, out: ViewMut) {
@@ -582,22 +590,22 @@ impl GpuCompute for WgpuCompute {
 
     fn softmax(&self, x: ViewMut, width: usize) {
         let rows = x.len / width;
-        let (xb, xo) = at_mut(&x);
+        let (xb, xo) = at_mut::<D>(&x);
         self.softmax_rows(xb, rows, width, xo);
     }
 
     fn row_axpy(&self, x: ViewMut, width: usize, s: View, y: View) {
         let rows = x.len / width;
-        let (xb, xo) = at_mut(&x);
-        let (sb, so) = at(&s);
-        let (yb, yo) = at(&y);
+        let (xb, xo) = at_mut::<D>(&x);
+        let (sb, so) = at::<D>(&s);
+        let (yb, yo) = at::<D>(&y);
         let p = [u(rows), u(width), xo, so, yo];
         self.dispatch("row_axpy", &p, &[xb, sb, yb], rows * width);
     }
 
     fn divide_columns(&self, x: ViewMut, stride: usize, from: usize, width: usize, s: f32) {
         let rows = x.len / stride;
-        let (xb, xo) = at_mut(&x);
+        let (xb, xo) = at_mut::<D>(&x);
         let p = [u(rows), u(stride), u(from), u(width), xo, fbits(s)];
         self.dispatch("divide_columns", &p, &[xb], rows * width);
     }
@@ -612,8 +620,8 @@ impl GpuCompute for WgpuCompute {
         bias: &Tensor,
         out: ViewMut,
     ) {
-        let (xb, xo) = at(&x);
-        let (ob, oo) = at_mut(&out);
+        let (xb, xo) = at::<D>(&x);
+        let (ob, oo) = at_mut::<D>(&out);
         let cg = channels / groups_w.len();
         let og = groups_w[0].n;
         let width = og * groups_w.len();
@@ -623,7 +631,7 @@ impl GpuCompute for WgpuCompute {
                 (og, kernel * cg),
                 "grouped_conv1d: group weight shape"
             );
-            let wb = &groups(w)[0].buf;
+            let wb = D::buf(&groups(w)[0].buf);
             for s in seqs {
                 let p = [
                     u(s.start),
@@ -637,7 +645,7 @@ impl GpuCompute for WgpuCompute {
                     xo,
                     oo,
                 ];
-                self.dispatch("conv1d", &p, &[xb, wb, &dev(bias).buf, ob], s.len * og);
+                self.dispatch("conv1d", &p, &[xb, wb, whole::<D>(bias), ob], s.len * og);
             }
         }
     }
@@ -656,11 +664,11 @@ impl GpuCompute for WgpuCompute {
             2 * terms.max_len - 1,
             "disentangled_bias: index"
         );
-        let (qb, qo) = at(&qkv);
-        let (ob, oo) = at_mut(&out);
-        let idx = self.upload_u32(terms.index);
-        let pk = terms.pos_key.map_or(&self.dummy, |t| &dev(t).buf);
-        let pq = terms.pos_query.map_or(&self.dummy, |t| &dev(t).buf);
+        let (qb, qo) = at::<D>(&qkv);
+        let (ob, oo) = at_mut::<D>(&out);
+        let idx = self.dev.upload(terms.index);
+        let pk = terms.pos_key.map_or(&self.dummy, |t| whole::<D>(t));
+        let pq = terms.pos_query.map_or(&self.dummy, |t| whole::<D>(t));
         let offsets = deberta::dense_offsets(seqs, heads);
         for (s, off) in seqs.iter().zip(offsets) {
             assert!(
