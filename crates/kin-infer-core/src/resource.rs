@@ -393,8 +393,8 @@ impl ResourcePlan {
     }
 }
 
-/// The backend `create_compute` would choose here, without creating it: `wgpu` when asked
-/// for, or under `auto` when a hardware adapter is present; else `cpu`.
+/// The backend `create_compute` would choose here, without creating it: the one asked for, or
+/// under `auto` the first hardware GPU's (CUDA before wgpu); else `cpu`.
 fn planned_backend() -> &'static str {
     use crate::backend::BackendChoice;
     match BackendChoice::from_env() {

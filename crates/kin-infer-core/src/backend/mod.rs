@@ -603,14 +603,13 @@ pub struct GpuDevice {
 
 /// The GPUs this build can use on this machine (none without a GPU feature).
 pub fn discover_devices() -> Vec<GpuDevice> {
+    #[allow(unused_mut)]
+    let mut all = Vec::new();
+    #[cfg(feature = "cuda")]
+    all.extend(device::cuda::devices());
     #[cfg(feature = "wgpu")]
-    {
-        wgpu::adapters()
-    }
-    #[cfg(not(feature = "wgpu"))]
-    {
-        Vec::new()
-    }
+    all.extend(wgpu::adapters());
+    all
 }
 
 /// A backend choice: `KIN_INFER_BACKEND` / `--backend`.
@@ -671,8 +670,11 @@ pub fn create_compute(tier: Option<Tier>) -> Result<Box<dyn GpuCompute>> {
     };
     match BackendChoice::from_env()? {
         BackendChoice::Cpu => cpu(),
+        #[cfg(feature = "cuda")]
+        BackendChoice::Cuda => Ok(Box::new(device::cuda::CudaCompute::new(0)?)),
+        #[cfg(not(feature = "cuda"))]
         BackendChoice::Cuda => Err(InferError::Unsupported(
-            "the CUDA backend is not in this build (KIN_INFER_BACKEND=cuda)".into(),
+            "the CUDA backend is not in this build (build with `--features cuda`)".into(),
         )),
         #[cfg(feature = "wgpu")]
         BackendChoice::Wgpu => Ok(Box::new(wgpu::WgpuCompute::new(true)?)),
@@ -680,11 +682,26 @@ pub fn create_compute(tier: Option<Tier>) -> Result<Box<dyn GpuCompute>> {
         BackendChoice::Wgpu => Err(InferError::Unsupported(
             "the wgpu backend is not in this build (build with `--features wgpu`)".into(),
         )),
-        #[cfg(feature = "wgpu")]
-        BackendChoice::Auto if tier.is_none() => match wgpu::WgpuCompute::new(false) {
-            Ok(g) => Ok(Box::new(g)),
-            Err(_) => cpu(),
-        },
-        BackendChoice::Auto => cpu(),
+        // An explicit CPU tier asks for the CPU.
+        BackendChoice::Auto if tier.is_some() => cpu(),
+        BackendChoice::Auto => auto().map_or_else(cpu, Ok),
     }
+}
+
+/// `auto`'s walk: Metal (wgpu on macOS), then CUDA, then wgpu on Vulkan or DX12; `None`
+/// leaves the CPU. Never a software adapter.
+fn auto() -> Option<Box<dyn GpuCompute>> {
+    #[cfg(all(feature = "wgpu", target_os = "macos"))]
+    if let Ok(g) = wgpu::WgpuCompute::new(false) {
+        return Some(Box::new(g));
+    }
+    #[cfg(feature = "cuda")]
+    if let Ok(g) = device::cuda::CudaCompute::new(0) {
+        return Some(Box::new(g));
+    }
+    #[cfg(all(feature = "wgpu", not(target_os = "macos")))]
+    if let Ok(g) = wgpu::WgpuCompute::new(false) {
+        return Some(Box::new(g));
+    }
+    None
 }

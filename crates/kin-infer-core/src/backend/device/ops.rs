@@ -57,7 +57,10 @@ fn groups(m: &DeviceMatrix) -> &[DeviceMatrixPart] {
 
 impl<D: Device> GpuBackend<D> {
     fn dispatch(&self, op: &'static str, params: &[u32], bufs: &[&D::Buf], invocations: usize) {
-        debug_assert!(params.len() <= super::MAX_PARAMS, "{op}: too many parameters");
+        debug_assert!(
+            params.len() <= super::MAX_PARAMS,
+            "{op}: too many parameters"
+        );
         self.dev.launch(op, params, bufs, invocations);
     }
 

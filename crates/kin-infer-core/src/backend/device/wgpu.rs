@@ -243,7 +243,10 @@ impl Device for WgpuDevice {
             // reads the words in the host's order: little-endian on every platform wgpu
             // computes on.
             let bytes = unsafe {
-                std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), std::mem::size_of_val(words))
+                std::slice::from_raw_parts(
+                    words.as_ptr().cast::<u8>(),
+                    std::mem::size_of_val(words),
+                )
             };
             view.slice(..bytes.len()).copy_from_slice(bytes);
         }
@@ -319,7 +322,10 @@ impl Device for WgpuDevice {
             return;
         }
         {
-            let view = rb.slice(..).get_mapped_range().expect("a mapped read buffer");
+            let view = rb
+                .slice(..)
+                .get_mapped_range()
+                .expect("a mapped read buffer");
             out.extend(
                 view.chunks_exact(4)
                     .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),

@@ -1,10 +1,11 @@
-//! The wgpu backend end to end (feature `wgpu`; run by scripts/test-wgpu.sh with
-//! `KIN_INFER_BACKEND=wgpu`, on lavapipe in CI): every encoder and decoder fixture's golden
-//! through the device, incremental decoding equal to the full forward pass on the device bit
-//! for bit, and device embeddings identical run to run and across batch compositions. Every
-//! test first asserts that the backend really is wgpu, so a run without the variable fails
-//! instead of passing on the CPU.
-#![cfg(feature = "wgpu")]
+//! A GPU backend end to end (features `wgpu`, `cuda`; run with `KIN_INFER_BACKEND=wgpu` by
+//! scripts/test-wgpu.sh on lavapipe in CI, and under either backend on a real GPU by
+//! scripts/run-gpu-tests.sh): every encoder and decoder fixture's golden through the device,
+//! incremental decoding equal to the full forward pass on the device bit for bit, device
+//! embeddings identical run to run and across batch compositions, and MiniLM against
+//! sentence-transformers. Every test first asserts that the backend really is the GPU one
+//! asked for, so a run without the variable fails instead of passing on the CPU.
+#![cfg(any(feature = "wgpu", feature = "cuda"))]
 
 mod support;
 
@@ -38,19 +39,22 @@ const DECODERS: [&str; 18] = [
     "qwen2_sw",
 ];
 
-fn require_wgpu() {
-    let be = create_compute(None).expect("the wgpu backend");
-    assert_eq!(
-        be.name(),
-        "wgpu",
-        "these tests need KIN_INFER_BACKEND=wgpu (scripts/test-wgpu.sh)"
+/// The GPU backend `KIN_INFER_BACKEND` names ("wgpu" or "cuda").
+fn require_gpu() -> String {
+    let want = std::env::var("KIN_INFER_BACKEND").unwrap_or_default();
+    assert!(
+        want == "wgpu" || want == "cuda",
+        "these tests need KIN_INFER_BACKEND=wgpu or cuda (scripts/test-wgpu.sh, scripts/run-gpu-tests.sh)"
     );
+    let be = create_compute(None).expect("the GPU backend");
+    assert_eq!(be.name(), want);
     eprintln!("device: {}", be.device());
+    want
 }
 
 #[test]
 fn every_encoder_fixture_passes_its_golden_on_the_device() {
-    require_wgpu();
+    let backend = require_gpu();
     let mut names: Vec<_> = std::fs::read_dir(fixtures_dir())
         .unwrap()
         .filter_map(|e| {
@@ -63,7 +67,7 @@ fn every_encoder_fixture_passes_its_golden_on_the_device() {
     for dir in names {
         let golden = GoldenFile::load(&dir.join("golden.json")).unwrap();
         let e = load(&dir, EmbedderOptions::default());
-        assert_eq!(e.backend_name(), "wgpu");
+        assert_eq!(e.backend_name(), backend);
         let r = check(&e, &golden).unwrap();
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
         assert!(
@@ -78,13 +82,13 @@ fn every_encoder_fixture_passes_its_golden_on_the_device() {
 
 #[test]
 fn every_decoder_fixture_passes_its_golden_on_the_device() {
-    require_wgpu();
+    require_gpu();
     assert_goldens_match(&DECODERS, true, |_, _| {});
 }
 
 #[test]
 fn incremental_decoding_equals_the_full_forward_on_the_device() {
-    require_wgpu();
+    require_gpu();
     let splits = |n: usize| vec![vec![1], vec![n / 2], vec![1, n / 3], vec![n - 1]];
     // Dynamic rotary scaling past its table rotates a chunk with the frequencies of the
     // length it ends at (as transformers does), so it is compared within its table (16).
@@ -98,7 +102,7 @@ fn incremental_decoding_equals_the_full_forward_on_the_device() {
 /// second run: each output element is reduced in one fixed order whatever else is in the batch.
 #[test]
 fn device_embeddings_are_batch_invariant_and_repeatable() {
-    require_wgpu();
+    require_gpu();
     // Absolute positions, T5's relative buckets, DeBERTa's dense bias and convolution,
     // ALiBi (jina), rotary (nomic), CLS/max pooling with Dense (albert_dense).
     for name in [
@@ -132,7 +136,7 @@ fn device_embeddings_are_batch_invariant_and_repeatable() {
 
 #[test]
 fn device_logits_are_repeatable() {
-    require_wgpu();
+    require_gpu();
     let be = create_compute(None).unwrap();
     for name in ["llama_gqa", "gemma2_sw", "phi3_longrope"] {
         let m = load_decoder(name, be.as_ref());
@@ -147,7 +151,7 @@ fn device_logits_are_repeatable() {
 /// 30 texts, tol 1e-5), through the real tokenizer.
 #[test]
 fn minilm_matches_sentence_transformers_on_the_device() {
-    require_wgpu();
+    require_gpu();
     let dir = std::env::var_os("KIN_MINILM_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| support::repo_root().join("models/all-MiniLM-L6-v2"));
