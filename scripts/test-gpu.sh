@@ -5,8 +5,10 @@
 #   KIN_INFER_BACKEND=wgpu allows a software adapter, which `auto` never picks. Speed on
 #   lavapipe means nothing; these are correctness tests.
 # - CUDA built (no toolkit needed), its shipped PTX checked against the kernel source with the
-#   pinned NVRTC, and without a driver a typed error (crates/kin-infer-core/tests/cuda.rs). On
-#   a machine with a GPU: scripts/run-gpu-tests.sh.
+#   pinned NVRTC, without a driver a typed error (crates/kin-infer-core/tests/cuda.rs), and
+#   every CUDA kernel built as C++ and run on the CPU against the CPU backend
+#   (tests/cuda_emu.rs). On a machine with a GPU: scripts/run-gpu-tests.sh.
+# The wgpu suites:
 #   crates/kin-infer-core/tests/gpu_ops.rs  every op against the CPU backend
 #   crates/kin-infer/tests/gpu.rs           every fixture's golden, incremental decoding,
 #                                           batch invariance, run-to-run identity, MiniLM
@@ -17,7 +19,7 @@ have_vulkan() {
     compgen -G "/usr/share/vulkan/icd.d/*.json" >/dev/null || compgen -G "/etc/vulkan/icd.d/*.json" >/dev/null
 }
 if [[ "$(uname -s)" == Linux ]] && ! have_vulkan; then
-    echo "test-wgpu: installing Debian's mesa-vulkan-drivers (lavapipe)" >&2
+    echo "test-gpu: installing Debian's mesa-vulkan-drivers (lavapipe)" >&2
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq mesa-vulkan-drivers >&2
@@ -35,4 +37,4 @@ KIN_INFER_BACKEND=wgpu cargo test -p kin-infer-core -p kin-infer \
     --features kin-infer-core/wgpu,kin-infer/wgpu --test gpu_ops --test gpu
 
 source scripts/nvrtc-env.sh
-KIN_REQUIRE_NVRTC=1 cargo test -p kin-infer-core --features cuda --test cuda
+KIN_REQUIRE_NVRTC=1 KIN_REQUIRE_CXX=1 cargo test -p kin-infer-core --features cuda --test cuda --test cuda_emu

@@ -1,5 +1,5 @@
 //! A GPU backend end to end (features `wgpu`, `cuda`; run with `KIN_INFER_BACKEND=wgpu` by
-//! scripts/test-wgpu.sh on lavapipe in CI, and under either backend on a real GPU by
+//! scripts/test-gpu.sh on lavapipe in CI, and under either backend on a real GPU by
 //! scripts/run-gpu-tests.sh): every encoder and decoder fixture's golden through the device,
 //! incremental decoding equal to the full forward pass on the device bit for bit, device
 //! embeddings identical run to run and across batch compositions, and MiniLM against
@@ -44,7 +44,7 @@ fn require_gpu() -> String {
     let want = std::env::var("KIN_INFER_BACKEND").unwrap_or_default();
     assert!(
         want == "wgpu" || want == "cuda",
-        "these tests need KIN_INFER_BACKEND=wgpu or cuda (scripts/test-wgpu.sh, scripts/run-gpu-tests.sh)"
+        "these tests need KIN_INFER_BACKEND=wgpu or cuda (scripts/test-gpu.sh, scripts/run-gpu-tests.sh)"
     );
     let be = create_compute(None).expect("the GPU backend");
     assert_eq!(be.name(), want);

@@ -48,6 +48,9 @@ pub enum DeviceBuf {
     Wgpu(::wgpu::Buffer),
     #[cfg(feature = "cuda")]
     Cuda(cudarc::driver::CudaSlice<u32>),
+    /// A [`Device`] defined outside this crate (the CUDA kernels' CPU emulator in
+    /// tests/cuda_emu.rs): its buffer type, downcast by its own [`Device::buf`].
+    Other(Box<dyn std::any::Any + Send + Sync>),
 }
 
 /// A tensor's device storage: a buffer of 32-bit words and the floats it holds.
@@ -93,7 +96,8 @@ pub struct GpuBackend<D: Device> {
 }
 
 impl<D: Device> GpuBackend<D> {
-    fn with_device(dev: D) -> Result<Self> {
+    /// The seam over `dev` (the GPU backends' constructors use it; so can a test's device).
+    pub fn with_device(dev: D) -> Result<Self> {
         let dummy = dev.alloc(4);
         Ok(GpuBackend {
             dev,
