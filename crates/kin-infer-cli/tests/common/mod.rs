@@ -38,7 +38,10 @@ pub fn kin(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kin-infer"));
     c.args(args)
         .env_remove("KIN_INFER_SIMD")
-        .env_remove("KIN_INFER_THREADS");
+        .env_remove("KIN_INFER_THREADS")
+        .env_remove("KIN_INFER_BACKEND")
+        .env_remove("KIN_INFER_FORCE_CPU")
+        .env_remove("KIN_INFER_CPU_BACKEND");
     c
 }
 
