@@ -30,6 +30,8 @@ static thread_local EmuDim blockIdx, gridDim, threadIdx;
 static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 using std::max;
 using std::min;
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
 extern "C" void emu_at(unsigned bx, unsigned by, unsigned gx, unsigned gy, unsigned tx) {
     blockIdx = {bx, by, 0}; gridDim = {gx, gy, 1}; threadIdx = {tx, 0, 0};
 }
@@ -193,6 +195,7 @@ fn the_cuda_kernels_compute_every_op_like_the_cpu() {
     let Some(be) = emulator() else { return };
     assert_eq!(be.name(), "cuda-emu");
     gpu_suite::linear_and_matmul(&be);
+    gpu_suite::half_weights(&be);
     gpu_suite::norms_activations_and_elementwise(&be);
     gpu_suite::gathers_rope_and_pooling(&be);
     gpu_suite::attention_and_convolution(&be);

@@ -72,3 +72,8 @@ fn gpu_failure_skipped() {
 fn attention_and_convolution() {
     gpu_suite::attention_and_convolution(gpu().as_ref());
 }
+
+#[test]
+fn half_weights() {
+    gpu_suite::half_weights(gpu().as_ref());
+}

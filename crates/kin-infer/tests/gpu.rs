@@ -179,3 +179,46 @@ fn minilm_matches_sentence_transformers_on_the_device() {
         r.max_diff, r.tol
     );
 }
+
+/// Quantized GGUF decoders on the device (Q8_0, Q4_0 and Q4_1 kept in their blocks there):
+/// the logits of each file against its F32 twin (every tensor dequantized by `gguf.quants`) on
+/// the device, and against the CPU's logits of the same quantized file.
+#[test]
+fn quantized_gguf_files_on_the_device_match_their_f32_twins() {
+    require_gpu();
+    let be = create_compute(None).unwrap();
+    let cpu = kin_infer::backend::CpuCompute::new().unwrap();
+    let dir = support::repo_root().join("tests/fixtures/gguf/decoders");
+    for name in [
+        "llama_gqa.q8_0",
+        "llama_gqa.q4_0",
+        "llama_gqa.q4_1",
+        "qwen2_bias.q4_0",
+        "gemma_tied.q8_0",
+        "phi3_longrope.q8_0",
+    ] {
+        let load = |file: String, be: &dyn kin_infer::backend::GpuCompute| {
+            kin_infer::models::decoders::load_decoder(&dir.join(file), be)
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let q = load(format!("{name}.gguf"), be.as_ref());
+        let twin = load(format!("{name}.twin.gguf"), be.as_ref());
+        let on_cpu = load(format!("{name}.gguf"), &cpu);
+        let p = prompt(12, q.spec().vocab_size);
+        let a = full_logits(q.as_ref(), be.as_ref(), &p);
+        let b = full_logits(twin.as_ref(), be.as_ref(), &p);
+        let c = full_logits(on_cpu.as_ref(), &cpu, &p);
+        let worst = |x: &[f32], y: &[f32]| {
+            x.iter()
+                .zip(y)
+                .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
+                .fold(0.0f32, f32::max)
+        };
+        let (vs_twin, vs_cpu) = (worst(&a, &b), worst(&a, &c));
+        assert!(
+            vs_twin <= 1e-4 && vs_cpu <= 1e-4,
+            "{name}: {vs_twin} {vs_cpu}"
+        );
+        eprintln!("{name}: vs F32 twin {vs_twin:e}, vs CPU {vs_cpu:e}");
+    }
+}

@@ -227,7 +227,7 @@ impl DeviceMatrix {
         match &self.inner {
             Inner::Cpu(parts) => parts.iter().map(PackedMatrix::stored_bytes).sum(),
             #[cfg(any(feature = "wgpu", feature = "cuda"))]
-            Inner::Device(parts) => parts.iter().map(|p| p.n * self.k * 4).sum(),
+            Inner::Device(parts) => parts.iter().map(|p| p.bytes()).sum(),
         }
     }
 

@@ -92,6 +92,31 @@ pub fn linear_and_matmul(g: &dyn GpuCompute) {
     }
 }
 
+/// bf16 and f16 weights (kept as 16-bit patterns on a GPU): linear and row gathers.
+pub fn half_weights(g: &dyn GpuCompute) {
+    use kin_infer_core::kernels::WeightFormat;
+    for format in [WeightFormat::Bf16, WeightFormat::F16] {
+        both(g, &format!("linear {}", format.name()), |be| {
+            let k = 37; // odd: a row's halves straddle words
+            let bits: Vec<u16> = rand(9 * k, 41)
+                .iter()
+                .map(|&v| match format {
+                    WeightFormat::Bf16 => (v.to_bits() >> 16) as u16,
+                    _ => half::f16::from_f32(v).to_bits(),
+                })
+                .collect();
+            let m = be.prepare_matrix_half(&[&bits[..4 * k], &bits[4 * k..]], k, format);
+            let x = be.upload(rand(3 * k, 42));
+            let bias = be.upload(rand(9, 43));
+            let mut out = be.zeros(3 * 9);
+            be.linear(x.view(), 3, &m, Some(&bias), out.at_mut(..));
+            let mut rows = be.zeros(3 * k);
+            be.gather_matrix_rows(&m, &[8, 0, 3], rows.at_mut(..));
+            [read(be, &out), read(be, &rows)].concat()
+        });
+    }
+}
+
 pub fn norms_activations_and_elementwise(g: &dyn GpuCompute) {
     let (rows, w) = (4, 33);
     both(g, "layer_norm", |be| {

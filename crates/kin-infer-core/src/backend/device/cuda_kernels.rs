@@ -51,6 +51,37 @@ __device__ float erf_k(float a) {
     q = fmaf(q, s, ERF_S5);
     return fmaf(q, a, a);
 }
+__device__ __forceinline__ unsigned byte_at(const unsigned* w, unsigned b) { return (w[b >> 2] >> ((b & 3u) * 8u)) & 255u; }
+__device__ __forceinline__ unsigned half_at(const unsigned* w, unsigned b) { return (w[b >> 2] >> ((b & 2u) * 8u)) & 65535u; }
+__device__ float f16_k(unsigned h) {
+    unsigned s = (h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u;
+    if (e == 0u) { float v = (float)m * 5.9604645e-8f; return s ? -v : v; }
+    if (e == 31u) return __uint_as_float(s | 0x7f800000u | (m << 13));
+    return __uint_as_float(s | ((e + 112u) << 23) | (m << 13));
+}
+__device__ float wq(const unsigned* w, unsigned fmt, unsigned base, unsigned t) {
+    switch (fmt) {
+        case 1u: return __uint_as_float(half_at(w, base + 2u * t) << 16);
+        case 2u: return f16_k(half_at(w, base + 2u * t));
+        case 3u: {
+            unsigned bb = base + (t / 32u) * 34u;
+            int q = (int)(byte_at(w, bb + 2u + t % 32u) << 24) >> 24;
+            return __fmul_rn((float)q, f16_k(half_at(w, bb)));
+        }
+        case 4u: {
+            unsigned bb = base + (t / 32u) * 18u, j = t % 32u;
+            unsigned v = byte_at(w, bb + 2u + j % 16u);
+            unsigned q = j >= 16u ? v >> 4 : v & 15u;
+            return __fmul_rn(f16_k(half_at(w, bb)), (float)((int)q - 8));
+        }
+        default: {
+            unsigned bb = base + (t / 32u) * 20u, j = t % 32u;
+            unsigned v = byte_at(w, bb + 4u + j % 16u);
+            unsigned q = j >= 16u ? v >> 4 : v & 15u;
+            return __fadd_rn(__fmul_rn(f16_k(half_at(w, bb)), (float)q), f16_k(half_at(w, bb + 2u)));
+        }
+    }
+}
 __device__ float act_k(float x, unsigned act) {
     switch (act) {
         case 0u: return x / (1.0f + expf(fminf(-x, 88.0f)));
@@ -76,6 +107,24 @@ extern "C" __global__ void linear(P p, const float* x, const float* w, const flo
     for (unsigned t = 0; t < k; t++) acc = fmaf(x[xr + t], w[wr + t], acc);
     if (p.v[7] != 0u) acc += b[p.v[8] + p.v[4] + c];
     o[p.v[6] + r * p.v[3] + p.v[4] + c] = acc;
+}
+extern "C" __global__ void linear_q(P p, const float* x, const unsigned* w, const float* b, float* o) {
+    unsigned i = flat();
+    unsigned rows = p.v[0], k = p.v[1], gn = p.v[2];
+    if (i >= rows * gn) return;
+    unsigned r = i / gn, c = i % gn;
+    unsigned xr = p.v[5] + r * k, base = c * p.v[10];
+    float acc = 0.0f;
+    for (unsigned t = 0; t < k; t++) acc = fmaf(x[xr + t], wq(w, p.v[9], base, t), acc);
+    if (p.v[7] != 0u) acc += b[p.v[8] + p.v[4] + c];
+    o[p.v[6] + r * p.v[3] + p.v[4] + c] = acc;
+}
+extern "C" __global__ void gather_q(P p, const unsigned* w, const unsigned* ids, float* o) {
+    unsigned i = flat();
+    unsigned k = p.v[1];
+    if (i >= p.v[0] * k) return;
+    unsigned r = i / k, t = i % k;
+    o[p.v[2] + i] = wq(w, p.v[3], ids[r] * p.v[4], t);
 }
 extern "C" __global__ void matmul(P p, const float* a, const float* b, float* o) {
     unsigned i = flat();
@@ -356,6 +405,8 @@ extern "C" __global__ void disentangled(P p, const float* qkv, const float* pk, 
 /// Every kernel's name (the same set as the WGSL kernels).
 pub(super) const NAMES: &[&str] = &[
     "linear",
+    "linear_q",
+    "gather_q",
     "matmul",
     "layer_norm",
     "rms_norm",

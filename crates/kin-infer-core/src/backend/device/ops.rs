@@ -7,14 +7,50 @@ use crate::backend::{
     GpuCompute, Inner, KvView, Positions, SeqSpan, Tensor, View, ViewMut,
 };
 use crate::error::{InferError, Result};
+use crate::kernels::ggml::GgmlType;
 use crate::kernels::{Tier, WeightFormat};
 use crate::nn::pooling::{Pooling, PoolingMode};
 use crate::nn::rope::RotaryChunk;
 
-/// One column group of a prepared matrix: f32 `[n, k]` on the device.
+/// One column group of a prepared matrix: `n` rows of `k` on the device, torch's layout, in
+/// f32 (`fmt` 0) or kept in the stored format the kernels read (`wgsl.rs`'s `wq`: 1 bf16,
+/// 2 f16, 3 Q8_0, 4 Q4_0, 5 Q4_1), `row_bytes` apart.
 pub struct DeviceMatrixPart {
     pub(in crate::backend) buf: DeviceBuf,
     pub(in crate::backend) n: usize,
+    pub(in crate::backend) fmt: u32,
+    pub(in crate::backend) row_bytes: usize,
+}
+
+impl DeviceMatrixPart {
+    /// Bytes on the device.
+    pub(in crate::backend) fn bytes(&self) -> usize {
+        self.n * self.row_bytes
+    }
+}
+
+/// The kernels' code for a stored format they read directly (`None`: widened at load).
+fn stored_code(f: WeightFormat) -> Option<u32> {
+    match f {
+        WeightFormat::Bf16 => Some(1),
+        WeightFormat::F16 => Some(2),
+        WeightFormat::Quant(GgmlType::Q8_0) => Some(3),
+        WeightFormat::Quant(GgmlType::Q4_0) => Some(4),
+        WeightFormat::Quant(GgmlType::Q4_1) => Some(5),
+        _ => None,
+    }
+}
+
+/// Bytes as little-endian words, the last one zero-padded.
+fn byte_words(bytes: &[u8]) -> Vec<u32> {
+    bytes
+        .chunks(4)
+        .map(|c| {
+            let mut w = [0u8; 4];
+            w[..c.len()].copy_from_slice(c);
+            u32::from_le_bytes(w)
+        })
+        .collect()
 }
 
 fn u(v: usize) -> u32 {
@@ -66,11 +102,34 @@ impl<D: Device> GpuBackend<D> {
 
     fn matrix(&self, data: &[f32], k: usize) -> DeviceMatrix {
         let n = data.len().checked_div(k).unwrap_or(0);
-        let buf = D::wrap(self.dev.upload(words(data)));
+        self.stored(words(data), n, k, 0, k * 4)
+    }
+
+    /// A matrix of `n` rows of `row_bytes` in format `fmt` from their words.
+    fn stored(&self, w: &[u32], n: usize, k: usize, fmt: u32, row_bytes: usize) -> DeviceMatrix {
+        let buf = D::wrap(self.dev.upload(w));
         DeviceMatrix {
             n,
             k,
-            inner: Inner::Device(vec![DeviceMatrixPart { buf, n }]),
+            inner: Inner::Device(vec![DeviceMatrixPart {
+                buf,
+                n,
+                fmt,
+                row_bytes,
+            }]),
+        }
+    }
+
+    /// Rows `ids` of one part as f32 into `out` from element `oo`.
+    fn gather_part(&self, part: &DeviceMatrixPart, k: usize, ids: &[u32], ob: &D::Buf, oo: u32) {
+        let idb = self.dev.upload(ids);
+        let wb = D::buf(&part.buf);
+        if part.fmt == 0 {
+            let p = [u(ids.len()), u(k), oo, 0];
+            self.dispatch("gather", &p, &[wb, &idb, ob], ids.len() * k);
+        } else {
+            let p = [u(ids.len()), u(k), oo, part.fmt, u(part.row_bytes)];
+            self.dispatch("gather_q", &p, &[wb, &idb, ob], ids.len() * k);
         }
     }
 
@@ -181,12 +240,15 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         k: usize,
         format: WeightFormat,
     ) -> DeviceMatrix {
-        // Widened to f32 on the device for now (exact: every half value is an f32).
-        let wide: Vec<f32> = parts
-            .iter()
-            .flat_map(|p| p.iter().map(|&b| format.widen(b)))
+        // Kept as 16-bit patterns, two to a word; the kernels widen them (exactly).
+        let halves: Vec<u16> = parts.concat();
+        let n = halves.len().checked_div(k).unwrap_or(0);
+        let w: Vec<u32> = halves
+            .chunks(2)
+            .map(|c| c[0] as u32 | (c.get(1).copied().unwrap_or(0) as u32) << 16)
             .collect();
-        self.matrix(&wide, k)
+        let code = stored_code(format).expect("a half format");
+        self.stored(&w, n, k, code, k * 2)
     }
 
     fn prepare_matrix_blocks(
@@ -202,9 +264,17 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
                 format.name()
             )));
         }
-        // Dequantized by the scalar reference at load (the values the CPU's quantized kernels
-        // multiply by); quantized storage on the device is future work.
         let bytes: Vec<u8> = parts.concat();
+        if let Some(code) = stored_code(format) {
+            // Kept in ggml's blocks; the kernels dequantize as they read.
+            let row_bytes = k / bl * bb;
+            if bytes.len().is_multiple_of(row_bytes) {
+                let n = bytes.len() / row_bytes;
+                return Ok(self.stored(&byte_words(&bytes), n, k, code, row_bytes));
+            }
+        }
+        // Other block formats are dequantized by the scalar reference at load (the values
+        // the CPU's quantized kernels multiply by).
         if !bytes.len().is_multiple_of(k / bl * bb) {
             return Err(InferError::Unsupported(format!(
                 "a {} weight of {} bytes is not whole rows of {} bytes",
@@ -235,7 +305,13 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
                 bias.is_some() as u32,
                 0,
             ];
-            self.dispatch("linear", &p, &[xb, D::buf(&g.buf), bb, ob], rows * g.n);
+            if g.fmt == 0 {
+                self.dispatch("linear", &p, &[xb, D::buf(&g.buf), bb, ob], rows * g.n);
+            } else {
+                let mut q = p.to_vec();
+                q.extend([g.fmt, u(g.row_bytes)]);
+                self.dispatch("linear_q", &q, &[xb, D::buf(&g.buf), bb, ob], rows * g.n);
+            }
             j0 += g.n;
         }
     }
@@ -319,10 +395,8 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         let k = m.k;
         let parts = groups(m);
         if let [one] = parts {
-            // A token embedding table is one part: the gather kernel reads its rows.
-            let idb = self.dev.upload(ids);
-            let p = [u(ids.len()), u(k), oo, 0];
-            self.dispatch("gather", &p, &[D::buf(&one.buf), &idb, ob], ids.len() * k);
+            // A token embedding table is one part: one gather over its rows.
+            self.gather_part(one, k, ids, ob, oo);
             return;
         }
         for (r, &id) in ids.iter().enumerate() {
@@ -330,7 +404,7 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
             let mut j = id as usize;
             for g in parts {
                 if j < g.n {
-                    self.copy_words(D::buf(&g.buf), u(j * k), ob, oo + u(r * k), k);
+                    self.gather_part(g, k, &[u(j)], ob, oo + u(r * k));
                     break;
                 }
                 j -= g.n;

@@ -97,6 +97,46 @@ macro_rules! entry {
     };
 }
 
+/// Weights read in their stored format from a `u32` array `w` (each shader that uses it
+/// declares `w`): `wq(fmt, base, t)` is element `t` of the row starting at byte `base`, with
+/// fmt 1 bf16, 2 f16, 3 Q8_0, 4 Q4_0, 5 Q4_1 (ggml's block layouts; the reference
+/// dequantizers' arithmetic: `q · d`, `d · (q − 8)`, `(d · q) + m`). Halves never straddle a
+/// word: every row and block starts at an even byte.
+macro_rules! wq {
+    () => {
+        r#"
+fn byte_at(b: u32) -> u32 { return (w[b >> 2u] >> ((b & 3u) * 8u)) & 255u; }
+fn half_at(b: u32) -> u32 { return (w[b >> 2u] >> ((b & 2u) * 8u)) & 65535u; }
+fn f16_k(h: u32) -> f32 { return unpack2x16float(h).x; }
+fn wq(fmt: u32, base: u32, t: u32) -> f32 {
+    switch fmt {
+        case 1u: { return bitcast<f32>(half_at(base + 2u * t) << 16u); }
+        case 2u: { return f16_k(half_at(base + 2u * t)); }
+        case 3u: {
+            let bb = base + (t / 32u) * 34u;
+            let q = i32(byte_at(bb + 2u + t % 32u) << 24u) >> 24u;
+            return f32(q) * f16_k(half_at(bb));
+        }
+        case 4u: {
+            let bb = base + (t / 32u) * 18u;
+            let j = t % 32u;
+            let v = byte_at(bb + 2u + j % 16u);
+            let q = select(v & 15u, v >> 4u, j >= 16u);
+            return f16_k(half_at(bb)) * f32(i32(q) - 8);
+        }
+        default: {
+            let bb = base + (t / 32u) * 20u;
+            let j = t % 32u;
+            let v = byte_at(bb + 4u + j % 16u);
+            let q = select(v & 15u, v >> 4u, j >= 16u);
+            return (f16_k(half_at(bb)) * f32(q)) + f16_k(half_at(bb + 2u));
+        }
+    }
+}
+"#
+    };
+}
+
 /// `(name, body)` of every shader.
 pub(super) const SHADERS: &[(&str, &str)] = &[
     // p: rows, k, gn, ntot, j0, xo, oo, has_bias, bo. `o[r][j0 + c] = x[r] · w[c] + b[j0 + c]`
@@ -118,6 +158,45 @@ pub(super) const SHADERS: &[(&str, &str)] = &[
     for (var t = 0u; t < k; t++) { acc = fma(x[xr + t], w[wr + t], acc); }
     if (p[7] != 0u) { acc += b[p[8] + p[4] + c]; }
     o[p[6] + r * p[3] + p[4] + c] = acc;
+}"#
+        ),
+    ),
+    // [`linear`] over weights in a stored format: p as linear's, then fmt, row bytes.
+    (
+        "linear_q",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> x: array<f32>;\n",
+            "@group(0) @binding(2) var<storage, read> w: array<u32>;\n",
+            "@group(0) @binding(3) var<storage, read> b: array<f32>;\n",
+            "@group(0) @binding(4) var<storage, read_write> o: array<f32>;\n",
+            wq!(),
+            entry!(),
+            r#"
+    let rows = p[0]; let k = p[1]; let gn = p[2];
+    if (i >= rows * gn) { return; }
+    let r = i / gn; let c = i % gn;
+    let xr = p[5] + r * k; let base = c * p[10];
+    var acc = 0.0;
+    for (var t = 0u; t < k; t++) { acc = fma(x[xr + t], wq(p[9], base, t), acc); }
+    if (p[7] != 0u) { acc += b[p[8] + p[4] + c]; }
+    o[p[6] + r * p[3] + p[4] + c] = acc;
+}"#
+        ),
+    ),
+    // Rows `ids[r]` of a weight in a stored format, as f32: p: rows, k, oo, fmt, row bytes.
+    (
+        "gather_q",
+        concat!(
+            "@group(0) @binding(1) var<storage, read> w: array<u32>;\n",
+            "@group(0) @binding(2) var<storage, read> ids: array<u32>;\n",
+            "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n",
+            wq!(),
+            entry!(),
+            r#"
+    let k = p[1];
+    if (i >= p[0] * k) { return; }
+    let r = i / k; let t = i % k;
+    o[p[2] + i] = wq(p[3], ids[r] * p[4], t);
 }"#
         ),
     ),
