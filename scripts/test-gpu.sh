@@ -33,8 +33,9 @@ if [[ -z "${KIN_MINILM_DIR:-}" ]]; then
     KIN_MINILM_DIR="$(bash scripts/fetch-minilm.sh)"
     export KIN_MINILM_DIR
 fi
-KIN_INFER_BACKEND=wgpu cargo test -p kin-infer-core -p kin-infer \
-    --features kin-infer-core/wgpu,kin-infer/wgpu --test gpu_ops --test gpu
-
 source scripts/nvrtc-env.sh
-KIN_REQUIRE_NVRTC=1 KIN_REQUIRE_CXX=1 cargo test -p kin-infer-core --features cuda --test cuda --test cuda_emu
+# One build with both GPU features for all four test binaries.
+KIN_INFER_BACKEND=wgpu KIN_REQUIRE_NVRTC=1 KIN_REQUIRE_CXX=1 cargo test -p kin-infer-core -p kin-infer \
+    --features kin-infer-core/wgpu,kin-infer-core/cuda,kin-infer/wgpu,kin-infer/cuda \
+    --test gpu_ops --test gpu --test cuda --test cuda_emu
+
