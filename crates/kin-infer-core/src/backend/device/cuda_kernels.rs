@@ -6,8 +6,6 @@
 //! Compiled at run time by NVRTC when the CUDA backend starts (see `cuda.rs`), with its
 //! default IEEE-exact division and square root (no fast math).
 
-use crate::kernels::math::{ERF_BIG, ERF_SMALL, ERF_SPLIT, TANH_P, TANH_SPLIT};
-
 const PRELUDE: &str = r#"
 struct P { unsigned v[16]; };
 __device__ __forceinline__ float pf(const P& p, unsigned i) { return __uint_as_float(p.v[i]); }
@@ -97,28 +95,61 @@ __device__ float act_k(float x, unsigned act) {
 "#;
 
 const KERNELS: &str = r#"
+// linear and linear_q: a 4 x 4 output tile per thread (see wgsl.rs)
 extern "C" __global__ void linear(P p, const float* x, const float* w, const float* b, float* o) {
-    unsigned i = flat();
+#define WEIGHT(c, t) w[(c) * k + (t)]
     unsigned rows = p.v[0], k = p.v[1], gn = p.v[2];
-    if (i >= rows * gn) return;
-    unsigned r = i / gn, c = i % gn;
-    unsigned xr = p.v[5] + r * k, wr = c * k;
-    float acc = 0.0f;
-    for (unsigned t = 0; t < k; t++) acc = fmaf(x[xr + t], w[wr + t], acc);
-    if (p.v[7] != 0u) acc += b[p.v[8] + p.v[4] + c];
-    o[p.v[6] + r * p.v[3] + p.v[4] + c] = acc;
+    unsigned ct = (gn + 3u) / 4u;
+    unsigned i = flat();
+    if (i >= ((rows + 3u) / 4u) * ct) return;
+    unsigned r0 = (i / ct) * 4u, c0 = (i % ct) * 4u;
+    float acc[16];
+    for (unsigned a = 0; a < 16u; a++) acc[a] = 0.0f;
+    for (unsigned t = 0; t < k; t++) {
+        float xv[4], wv[4];
+        for (unsigned a = 0; a < 4u; a++) {
+            xv[a] = x[p.v[5] + min(r0 + a, rows - 1u) * k + t];
+            wv[a] = WEIGHT(min(c0 + a, gn - 1u), t);
+        }
+        for (unsigned a = 0; a < 4u; a++)
+            for (unsigned c = 0; c < 4u; c++) acc[a * 4u + c] = fmaf(xv[a], wv[c], acc[a * 4u + c]);
+    }
+    for (unsigned a = 0; a < 4u; a++)
+        for (unsigned c = 0; c < 4u; c++)
+            if (r0 + a < rows && c0 + c < gn) {
+                float v = acc[a * 4u + c];
+                if (p.v[7] != 0u) v += b[p.v[8] + p.v[4] + c0 + c];
+                o[p.v[6] + (r0 + a) * p.v[3] + p.v[4] + c0 + c] = v;
+            }
 }
+#undef WEIGHT
 extern "C" __global__ void linear_q(P p, const float* x, const unsigned* w, const float* b, float* o) {
-    unsigned i = flat();
+#define WEIGHT(c, t) wq(w, p.v[9], (c) * p.v[10], (t))
     unsigned rows = p.v[0], k = p.v[1], gn = p.v[2];
-    if (i >= rows * gn) return;
-    unsigned r = i / gn, c = i % gn;
-    unsigned xr = p.v[5] + r * k, base = c * p.v[10];
-    float acc = 0.0f;
-    for (unsigned t = 0; t < k; t++) acc = fmaf(x[xr + t], wq(w, p.v[9], base, t), acc);
-    if (p.v[7] != 0u) acc += b[p.v[8] + p.v[4] + c];
-    o[p.v[6] + r * p.v[3] + p.v[4] + c] = acc;
+    unsigned ct = (gn + 3u) / 4u;
+    unsigned i = flat();
+    if (i >= ((rows + 3u) / 4u) * ct) return;
+    unsigned r0 = (i / ct) * 4u, c0 = (i % ct) * 4u;
+    float acc[16];
+    for (unsigned a = 0; a < 16u; a++) acc[a] = 0.0f;
+    for (unsigned t = 0; t < k; t++) {
+        float xv[4], wv[4];
+        for (unsigned a = 0; a < 4u; a++) {
+            xv[a] = x[p.v[5] + min(r0 + a, rows - 1u) * k + t];
+            wv[a] = WEIGHT(min(c0 + a, gn - 1u), t);
+        }
+        for (unsigned a = 0; a < 4u; a++)
+            for (unsigned c = 0; c < 4u; c++) acc[a * 4u + c] = fmaf(xv[a], wv[c], acc[a * 4u + c]);
+    }
+    for (unsigned a = 0; a < 4u; a++)
+        for (unsigned c = 0; c < 4u; c++)
+            if (r0 + a < rows && c0 + c < gn) {
+                float v = acc[a * 4u + c];
+                if (p.v[7] != 0u) v += b[p.v[8] + p.v[4] + c0 + c];
+                o[p.v[6] + (r0 + a) * p.v[3] + p.v[4] + c0 + c] = v;
+            }
 }
+#undef WEIGHT
 extern "C" __global__ void gather_q(P p, const unsigned* w, const unsigned* ids, float* o) {
     unsigned i = flat();
     unsigned k = p.v[1];
@@ -432,18 +463,9 @@ pub(super) const NAMES: &[&str] = &[
 
 /// The whole CUDA C source: the CPU's math constants, the prelude, every kernel.
 pub fn source() -> String {
-    let mut s = String::new();
-    let mut c = |name: &str, v: f32| s.push_str(&format!("#define {name} ({v:e}f)\n"));
-    c("TANH_SPLIT", TANH_SPLIT);
-    c("ERF_SPLIT", ERF_SPLIT);
-    for (i, v) in TANH_P.iter().enumerate() {
-        c(&format!("TANH_P{i}"), *v);
-    }
-    for (i, v) in ERF_BIG.iter().enumerate() {
-        c(&format!("ERF_B{i}"), *v);
-    }
-    for (i, v) in ERF_SMALL.iter().enumerate() {
-        c(&format!("ERF_S{i}"), *v);
-    }
-    format!("{s}{PRELUDE}{KERNELS}")
+    let defines: String = super::math_constants()
+        .iter()
+        .map(|(name, v)| format!("#define {name} ({v:e}f)\n"))
+        .collect();
+    format!("{defines}{PRELUDE}{KERNELS}")
 }

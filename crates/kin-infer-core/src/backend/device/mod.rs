@@ -121,6 +121,35 @@ impl<D: Device> GpuBackend<D> {
     }
 }
 
+/// The CPU's erf and tanh constants (`kernels::math`) as `(name, value)`, written into both
+/// kernel languages so that every backend evaluates the same polynomials.
+pub(crate) fn math_constants() -> Vec<(String, f32)> {
+    use crate::kernels::math::{ERF_BIG, ERF_SMALL, ERF_SPLIT, TANH_P, TANH_SPLIT};
+    let mut c = vec![
+        ("TANH_SPLIT".to_string(), TANH_SPLIT),
+        ("ERF_SPLIT".to_string(), ERF_SPLIT),
+    ];
+    c.extend(
+        TANH_P
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("TANH_P{i}"), *v)),
+    );
+    c.extend(
+        ERF_BIG
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("ERF_B{i}"), *v)),
+    );
+    c.extend(
+        ERF_SMALL
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("ERF_S{i}"), *v)),
+    );
+    c
+}
+
 /// The words of a slice of f32 (their bits), without a copy.
 pub(crate) fn words(data: &[f32]) -> &[u32] {
     // SAFETY: f32 and u32 have the same size and alignment and every bit pattern is a valid

@@ -305,12 +305,14 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
                 bias.is_some() as u32,
                 0,
             ];
+            // One invocation per 4 × 4 output tile.
+            let tiles = rows.div_ceil(4) * g.n.div_ceil(4);
             if g.fmt == 0 {
-                self.dispatch("linear", &p, &[xb, D::buf(&g.buf), bb, ob], rows * g.n);
+                self.dispatch("linear", &p, &[xb, D::buf(&g.buf), bb, ob], tiles);
             } else {
                 let mut q = p.to_vec();
                 q.extend([g.fmt, u(g.row_bytes)]);
-                self.dispatch("linear_q", &q, &[xb, D::buf(&g.buf), bb, ob], rows * g.n);
+                self.dispatch("linear_q", &q, &[xb, D::buf(&g.buf), bb, ob], tiles);
             }
             j0 += g.n;
         }

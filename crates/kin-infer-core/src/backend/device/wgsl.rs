@@ -10,8 +10,6 @@
 //! Invocations are numbered by [`PRELUDE`]'s `flat` over a 2-D grid of 64-wide workgroups
 //! (one dimension alone stops at 65,535 workgroups).
 
-use crate::kernels::math::{ERF_BIG, ERF_SMALL, ERF_SPLIT, TANH_P, TANH_SPLIT};
-
 /// Shared by every shader: the parameter block, the flat invocation index, and the math
 /// functions with the CPU's polynomials (`kernels::math`), so both backends approximate erf
 /// and tanh the same way (WGSL has no erf; its tanh's accuracy is the platform's).
@@ -74,19 +72,10 @@ fn act_k(x: f32, act: u32) -> f32 {
 
 /// [`PRELUDE`] with the CPU's constants written in (as exact decimal literals).
 pub(super) fn source(body: &str) -> String {
-    let mut consts = String::new();
-    let mut c = |name: &str, v: f32| consts.push_str(&format!("const {name}: f32 = {v:e};\n"));
-    c("TANH_SPLIT", TANH_SPLIT);
-    c("ERF_SPLIT", ERF_SPLIT);
-    for (i, v) in TANH_P.iter().enumerate() {
-        c(&format!("TANH_P{i}"), *v);
-    }
-    for (i, v) in ERF_BIG.iter().enumerate() {
-        c(&format!("ERF_B{i}"), *v);
-    }
-    for (i, v) in ERF_SMALL.iter().enumerate() {
-        c(&format!("ERF_S{i}"), *v);
-    }
+    let consts: String = super::math_constants()
+        .iter()
+        .map(|(name, v)| format!("const {name}: f32 = {v:e};\n"))
+        .collect();
     format!("{consts}{PRELUDE}{body}")
 }
 
@@ -137,10 +126,50 @@ fn wq(fmt: u32, base: u32, t: u32) -> f32 {
     };
 }
 
+/// The body of `linear` and `linear_q` over the shader's own `weight(column, t)`: a 4 × 4
+/// output tile per invocation (see `linear`).
+macro_rules! tile4 {
+    () => {
+        concat!(
+            entry!(),
+            r#"
+    let rows = p[0]; let k = p[1]; let gn = p[2];
+    let ct = (gn + 3u) / 4u;
+    if (i >= ((rows + 3u) / 4u) * ct) { return; }
+    let r0 = (i / ct) * 4u; let c0 = (i % ct) * 4u;
+    var acc: array<f32, 16>;
+    for (var t = 0u; t < k; t++) {
+        var xv: array<f32, 4>;
+        var wv: array<f32, 4>;
+        for (var a = 0u; a < 4u; a++) {
+            xv[a] = x[p[5] + min(r0 + a, rows - 1u) * k + t];
+            wv[a] = weight(min(c0 + a, gn - 1u), t);
+        }
+        for (var a = 0u; a < 4u; a++) {
+            for (var c = 0u; c < 4u; c++) { acc[a * 4u + c] = fma(xv[a], wv[c], acc[a * 4u + c]); }
+        }
+    }
+    for (var a = 0u; a < 4u; a++) {
+        for (var c = 0u; c < 4u; c++) {
+            if (r0 + a < rows && c0 + c < gn) {
+                var v = acc[a * 4u + c];
+                if (p[7] != 0u) { v += b[p[8] + p[4] + c0 + c]; }
+                o[p[6] + (r0 + a) * p[3] + p[4] + c0 + c] = v;
+            }
+        }
+    }
+}"#
+        )
+    };
+}
+
 /// `(name, body)` of every shader.
 pub(super) const SHADERS: &[(&str, &str)] = &[
     // p: rows, k, gn, ntot, j0, xo, oo, has_bias, bo. `o[r][j0 + c] = x[r] · w[c] + b[j0 + c]`
-    // for one column group of `gn` outputs (weights `[gn, k]`, torch's layout).
+    // for one column group of `gn` outputs (weights `[gn, k]`, torch's layout). One invocation
+    // computes a 4 × 4 tile (4 rows, 4 columns): each input and weight read once serves four
+    // products. Every element is still its own fma chain over k from 0, so the tiling changes
+    // no bit (nor does a row's tile partners: rows past `rows` read a clamped row, unused).
     (
         "linear",
         concat!(
@@ -148,17 +177,8 @@ pub(super) const SHADERS: &[(&str, &str)] = &[
             "@group(0) @binding(2) var<storage, read> w: array<f32>;\n",
             "@group(0) @binding(3) var<storage, read> b: array<f32>;\n",
             "@group(0) @binding(4) var<storage, read_write> o: array<f32>;\n",
-            entry!(),
-            r#"
-    let rows = p[0]; let k = p[1]; let gn = p[2];
-    if (i >= rows * gn) { return; }
-    let r = i / gn; let c = i % gn;
-    let xr = p[5] + r * k; let wr = c * k;
-    var acc = 0.0;
-    for (var t = 0u; t < k; t++) { acc = fma(x[xr + t], w[wr + t], acc); }
-    if (p[7] != 0u) { acc += b[p[8] + p[4] + c]; }
-    o[p[6] + r * p[3] + p[4] + c] = acc;
-}"#
+            "fn weight(c: u32, t: u32) -> f32 { return w[c * p[1] + t]; }\n",
+            tile4!(),
         ),
     ),
     // [`linear`] over weights in a stored format: p as linear's, then fmt, row bytes.
@@ -170,17 +190,8 @@ pub(super) const SHADERS: &[(&str, &str)] = &[
             "@group(0) @binding(3) var<storage, read> b: array<f32>;\n",
             "@group(0) @binding(4) var<storage, read_write> o: array<f32>;\n",
             wq!(),
-            entry!(),
-            r#"
-    let rows = p[0]; let k = p[1]; let gn = p[2];
-    if (i >= rows * gn) { return; }
-    let r = i / gn; let c = i % gn;
-    let xr = p[5] + r * k; let base = c * p[10];
-    var acc = 0.0;
-    for (var t = 0u; t < k; t++) { acc = fma(x[xr + t], wq(p[9], base, t), acc); }
-    if (p[7] != 0u) { acc += b[p[8] + p[4] + c]; }
-    o[p[6] + r * p[3] + p[4] + c] = acc;
-}"#
+            "fn weight(c: u32, t: u32) -> f32 { return wq(p[9], c * p[10], t); }\n",
+            tile4!(),
         ),
     ),
     // Rows `ids[r]` of a weight in a stored format, as f32: p: rows, k, oo, fmt, row bytes.
