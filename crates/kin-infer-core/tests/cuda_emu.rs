@@ -32,6 +32,7 @@ using std::max;
 using std::min;
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
 extern "C" void emu_at(unsigned bx, unsigned by, unsigned gx, unsigned gy, unsigned tx) {
     blockIdx = {bx, by, 0}; gridDim = {gx, gy, 1}; threadIdx = {tx, 0, 0};
 }

@@ -70,14 +70,19 @@ pub fn linear_and_matmul(g: &dyn GpuCompute) {
         be.matmul(a.at(1..), 13, m, k, b.at(..), 10, n, out.at_mut(3..));
         read(be, &out)
     });
+    // Every type with a reference quantizer (Q2_K and Q3_K have none).
     for t in [
         GgmlType::Q8_0,
         GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
         GgmlType::Q4_K,
+        GgmlType::Q5_K,
         GgmlType::Q6_K,
     ] {
         both(g, &format!("linear {t:?}"), |be| {
-            let k = 256;
+            let k = 512; // two k-quant super-blocks (eight 32-blocks) per row
             let w = rand(8 * k, 7);
             let mut bytes = Vec::new();
             quantize(t, &w, &mut bytes);
@@ -97,7 +102,7 @@ pub fn half_weights(g: &dyn GpuCompute) {
     use kin_infer_core::kernels::WeightFormat;
     for format in [WeightFormat::Bf16, WeightFormat::F16] {
         both(g, &format!("linear {}", format.name()), |be| {
-            let k = 37; // odd: a row's halves straddle words
+            let k = 37; // odd: every other row starts in the middle of a word
             let bits: Vec<u16> = rand(9 * k, 41)
                 .iter()
                 .map(|&v| match format {

@@ -57,6 +57,17 @@ __device__ float f16_k(unsigned h) {
     if (e == 31u) return __uint_as_float(s | 0x7f800000u | (m << 13));
     return __uint_as_float(s | ((e + 112u) << 23) | (m << 13));
 }
+__device__ __forceinline__ unsigned qh5(const unsigned* w, unsigned b, unsigned i) { return (byte_at(w, b + i / 8u) >> (i % 8u)) & 1u; }
+__device__ __forceinline__ unsigned nib(const unsigned* w, unsigned b, unsigned j) {
+    unsigned v = byte_at(w, b + j % 16u);
+    return j >= 16u ? v >> 4 : v & 15u;
+}
+__device__ void scale_min(const unsigned* w, unsigned sc, unsigned j, unsigned* s, unsigned* m) {
+    if (j < 4u) { *s = byte_at(w, sc + j) & 63u; *m = byte_at(w, sc + 4u + j) & 63u; return; }
+    unsigned i = j - 4u;
+    *s = (byte_at(w, sc + 8u + i) & 15u) | ((byte_at(w, sc + i) >> 2) & 48u);
+    *m = (byte_at(w, sc + 8u + i) >> 4) | ((byte_at(w, sc + 4u + i) >> 2) & 48u);
+}
 __device__ float wq(const unsigned* w, unsigned fmt, unsigned base, unsigned t) {
     switch (fmt) {
         case 1u: return __uint_as_float(half_at(w, base + 2u * t) << 16);
@@ -67,16 +78,47 @@ __device__ float wq(const unsigned* w, unsigned fmt, unsigned base, unsigned t) 
             return __fmul_rn((float)q, f16_k(half_at(w, bb)));
         }
         case 4u: {
-            unsigned bb = base + (t / 32u) * 18u, j = t % 32u;
-            unsigned v = byte_at(w, bb + 2u + j % 16u);
-            unsigned q = j >= 16u ? v >> 4 : v & 15u;
-            return __fmul_rn(f16_k(half_at(w, bb)), (float)((int)q - 8));
+            unsigned bb = base + (t / 32u) * 18u;
+            return __fmul_rn(f16_k(half_at(w, bb)), (float)((int)nib(w, bb + 2u, t % 32u) - 8));
+        }
+        case 5u: {
+            unsigned bb = base + (t / 32u) * 20u;
+            unsigned q = nib(w, bb + 4u, t % 32u);
+            return __fadd_rn(__fmul_rn(f16_k(half_at(w, bb)), (float)q), f16_k(half_at(w, bb + 2u)));
+        }
+        case 6u: {
+            unsigned bb = base + (t / 32u) * 22u, j = t % 32u;
+            unsigned q = nib(w, bb + 6u, j) | (qh5(w, bb + 2u, j) << 4);
+            return __fmul_rn(f16_k(half_at(w, bb)), (float)((int)q - 16));
+        }
+        case 7u: {
+            unsigned bb = base + (t / 32u) * 24u, j = t % 32u;
+            unsigned q = nib(w, bb + 8u, j) | (qh5(w, bb + 4u, j) << 4);
+            return __fadd_rn(__fmul_rn(f16_k(half_at(w, bb)), (float)q), f16_k(half_at(w, bb + 2u)));
+        }
+        case 8u:
+        case 9u: {
+            bool five = fmt == 9u;
+            unsigned bb = base + (t / 256u) * (five ? 176u : 144u);
+            unsigned e = t % 256u, j = e / 32u, l = e % 32u;
+            unsigned qs = bb + (five ? 48u : 16u);
+            unsigned q = (byte_at(w, qs + (j / 2u) * 32u + l) >> (4u * (j % 2u))) & 15u;
+            if (five) q |= ((byte_at(w, bb + 16u + l) >> j) & 1u) << 4;
+            unsigned s, m;
+            scale_min(w, bb + 4u, j, &s, &m);
+            float ds = __fmul_rn(f16_k(half_at(w, bb)), (float)s);
+            float dm = __fmul_rn(f16_k(half_at(w, bb + 2u)), (float)m);
+            return __fsub_rn(__fmul_rn(ds, (float)q), dm);
         }
         default: {
-            unsigned bb = base + (t / 32u) * 20u, j = t % 32u;
-            unsigned v = byte_at(w, bb + 4u + j % 16u);
-            unsigned q = j >= 16u ? v >> 4 : v & 15u;
-            return __fadd_rn(__fmul_rn(f16_k(half_at(w, bb)), (float)q), f16_k(half_at(w, bb + 2u)));
+            unsigned bb = base + (t / 256u) * 210u;
+            unsigned e = t % 256u, h = e / 128u, r = e % 128u;
+            unsigned lo = (byte_at(w, bb + h * 64u + r % 64u) >> (4u * (r / 64u))) & 15u;
+            unsigned hi = (byte_at(w, bb + 128u + h * 32u + r % 32u) >> (2u * (r / 32u))) & 3u;
+            int q = (int)(lo | (hi << 4)) - 32;
+            int sc = (int)(byte_at(w, bb + 192u + e / 16u) << 24) >> 24;
+            float ds = __fmul_rn(f16_k(half_at(w, bb + 208u)), (float)sc);
+            return __fmul_rn(ds, (float)q);
         }
     }
 }

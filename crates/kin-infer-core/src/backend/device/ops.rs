@@ -13,8 +13,8 @@ use crate::nn::pooling::{Pooling, PoolingMode};
 use crate::nn::rope::RotaryChunk;
 
 /// One column group of a prepared matrix: `n` rows of `k` on the device, torch's layout, in
-/// f32 (`fmt` 0) or kept in the stored format the kernels read (`wgsl.rs`'s `wq`: 1 bf16,
-/// 2 f16, 3 Q8_0, 4 Q4_0, 5 Q4_1), `row_bytes` apart.
+/// f32 (`fmt` 0) or kept in the stored format the kernels read (`wgsl.rs`'s `wq`: bf16, f16
+/// and every ggml block type but Q2_K/Q3_K), `row_bytes` apart.
 pub struct DeviceMatrixPart {
     pub(in crate::backend) buf: DeviceBuf,
     pub(in crate::backend) n: usize,
@@ -37,6 +37,11 @@ fn stored_code(f: WeightFormat) -> Option<u32> {
         WeightFormat::Quant(GgmlType::Q8_0) => Some(3),
         WeightFormat::Quant(GgmlType::Q4_0) => Some(4),
         WeightFormat::Quant(GgmlType::Q4_1) => Some(5),
+        WeightFormat::Quant(GgmlType::Q5_0) => Some(6),
+        WeightFormat::Quant(GgmlType::Q5_1) => Some(7),
+        WeightFormat::Quant(GgmlType::Q4_K) => Some(8),
+        WeightFormat::Quant(GgmlType::Q5_K) => Some(9),
+        WeightFormat::Quant(GgmlType::Q6_K) => Some(10),
         _ => None,
     }
 }

@@ -88,15 +88,27 @@ macro_rules! entry {
 
 /// Weights read in their stored format from a `u32` array `w` (each shader that uses it
 /// declares `w`): `wq(fmt, base, t)` is element `t` of the row starting at byte `base`, with
-/// fmt 1 bf16, 2 f16, 3 Q8_0, 4 Q4_0, 5 Q4_1 (ggml's block layouts; the reference
-/// dequantizers' arithmetic: `q · d`, `d · (q − 8)`, `(d · q) + m`). Halves never straddle a
-/// word: every row and block starts at an even byte.
+/// fmt 1 bf16, 2 f16, 3 Q8_0, 4 Q4_0, 5 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q4_K, 9 Q5_K, 10 Q6_K (ggml's
+/// block layouts with the reference dequantizers' arithmetic, `kernels/ggml.rs`). Halves
+/// never straddle a word: every row and block starts at an even byte.
 macro_rules! wq {
     () => {
         r#"
 fn byte_at(b: u32) -> u32 { return (w[b >> 2u] >> ((b & 3u) * 8u)) & 255u; }
 fn half_at(b: u32) -> u32 { return (w[b >> 2u] >> ((b & 2u) * 8u)) & 65535u; }
 fn f16_k(h: u32) -> f32 { return unpack2x16float(h).x; }
+fn qh5(b: u32, i: u32) -> u32 { return (byte_at(b + i / 8u) >> (i % 8u)) & 1u; }
+fn nib(b: u32, j: u32) -> u32 {
+    let v = byte_at(b + j % 16u);
+    return select(v & 15u, v >> 4u, j >= 16u);
+}
+fn scale_min(sc: u32, j: u32) -> vec2<u32> {
+    if (j < 4u) { return vec2<u32>(byte_at(sc + j) & 63u, byte_at(sc + 4u + j) & 63u); }
+    let i = j - 4u;
+    return vec2<u32>(
+        (byte_at(sc + 8u + i) & 15u) | ((byte_at(sc + i) >> 2u) & 48u),
+        (byte_at(sc + 8u + i) >> 4u) | ((byte_at(sc + 4u + i) >> 2u) & 48u));
+}
 fn wq(fmt: u32, base: u32, t: u32) -> f32 {
     switch fmt {
         case 1u: { return bitcast<f32>(half_at(base + 2u * t) << 16u); }
@@ -108,17 +120,46 @@ fn wq(fmt: u32, base: u32, t: u32) -> f32 {
         }
         case 4u: {
             let bb = base + (t / 32u) * 18u;
-            let j = t % 32u;
-            let v = byte_at(bb + 2u + j % 16u);
-            let q = select(v & 15u, v >> 4u, j >= 16u);
-            return f16_k(half_at(bb)) * f32(i32(q) - 8);
+            return f16_k(half_at(bb)) * f32(i32(nib(bb + 2u, t % 32u)) - 8);
+        }
+        case 5u: {
+            let bb = base + (t / 32u) * 20u;
+            let q = nib(bb + 4u, t % 32u);
+            return (f16_k(half_at(bb)) * f32(q)) + f16_k(half_at(bb + 2u));
+        }
+        case 6u: {
+            let bb = base + (t / 32u) * 22u; let j = t % 32u;
+            let q = nib(bb + 6u, j) | (qh5(bb + 2u, j) << 4u);
+            return f16_k(half_at(bb)) * f32(i32(q) - 16);
+        }
+        case 7u: {
+            let bb = base + (t / 32u) * 24u; let j = t % 32u;
+            let q = nib(bb + 8u, j) | (qh5(bb + 4u, j) << 4u);
+            return (f16_k(half_at(bb)) * f32(q)) + f16_k(half_at(bb + 2u));
+        }
+        case 8u, 9u: {
+            // Q4_K (144 bytes) and Q5_K (176: a fifth bit per element in qh).
+            let five = fmt == 9u;
+            let bb = base + (t / 256u) * select(144u, 176u, five);
+            let e = t % 256u; let j = e / 32u; let l = e % 32u;
+            let qs = bb + select(16u, 48u, five);
+            var q = (byte_at(qs + (j / 2u) * 32u + l) >> (4u * (j % 2u))) & 15u;
+            if (five) { q = q | (((byte_at(bb + 16u + l) >> j) & 1u) << 4u); }
+            let sm = scale_min(bb + 4u, j);
+            let ds = f16_k(half_at(bb)) * f32(sm.x);
+            let dm = f16_k(half_at(bb + 2u)) * f32(sm.y);
+            return ds * f32(q) - dm;
         }
         default: {
-            let bb = base + (t / 32u) * 20u;
-            let j = t % 32u;
-            let v = byte_at(bb + 4u + j % 16u);
-            let q = select(v & 15u, v >> 4u, j >= 16u);
-            return (f16_k(half_at(bb)) * f32(q)) + f16_k(half_at(bb + 2u));
+            // Q6_K: ql[128], qh[64], scales[16] (i8), d.
+            let bb = base + (t / 256u) * 210u;
+            let e = t % 256u; let h = e / 128u; let r = e % 128u;
+            let lo = (byte_at(bb + h * 64u + r % 64u) >> (4u * (r / 64u))) & 15u;
+            let hi = (byte_at(bb + 128u + h * 32u + r % 32u) >> (2u * (r / 32u))) & 3u;
+            let q = i32(lo | (hi << 4u)) - 32;
+            let sc = i32(byte_at(bb + 192u + e / 16u) << 24u) >> 24u;
+            let ds = f16_k(half_at(bb + 208u)) * f32(sc);
+            return ds * f32(q);
         }
     }
 }
