@@ -244,3 +244,195 @@ fn hostile_directories_are_named_errors() {
     let e = err(b"GGML\x03\0\0\0".to_vec());
     assert!(e.to_string().contains("not a GGUF file"), "{e}");
 }
+
+/// Where `key`'s value type (the u32 after the key string) sits in a GGUF file's bytes.
+fn key_at(data: &[u8], key: &str) -> usize {
+    let mut pat = (key.len() as u64).to_le_bytes().to_vec();
+    pat.extend(key.as_bytes());
+    let at = data
+        .windows(pat.len())
+        .position(|w| w == pat)
+        .unwrap_or_else(|| panic!("no `{key}` in the file"));
+    at + pat.len()
+}
+
+/// Where tensor `name`'s type code sits in the directory of `data`.
+fn tensor_type_at(data: &[u8], name: &str) -> usize {
+    let at = key_at(data, name);
+    let n_dims = u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as usize;
+    at + 4 + 8 * n_dims
+}
+
+/// A GGUF v3 with the given metadata pairs (`(key, type code, value bytes)`) and no tensors.
+fn build_meta(pairs: &[(&str, u32, Vec<u8>)]) -> Vec<u8> {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend((pairs.len() as u64).to_le_bytes());
+    for (key, ty, value) in pairs {
+        b.extend((key.len() as u64).to_le_bytes());
+        b.extend(key.as_bytes());
+        b.extend(ty.to_le_bytes());
+        b.extend(value);
+    }
+    while !b.len().is_multiple_of(32) {
+        b.push(0);
+    }
+    b
+}
+
+/// An array value of `n` elements of type `elem`, each `item`.
+fn array_value(elem: u32, n: usize, item: &[u8]) -> Vec<u8> {
+    let mut v = elem.to_le_bytes().to_vec();
+    v.extend((n as u64).to_le_bytes());
+    for _ in 0..n {
+        v.extend(item);
+    }
+    v
+}
+
+/// Issue 30's abort: a 12-byte edit of a real tokenizer file (`tokenizer.ggml.token_type`
+/// made a u8 array of millions of elements, the bytes appended) asked for 32 bytes of memory
+/// per file byte up front. The count is refused before one element is decoded, naming the key.
+#[test]
+fn a_metadata_array_past_the_decoded_cap_is_refused_naming_the_key() {
+    use kin_infer_core::io::gguf::MAX_METADATA_BYTES;
+    let mut data = std::fs::read(fixture().join("tokenizers/bpe_gpt-2.gguf")).unwrap();
+    let at = key_at(&data, "tokenizer.ggml.token_type");
+    assert_eq!(&data[at..at + 4], &9u32.to_le_bytes(), "an array");
+    let n = MAX_METADATA_BYTES / std::mem::size_of::<MetaValue>() + 1;
+    data[at + 4..at + 8].copy_from_slice(&0u32.to_le_bytes());
+    data[at + 8..at + 16].copy_from_slice(&(n as u64).to_le_bytes());
+    data.resize(data.len() + n, 1);
+    let e = err(data);
+    assert_eq!(e.kind(), ErrorKind::InvalidModel);
+    let msg = e.to_string();
+    assert!(
+        msg.contains("`tokenizer.ggml.token_type`")
+            && msg.contains(&format!("{n} elements"))
+            && msg.contains("cap of 256 MiB"),
+        "{msg}"
+    );
+}
+
+/// The cap is on the whole header: arrays each under it are refused once their sum passes
+/// it, at the key that crosses it.
+#[test]
+fn the_decoded_cap_counts_every_key() {
+    let per = 1_000_000;
+    let item = array_value(0, per, &[7]);
+    let keys: Vec<String> = (0..10).map(|i| format!("kin.test.k{i}")).collect();
+    let pairs: Vec<(&str, u32, Vec<u8>)> =
+        keys.iter().map(|k| (k.as_str(), 9, item.clone())).collect();
+    // 32 bytes a slot: 8 arrays of a million fit in 256 MiB, the 9th does not.
+    let e = err(build_meta(&pairs)).to_string();
+    assert!(e.contains("`kin.test.k8`") && e.contains("cap"), "{e}");
+    // Under the cap the same arrays read, every element kept.
+    let f = GgufFile::from_bytes("t.gguf", build_meta(&pairs[..2])).unwrap();
+    match f.get("kin.test.k1") {
+        Some(MetaValue::Array(a)) => {
+            assert_eq!(a.len(), per);
+            assert!(a.iter().all(|v| *v == MetaValue::U8(7)));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// An array nested in an array is charged like one at the top.
+#[test]
+fn strings_and_nested_arrays_are_charged() {
+    // 9 inner arrays of a million u8 inside one array: 288 MB decoded.
+    let inner = array_value(0, 1_000_000, &[0]);
+    let mut outer = 9u32.to_le_bytes().to_vec();
+    outer.extend(9u64.to_le_bytes());
+    for _ in 0..9 {
+        outer.extend(&inner);
+    }
+    let e = err(build_meta(&[("kin.test.nested", 9, outer)])).to_string();
+    assert!(e.contains("`kin.test.nested`") && e.contains("cap"), "{e}");
+    // A string value, its bytes charged, reads under the cap.
+    let mut s = 3u64.to_le_bytes().to_vec();
+    s.extend(b"abc");
+    let f = GgufFile::from_bytes("t.gguf", build_meta(&[("kin.test.s", 8, s)])).unwrap();
+    assert_eq!(f.get("kin.test.s").and_then(MetaValue::as_str), Some("abc"));
+}
+
+/// Two tensors sharing bytes (an offset edited to another tensor's) are refused naming both.
+#[test]
+fn overlapping_tensors_are_refused_naming_both() {
+    let e = err(build(
+        2,
+        &[("a", &[16], 0, 0), ("b", &[8], 0, 32)],
+        &[0u8; 96],
+    ));
+    let msg = e.to_string();
+    assert!(
+        msg.contains("`a`") && msg.contains("`b`") && msg.contains("overlap"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("data bytes 0..64") && msg.contains("data bytes 32..64"),
+        "{msg}"
+    );
+    // The same offsets in either directory order; a zero-length tensor overlaps nothing.
+    let e = err(build(
+        2,
+        &[("b", &[8], 0, 32), ("a", &[16], 0, 0)],
+        &[0u8; 96],
+    ));
+    assert!(e.to_string().contains("overlap"), "{e}");
+    let f = GgufFile::from_bytes(
+        "t.gguf",
+        build(2, &[("a", &[8], 0, 0), ("e", &[0], 0, 0)], &[0u8; 32]),
+    )
+    .unwrap();
+    assert_eq!(f.tensors.len(), 2);
+    // Adjacent tensors (one ends where the next starts) are the normal layout.
+    GgufFile::from_bytes(
+        "t.gguf",
+        build(2, &[("a", &[8], 0, 0), ("b", &[8], 0, 32)], &[0u8; 64]),
+    )
+    .unwrap();
+}
+
+/// A tensor whose type was edited to a wider one (F16 to F32, Q4_0 to Q8_0 in the fixture's
+/// directory) runs into the next tensor's data: refused naming both.
+#[test]
+fn a_type_edited_to_a_wider_one_is_refused() {
+    for (name, wider, next) in [("t.f16", 0u32, "t.bf16"), ("t.q4_0", 8, "t.q4_1")] {
+        let mut data = fixture_bytes();
+        let at = tensor_type_at(&data, name);
+        data[at..at + 4].copy_from_slice(&wider.to_le_bytes());
+        let msg = err(data).to_string();
+        assert!(
+            msg.contains(&format!("`{name}`"))
+                && msg.contains(&format!("`{next}`"))
+                && msg.contains("overlap"),
+            "{name}: {msg}"
+        );
+    }
+}
+
+/// [`GgufFile::float`], the reader every loader's float keys go through: absent is `None`,
+/// a non-float or a non-finite value an error naming the key.
+#[test]
+fn float_keys_refuse_non_finite_and_mistyped_values() {
+    let f32v = |x: f32| x.to_le_bytes().to_vec();
+    let file = build_meta(&[
+        ("k.ok", 6, f32v(1e6)),
+        ("k.f64", 12, 0.5f64.to_le_bytes().to_vec()),
+        ("k.nan", 6, f32v(f32::NAN)),
+        ("k.inf", 12, f64::NEG_INFINITY.to_le_bytes().to_vec()),
+        ("k.int", 4, 10000u32.to_le_bytes().to_vec()),
+    ]);
+    let f = GgufFile::from_bytes("t.gguf", file).unwrap();
+    assert_eq!(f.float("k.ok").unwrap(), Some(1e6));
+    assert_eq!(f.float("k.f64").unwrap(), Some(0.5));
+    assert_eq!(f.float("k.absent").unwrap(), None);
+    let e = f.float("k.nan").unwrap_err().to_string();
+    assert!(e.contains("`k.nan`") && e.contains("NaN"), "{e}");
+    let e = f.float("k.inf").unwrap_err().to_string();
+    assert!(e.contains("`k.inf`") && e.contains("-inf"), "{e}");
+    let e = f.float("k.int").unwrap_err().to_string();
+    assert!(e.contains("`k.int`") && e.contains("uint32"), "{e}");
+}

@@ -3,10 +3,15 @@
 //! before anything is allocated or trusted.
 //!
 //! Every count and length read from the file is bounded by the bytes left before it is
-//! allocated (a key count of 2⁶⁴ in a 100-byte file is an error, not an allocation); every
-//! tensor's type code must be one this engine reads ([`GgmlType`]; others are
-//! [`InferError::Unsupported`] naming the tensor and ggml's name of the type), its rows
-//! whole blocks, its extent inside the data section, its offset aligned, its name unique.
+//! allocated (a key count of 2⁶⁴ in a 100-byte file is an error, not an allocation), and
+//! what the header decodes into memory is bounded too: a value costs more in memory than in
+//! the file (a one-byte `uint8` element is a [`MetaValue`] of 32 bytes), so the metadata and
+//! tensor directory together may decode to at most [`MAX_METADATA_BYTES`], counted before
+//! each array is decoded and as each string is, and arrays grow as they are read rather than
+//! being sized from the file's count. Every tensor's type code must be one this engine reads
+//! ([`GgmlType`]; others are [`InferError::Unsupported`] naming the tensor and ggml's name of
+//! the type), its rows whole blocks, its extent inside the data section and clear of every
+//! other tensor's, its offset aligned, its name unique.
 //! Layout per the GGUF specification (ggml's `docs/gguf.md`): magic `GGUF`, version u32,
 //! tensor count u64, metadata count u64, the pairs, the tensor infos, padding to
 //! `general.alignment` (default 32), the data.
@@ -22,6 +27,16 @@ pub const MAX_DIMS: usize = 4;
 /// finite on hostile input).
 const MAX_ARRAY_DEPTH: usize = 2;
 const DEFAULT_ALIGNMENT: usize = 32;
+/// The most memory the header (metadata pairs and tensor directory) may decode into, counted
+/// as the in-memory size of what is kept: `size_of::<MetaValue>()` per value, the bytes of
+/// every string and key, and each tensor's entry. Real files stay far below it (a 256k-token
+/// vocabulary with scores, types and merges decodes to about 40 MiB); a file past it is an
+/// [`InferError::Gguf`] naming the key or tensor at which the cap was reached, instead of an
+/// allocation of many gigabytes that aborts the process.
+pub const MAX_METADATA_BYTES: usize = 256 << 20;
+/// The capacity an array starts with: it grows as elements are read, so a count the file
+/// states is never allocated before the elements are there.
+const INITIAL_ARRAY_CAPACITY: usize = 1 << 12;
 
 /// A metadata value.
 #[derive(Clone, Debug, PartialEq)]
@@ -174,6 +189,30 @@ impl GgufFile {
         self.keys.get(key).map(|&i| &self.metadata[i].1)
     }
 
+    /// A float metadata value, for every float field a loader reads: `None` when `key` is
+    /// absent (the caller states its default); an error naming `key` when the value is not
+    /// a float (its type named: llama.cpp refuses a mistyped key too) or is NaN or infinite
+    /// (its value named). A non-finite value must not pass as absent: a NaN
+    /// `rope.freq_base` would otherwise become the 10000 default. Range checks (an epsilon
+    /// >= 0, a base > 1) are each field's own.
+    pub fn float(&self, key: &str) -> Result<Option<f64>> {
+        let Some(v) = self.get(key) else {
+            return Ok(None);
+        };
+        let bad = |reason: String| InferError::Gguf {
+            path: self.path.clone(),
+            reason,
+        };
+        match v.as_f64() {
+            Some(x) if x.is_finite() => Ok(Some(x)),
+            Some(x) => Err(bad(format!("`{key}` is {x}: a finite number is expected"))),
+            None => Err(bad(format!(
+                "`{key}` is a {}, expected a float32 or float64",
+                v.type_name()
+            ))),
+        }
+    }
+
     /// A tensor by name.
     pub fn tensor(&self, name: &str) -> Option<&GgufTensor> {
         self.names.get(name).map(|&i| &self.tensors[i])
@@ -216,6 +255,7 @@ impl GgufFile {
             b: buf,
             at: 0,
             path: &path,
+            decoded: 0,
         };
         let magic = r.take(4, "the magic")?;
         if magic != b"GGUF" {
@@ -241,10 +281,15 @@ impl GgufFile {
         }
         let n_tensors = r.count("the tensor count", 8 + 4 + 4 + 8)?;
         let n_kv = r.count("the metadata count", 8 + 4 + 1)?;
-        let mut metadata = Vec::with_capacity(n_kv);
-        let mut keys = HashMap::with_capacity(n_kv);
+        let mut metadata = Vec::with_capacity(n_kv.min(INITIAL_ARRAY_CAPACITY));
+        let mut keys = HashMap::with_capacity(n_kv.min(INITIAL_ARRAY_CAPACITY));
         for i in 0..n_kv {
             let key = r.string(&format!("metadata key {i}"))?;
+            // The pair, the value's own slot and the key's copy in the index.
+            r.charge(
+                size_of::<(String, MetaValue)>() + size_of::<(String, usize)>() + key.len(),
+                &format!("metadata key `{key}`"),
+            )?;
             let ty = r.u32(&format!("the type of `{key}`"))?;
             let value = r.value(ty, &key, 0)?;
             if keys.insert(key.clone(), metadata.len()).is_some() {
@@ -261,7 +306,7 @@ impl GgufFile {
                 )))
             }
         };
-        let mut raw = Vec::with_capacity(n_tensors);
+        let mut raw = Vec::with_capacity(n_tensors.min(INITIAL_ARRAY_CAPACITY));
         for i in 0..n_tensors {
             let name = r.string(&format!("the name of tensor {i}"))?;
             let n_dims = r.u32(&format!("the dimension count of `{name}`"))? as usize;
@@ -270,6 +315,14 @@ impl GgufFile {
                     "tensor `{name}` has {n_dims} dimensions (1 to {MAX_DIMS} allowed)"
                 )));
             }
+            // The directory entry, its dims, and the name's copy in the index.
+            r.charge(
+                size_of::<GgufTensor>()
+                    + size_of::<(String, usize)>()
+                    + n_dims * size_of::<usize>()
+                    + name.len(),
+                &format!("tensor `{name}`"),
+            )?;
             let mut dims = Vec::with_capacity(n_dims);
             for d in 0..n_dims {
                 let v = r.u64(&format!("dimension {d} of `{name}`"))?;
@@ -293,7 +346,7 @@ impl GgufFile {
             }
         };
         let data_len = buf.len() - data_start;
-        let mut tensors = Vec::with_capacity(raw.len());
+        let mut tensors: Vec<GgufTensor> = Vec::with_capacity(raw.len());
         let mut names = HashMap::with_capacity(raw.len());
         for (name, dims, code, offset) in raw {
             let ty = GgmlType::from_code(code).ok_or_else(|| {
@@ -347,6 +400,7 @@ impl GgufFile {
                 size,
             });
         }
+        check_overlaps(&path, &tensors, data_start)?;
         Ok(GgufFile {
             path,
             bytes,
@@ -361,11 +415,51 @@ impl GgufFile {
     }
 }
 
+/// Refuses two tensors whose data share a byte. llama.cpp requires the data laid out in
+/// directory order, each tensor at the previous one's padded end; this reader accepts any
+/// order, but an overlap means the directory was edited (an offset moved, or a type or shape
+/// changed to a wider one so that the extent runs into the next tensor), and the two tensors
+/// would read each other's bytes.
+fn check_overlaps(path: &Path, tensors: &[GgufTensor], data_start: usize) -> Result<()> {
+    let mut order: Vec<&GgufTensor> = tensors.iter().filter(|t| t.size > 0).collect();
+    order.sort_by_key(|t| (t.offset, t.size));
+    // The tensor reaching furthest so far: any later start before its end overlaps it.
+    let mut reach: Option<&GgufTensor> = None;
+    for t in order {
+        if let Some(p) = reach {
+            if t.offset < p.offset + p.size {
+                let range = |t: &GgufTensor| {
+                    let at = t.offset - data_start;
+                    format!("data bytes {at}..{}", at + t.size)
+                };
+                return Err(InferError::Gguf {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "tensors `{}` ({}, {}) and `{}` ({}, {}) overlap: the tensor directory was edited (an offset, type or shape changed)",
+                        p.name,
+                        p.ty.name(),
+                        range(p),
+                        t.name,
+                        t.ty.name(),
+                        range(t)
+                    ),
+                });
+            }
+        }
+        if reach.is_none_or(|p| t.offset + t.size > p.offset + p.size) {
+            reach = Some(t);
+        }
+    }
+    Ok(())
+}
+
 /// A bounds-checked cursor over the header.
 struct Reader<'a> {
     b: &'a [u8],
     at: usize,
     path: &'a Path,
+    /// Bytes of memory what has been decoded so far takes (see [`MAX_METADATA_BYTES`]).
+    decoded: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -373,6 +467,22 @@ impl<'a> Reader<'a> {
         InferError::Gguf {
             path: self.path.to_path_buf(),
             reason,
+        }
+    }
+
+    /// Counts `bytes` more of decoded header against [`MAX_METADATA_BYTES`]; `what` names
+    /// the key or tensor that reached the cap.
+    fn charge(&mut self, bytes: usize, what: &str) -> Result<()> {
+        match self.decoded.checked_add(bytes) {
+            Some(total) if total <= MAX_METADATA_BYTES => {
+                self.decoded = total;
+                Ok(())
+            }
+            _ => Err(self.bad(format!(
+                "{what} takes the decoded metadata past its cap of {} MiB ({} bytes decoded before it, {bytes} more asked): the file's header is not one a real model has",
+                MAX_METADATA_BYTES >> 20,
+                self.decoded
+            ))),
         }
     }
 
@@ -442,7 +552,11 @@ impl<'a> Reader<'a> {
                 1 => MetaValue::Bool(true),
                 b => return Err(self.bad(format!("`{key}` is a bool of value {b}"))),
             },
-            8 => MetaValue::Str(self.string(&what)?),
+            8 => {
+                let s = self.string(&what)?;
+                self.charge(s.len(), &format!("`{key}`"))?;
+                MetaValue::Str(s)
+            }
             9 => {
                 if depth >= MAX_ARRAY_DEPTH {
                     return Err(self.bad(format!(
@@ -459,7 +573,11 @@ impl<'a> Reader<'a> {
                     t => return Err(self.bad(format!("`{key}` has elements of unknown type {t}"))),
                 };
                 let n = self.count(&format!("the length of `{key}`"), min)?;
-                let mut items = Vec::with_capacity(n);
+                // Every element costs at least its slot: a count past the cap is refused
+                // before one element is decoded (string bytes are counted as they come).
+                let slots = n.checked_mul(size_of::<MetaValue>()).unwrap_or(usize::MAX);
+                self.charge(slots, &format!("`{key}` ({n} elements)"))?;
+                let mut items = Vec::with_capacity(n.min(INITIAL_ARRAY_CAPACITY));
                 for _ in 0..n {
                     items.push(self.value(elem, key, depth + 1)?);
                 }
