@@ -53,10 +53,10 @@ pub struct GenerateArgs {
     #[arg(long, default_value_t = 1.0)]
     repeat_penalty: f32,
     /// Subtracted from a token's logit per occurrence in the context (0: none).
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0.0)]
     frequency_penalty: f32,
     /// Subtracted from the logit of every token present in the context (0: none).
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0.0)]
     presence_penalty: f32,
     /// Seed of the sampler: the same seed gives the same tokens on every machine.
     #[arg(long, default_value_t = 0)]

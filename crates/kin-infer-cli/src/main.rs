@@ -13,7 +13,7 @@ mod output;
 mod quantize_cmd;
 mod serve_cmd;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -54,8 +54,27 @@ enum Command {
     Devices(commands::DevicesArgs),
 }
 
+/// The parser, with every option that takes a value accepting a negative number, so that
+/// `--temperature -1` or `--seed -1` reaches the option's own check (which names it and its
+/// range) instead of clap's "unexpected argument '-1'".
+fn command() -> clap::Command {
+    let negative_ok = |a: clap::Arg| {
+        if a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    };
+    Cli::command()
+        .mut_args(negative_ok)
+        .mut_subcommands(move |sc| sc.mut_args(negative_ok))
+}
+
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let parsed = command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let code = match e.kind() {

@@ -77,6 +77,10 @@ pub enum InferError {
     /// A GPU device failed at run time (validation, out of memory, device lost).
     #[error("GPU device: {0}")]
     Device(String),
+    /// The model computed a NaN or an infinity (poisoned or overflowing weights): refused
+    /// rather than sampled from, since every token drawn from such logits is meaningless.
+    #[error("the model produced a non-finite value ({what}); check its weights")]
+    NonFinite { what: String },
     /// A load or run whose estimated memory cannot fit (see `resource::check_fits`).
     #[error("{what} needs about {} of memory, more than {limit} allows ({})", crate::resource::human_bytes(*needed_bytes), crate::resource::human_bytes(*limit_bytes))]
     OutOfMemory {
@@ -130,7 +134,8 @@ impl InferError {
             | Config { .. }
             | MissingTensor { .. }
             | ShapeMismatch { .. }
-            | Golden { .. } => ErrorKind::InvalidModel,
+            | Golden { .. }
+            | NonFinite { .. } => ErrorKind::InvalidModel,
         }
     }
 

@@ -91,7 +91,7 @@ impl Generator {
     /// now on the backend (after `new_cache` checked that it fits).
     pub fn session(&self, capacity: usize) -> Result<Session<'_>> {
         let mut cache = self.model.new_cache(capacity)?;
-        cache.ensure(self.backend.as_ref());
+        cache.ensure(self.backend.as_ref())?;
         Ok(Session { g: self, cache })
     }
 

@@ -17,6 +17,37 @@ use crate::nn::rope::RotaryChunk;
 use rayon::prelude::*;
 use std::sync::OnceLock;
 
+/// `len` zeros, or an error if the allocator refuses. Zeroed memory straight from the
+/// allocator (as `vec![0.0; len]` gets it), so a large cache costs address space until it is
+/// written, not resident pages.
+fn try_zeroed_vec(len: usize) -> Result<Vec<f32>> {
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let refused = || {
+        let needed = (len as u64).saturating_mul(4);
+        let (limit_bytes, limit) =
+            crate::resource::memory_ceiling().unwrap_or((0, "the allocator"));
+        crate::error::InferError::OutOfMemory {
+            what: format!("a buffer of {len} floats"),
+            needed_bytes: needed,
+            limit_bytes,
+            limit,
+        }
+    };
+    let layout = std::alloc::Layout::array::<f32>(len).map_err(|_| refused())?;
+    // SAFETY: the layout has a non-zero size (len > 0); a non-null result is `len` zeroed,
+    // f32-aligned floats from the global allocator with exactly this layout, which is what
+    // `Vec::from_raw_parts` requires (capacity = len, all initialized: zero bits are 0.0).
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut f32;
+        if p.is_null() {
+            return Err(refused());
+        }
+        Ok(Vec::from_raw_parts(p, len, len))
+    }
+}
+
 /// The CPU backend.
 pub struct CpuCompute {
     k: &'static Kernels,
@@ -178,6 +209,12 @@ impl GpuCompute for CpuCompute {
         Tensor {
             storage: Storage::Host(vec![0.0; len]),
         }
+    }
+
+    fn try_zeros(&self, len: usize) -> Result<Tensor> {
+        Ok(Tensor {
+            storage: Storage::Host(try_zeroed_vec(len)?),
+        })
     }
 
     fn upload(&self, data: Vec<f32>) -> Tensor {
@@ -640,5 +677,22 @@ fn pool_rows(modes: &[PoolingMode], states: &[f32], hidden: usize, out: &mut [f3
                 dst.iter_mut().for_each(|d| *d /= total);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::try_zeroed_vec;
+
+    #[test]
+    fn an_allocation_the_machine_refuses_is_an_error_not_an_abort() {
+        // Past isize::MAX bytes (no layout), and 1 EiB (more than even a 57-bit address space).
+        for len in [usize::MAX / 2, 1usize << 58] {
+            let e = try_zeroed_vec(len).unwrap_err().to_string();
+            assert!(e.contains(&format!("a buffer of {len} floats")), "{e}");
+        }
+        assert!(try_zeroed_vec(0).unwrap().is_empty());
+        let v = try_zeroed_vec(1000).unwrap();
+        assert!(v.len() == 1000 && v.iter().all(|&x| x.to_bits() == 0));
     }
 }

@@ -338,6 +338,13 @@ pub trait GpuCompute: Send + Sync {
     // ---- memory: the edges --------------------------------------------------------------
     /// `len` zeros.
     fn zeros(&self, len: usize) -> Tensor;
+    /// [`GpuCompute::zeros`] for a size derived from a request or a file (a KV cache, the
+    /// attention scores of a long context): an allocation the machine refuses is a typed
+    /// [`crate::InferError::OutOfMemory`], never an abort. A device backend records its
+    /// failure for [`GpuCompute::check`] as it does for every op.
+    fn try_zeros(&self, len: usize) -> Result<Tensor> {
+        Ok(self.zeros(len))
+    }
     /// Host data in (weights' vectors, tables).
     fn upload(&self, data: Vec<f32>) -> Tensor;
     /// A weight vector or table as loaded (the CPU reads a mapped one in place).

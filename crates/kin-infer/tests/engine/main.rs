@@ -9,6 +9,7 @@ mod errors;
 mod fixtures;
 mod hub;
 mod minilm;
+mod nonfinite;
 mod numerics;
 mod sessions;
 mod shards;

@@ -16,7 +16,7 @@ use super::{DecoderSpec, LogitsRows};
 use crate::backend::{
     AttnShape, DeviceMatrix, GpuCompute, KvView, Positions, Tensor, View, ViewMut,
 };
-use crate::error::Result;
+use crate::error::{InferError, Result};
 use crate::nn::ffn::{FfnAct, FfnBuffers, GatedFfn};
 use crate::nn::rope::{Rotary, RotaryChunk, SwitchedRotary};
 use crate::nn::{Linear, Norm};
@@ -145,8 +145,8 @@ impl Stack {
         cache.check_shape(self.blocks.len(), kv_dim)?;
         let (start, capacity) = (cache.len(), cache.capacity());
         spec.validate_chunk(ids, start, capacity)?;
-        cache.ensure(be);
-        cache.scratch.ensure(be, rows, capacity, &self.dims());
+        cache.ensure(be)?;
+        cache.scratch.ensure(be, rows, capacity, &self.dims())?;
 
         let rotary: Option<RotaryChunk> = match &self.rope {
             Rope::Learned(_) => None,
@@ -184,7 +184,15 @@ impl Stack {
         }
         cache.advance(rows);
         let (first, n) = out_rows.span(rows);
-        self.checked_head(be, &mut cache.scratch, first, n)
+        // A refused step leaves the cache as it was (the length is a field apart from the
+        // scratch the logits borrow, so it can be wound back on the error path).
+        match self.checked_head(be, &mut cache.scratch, first, n) {
+            Ok(logits) => Ok(logits),
+            Err(e) => {
+                cache.len -= rows;
+                Err(e)
+            }
+        }
     }
 
     /// Attention of `rows` rows of fused `[q | k | v]` at positions `start..` of a cache of
@@ -288,6 +296,17 @@ impl Stack {
     ) -> Result<&'s [f32]> {
         let logits = self.head(be, scratch, first, n);
         be.check()?;
+        // NaN/Inf weights (or an overflow) would otherwise be sampled as token 0 forever
+        // with a clean exit; one pass over the logits costs far less than the head's GEMM.
+        if let Some(i) = logits.iter().position(|x| !x.is_finite()) {
+            let (row, col) = (first + i / self.vocab, i % self.vocab);
+            return Err(InferError::NonFinite {
+                what: format!(
+                    "logit {} of token {col} at row {row} of the step",
+                    logits[i]
+                ),
+            });
+        }
         Ok(logits)
     }
 
@@ -322,9 +341,9 @@ impl Stack {
             max_capacity = max_capacity.max(c.capacity());
         }
         for c in caches.iter_mut() {
-            c.ensure(be);
+            c.ensure(be)?;
         }
-        scratch.ensure(be, rows, max_capacity, &self.dims());
+        scratch.ensure(be, rows, max_capacity, &self.dims())?;
         let s = scratch.bufs.as_mut().expect("scratch ensured");
         self.embed(be, ids, s);
         if let Rope::Learned(wpe) = &self.rope {
@@ -364,7 +383,15 @@ impl Stack {
         for c in caches.iter_mut() {
             c.advance(1);
         }
-        self.checked_head(be, scratch, 0, rows)
+        match self.checked_head(be, scratch, 0, rows) {
+            Ok(logits) => Ok(logits),
+            Err(e) => {
+                for c in caches.iter_mut() {
+                    c.len -= 1;
+                }
+                Err(e)
+            }
+        }
     }
 }
 

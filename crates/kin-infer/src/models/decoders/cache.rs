@@ -11,7 +11,9 @@ pub struct KvCache {
     layers: usize,
     kv_dim: usize,
     capacity: usize,
-    len: usize,
+    /// Written by the stack directly when a step is refused after its append (wound back:
+    /// the values past it are overwritten by the next append).
+    pub(super) len: usize,
     /// `[layers, kv_dim, capacity]`: keys transposed (see [`GpuCompute::kv_append`]) and
     /// `[layers, capacity, kv_dim]` values; `None` until the first forward.
     kv: Option<(Tensor, Tensor)>,
@@ -62,11 +64,12 @@ impl KvCache {
     }
 
     /// Allocates the keys and values on `be` if this is the first forward.
-    pub(crate) fn ensure(&mut self, be: &dyn GpuCompute) {
+    pub(crate) fn ensure(&mut self, be: &dyn GpuCompute) -> Result<()> {
         if self.kv.is_none() {
             let n = self.layers * self.capacity * self.kv_dim;
-            self.kv = Some((be.zeros(n), be.zeros(n)));
+            self.kv = Some((be.try_zeros(n)?, be.try_zeros(n)?));
         }
+        Ok(())
     }
 
     /// Layer `layer`'s keys and values, writable, and the scratch.
@@ -142,12 +145,12 @@ impl Scratch {
         rows: usize,
         capacity: usize,
         d: &ScratchDims,
-    ) {
+    ) -> Result<()> {
         let scores = causal_scores_len(d.heads, capacity);
         let same = self.dims.as_ref() == Some(d);
         if same && rows <= self.rows && self.bufs.as_ref().is_some_and(|b| b.scores.len() >= scores)
         {
-            return;
+            return Ok(());
         }
         let rows = if same { rows.max(self.rows) } else { rows };
         self.rows = rows;
@@ -159,9 +162,11 @@ impl Scratch {
             attn: be.zeros(rows * d.q_dim),
             out: be.zeros(rows * d.hidden),
             mlp: be.zeros(rows * d.hidden),
-            scores: be.zeros(scores),
-            logits: be.zeros(rows * d.vocab),
+            // The two that grow with a request's context and prompt: fallible.
+            scores: be.try_zeros(scores)?,
+            logits: be.try_zeros(rows * d.vocab)?,
             ffn: (d.gated > 0).then(|| FfnBuffers::new(be, rows, d.gated)),
         });
+        Ok(())
     }
 }

@@ -62,6 +62,16 @@ impl DecoderSpec {
         self.num_key_value_heads * self.head_dim
     }
 
+    /// Bytes of an f32 KV cache (keys and values of every layer) for `capacity` positions;
+    /// `None` when that overflows. What [`Decoder::new_cache`] checks against the host and the
+    /// server counts against its memory budget.
+    pub fn kv_cache_bytes(&self, capacity: usize) -> Option<u64> {
+        (self.num_hidden_layers as u64)
+            .checked_mul(capacity as u64)
+            .and_then(|n| n.checked_mul(self.kv_dim() as u64))
+            .and_then(|n| n.checked_mul(2 * 4))
+    }
+
     /// Checks a chunk of `ids` that would start at position `start`: non-empty, inside the
     /// vocabulary, and ending inside both the context and the cache.
     pub fn validate_chunk(&self, ids: &[u32], start: usize, cache_capacity: usize) -> Result<()> {
@@ -136,10 +146,7 @@ pub trait Decoder: Send + Sync {
         }
         // Keys and values, f32, before anything is allocated: a context the host cannot hold
         // is a typed error, not an abort.
-        let bytes = (s.num_hidden_layers as u64)
-            .checked_mul(capacity as u64)
-            .and_then(|n| n.checked_mul(s.kv_dim() as u64))
-            .and_then(|n| n.checked_mul(2 * 4));
+        let bytes = s.kv_cache_bytes(capacity);
         crate::resource::check_fits(&format!("a KV cache of {capacity} positions"), bytes)?;
         Ok(KvCache::new(s.num_hidden_layers, s.kv_dim(), capacity))
     }
