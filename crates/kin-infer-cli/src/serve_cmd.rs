@@ -63,6 +63,14 @@ pub struct ServeCmdArgs {
     /// Seconds in-flight work may run after SIGTERM/Ctrl-C before it is cancelled.
     #[arg(long, default_value_t = 10.0)]
     shutdown_timeout: f64,
+    /// Memory all running generations may reserve together for their KV caches, e.g. 4G
+    /// (default: half of what is left once the models are loaded; see docs/server.md).
+    #[arg(long, value_name = "SIZE")]
+    memory_budget: Option<String>,
+    /// Seconds a request's headers, then its body, may take to arrive (408 after), and the
+    /// longest a generation waits for room in the memory budget (503 after).
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    request_timeout: f64,
 }
 
 pub fn run(a: ServeCmdArgs) -> Result<u8> {
@@ -77,7 +85,16 @@ pub fn run(a: ServeCmdArgs) -> Result<u8> {
     if !(a.shutdown_timeout.is_finite() && a.shutdown_timeout >= 0.0) {
         bail!("--shutdown-timeout must be a non-negative number of seconds");
     }
+    if !(a.request_timeout.is_finite() && a.request_timeout > 0.0 && a.request_timeout <= 86400.0) {
+        bail!("--request-timeout must be a number of seconds above 0, at most 86400");
+    }
     let max_body = usize::try_from(parse_size(&a.max_body)?).context("--max-body")?;
+    let memory_budget = a
+        .memory_budget
+        .as_deref()
+        .map(parse_size)
+        .transpose()
+        .context("--memory-budget")?;
     let models = a
         .models
         .iter()
@@ -104,15 +121,21 @@ pub fn run(a: ServeCmdArgs) -> Result<u8> {
             cors: a.cors,
             log_json: matches!(a.log_format, LogFormat::Json),
             shutdown_grace: Duration::from_secs_f64(a.shutdown_timeout),
+            memory_budget,
+            request_timeout: Duration::from_secs_f64(a.request_timeout),
         },
     };
-    kin_infer_server::serve(args, |bound| {
-        let url = format!("http://{bound}");
+    kin_infer_server::serve(args, |ready| {
+        let url = format!("http://{}", ready.addr);
         eprintln!(
-            "kin-infer serve: listening on {url} (models: {})",
-            ids.join(", ")
+            "kin-infer serve: listening on {url} (models: {}); memory budget for generations \
+             {} ({})",
+            ids.join(", "),
+            kin_infer::resource::human_bytes(ready.memory_budget),
+            ready.memory_budget_source
         );
-        let line = serde_json::json!({"event": "listening", "url": url, "models": ids});
+        let line = serde_json::json!({"event": "listening", "url": url, "models": ids,
+            "memory_budget_bytes": ready.memory_budget});
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
         let _ = out.flush();

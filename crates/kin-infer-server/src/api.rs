@@ -29,16 +29,51 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             }
         })?;
         let mut de = serde_json::Deserializer::from_slice(&bytes);
-        let v = T::deserialize(&mut de)
-            .and_then(|v| de.end().map(|_| v))
-            .map_err(|e| {
-                ApiError::new(
-                    axum::http::StatusCode::BAD_REQUEST,
-                    "invalid_json",
-                    format!("the body is not a valid request: {e}"),
-                )
+        let v = serde_path_to_error::deserialize(&mut de)
+            .map_err(|e| invalid_json(e, &bytes))
+            .and_then(|v| {
+                de.end().map(|_| v).map_err(|e| {
+                    ApiError::new(
+                        axum::http::StatusCode::BAD_REQUEST,
+                        "invalid_json",
+                        format!("the body is not a valid request: {e}"),
+                    )
+                })
             })?;
         Ok(ApiJson(v))
+    }
+}
+
+/// A body that does not deserialize: a 400 naming the field at fault (its path, e.g.
+/// `messages[0].role`, as `param`), or the field that is missing.
+fn invalid_json(e: serde_path_to_error::Error<serde_json::Error>, body: &[u8]) -> ApiError {
+    let mut path = e.path().to_string();
+    let mut inner = e.into_inner();
+    let text = inner.to_string();
+    let missing = text
+        .strip_prefix("missing field `")
+        .and_then(|r| r.split('`').next())
+        .map(str::to_string);
+    // serde's `flatten` (the sampling fields of both completion routes) buffers the fields
+    // and loses their path; reading them alone finds it again.
+    if path == "." && missing.is_none() {
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) {
+            if let Err(e) = serde_path_to_error::deserialize::<_, Sampling>(v) {
+                if e.path().to_string() != "." {
+                    path = e.path().to_string();
+                    inner = e.into_inner();
+                }
+            }
+        }
+    }
+    let at = (path != ".").then_some(path);
+    let message = match &at {
+        Some(p) => format!("the body is not a valid request: `{p}`: {inner}"),
+        None => format!("the body is not a valid request: {inner}"),
+    };
+    ApiError {
+        param: at.or(missing),
+        ..ApiError::new(axum::http::StatusCode::BAD_REQUEST, "invalid_json", message)
     }
 }
 

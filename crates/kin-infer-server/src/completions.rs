@@ -4,6 +4,12 @@
 //! responses are OpenAI's server-sent chunks ending in `[DONE]`; a stream that fails or is
 //! cut by shutdown ends with an error event and no `[DONE]`, so no client mistakes a cut
 //! answer for a complete one. A client that goes away stops its generation.
+//!
+//! Before a generation reaches its scheduler it reserves its KV cache and per-token
+//! bookkeeping from the server's memory budget ([`crate::memory`]): one that could never fit
+//! is a 400 naming `max_tokens` (or the prompt) with what would fit; without `max_tokens` the
+//! default (the rest of the context) is capped to what the whole budget holds; one that does
+//! not fit beside the running ones waits up to `--request-timeout`, then gets a 503.
 
 use crate::api::{
     ApiJson, ChatChoice, ChatMessageOut, ChatRequest, ChatResponse, CompletionChoice,
@@ -11,6 +17,7 @@ use crate::api::{
     StreamEvent, Usage,
 };
 use crate::error::{ApiError, ApiResult, ModelRouteErrors};
+use crate::memory::PER_TOKEN_BYTES;
 use crate::registry::{GenModel, Kind, Model};
 use crate::scheduler::{GenJob, OnToken};
 use crate::state::{AppState, QueueSlot};
@@ -133,8 +140,23 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The engine's sampling parameters from the request's, every range checked.
-fn params(g: &GenModel, s: &Sampling, prompt_len: usize) -> ApiResult<SamplingParams> {
+/// Bytes a generation of `positions` cache positions reserves from the memory budget.
+fn reservation_bytes(g: &GenModel, positions: usize) -> u64 {
+    g.generator
+        .spec()
+        .kv_cache_bytes(positions)
+        .and_then(|kv| kv.checked_add((positions as u64).checked_mul(PER_TOKEN_BYTES)?))
+        .unwrap_or(u64::MAX)
+}
+
+/// The cache positions a generation needs (as the engine sizes its KV cache).
+fn positions(prompt_len: usize, max_new_tokens: usize, ctx: usize) -> usize {
+    (prompt_len + max_new_tokens.max(1) - 1).min(ctx)
+}
+
+/// The engine's sampling parameters from the request's, every range checked, and the
+/// new tokens capped to what `budget` bytes can hold (see the module doc).
+fn params(g: &GenModel, s: &Sampling, prompt_len: usize, budget: u64) -> ApiResult<SamplingParams> {
     let ctx = g.generator.spec().max_sequence_length;
     if s.n.is_some_and(|n| n != 1) {
         return Err(ApiError::invalid("n", "only n = 1 is supported"));
@@ -163,14 +185,56 @@ fn params(g: &GenModel, s: &Sampling, prompt_len: usize) -> ApiResult<SamplingPa
     }
     let room = ctx - prompt_len;
     let max = s.max_completion_tokens.or(s.max_tokens);
+    let field = if s.max_completion_tokens.is_some() {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    // Positions the whole budget holds (a cache costs the same per position).
+    let per_position = reservation_bytes(g, 1).max(1);
+    let fit = usize::try_from(budget / per_position).unwrap_or(usize::MAX);
+    let h = kin_infer::resource::human_bytes;
+    if fit < prompt_len {
+        return Err(ApiError {
+            param: Some("prompt".into()),
+            ..ApiError::new(
+                axum::http::StatusCode::BAD_REQUEST,
+                "memory_budget",
+                format!(
+                    "the prompt's {prompt_len} tokens need {} of KV cache, more than the \
+                     server's whole memory budget ({}, {fit} positions)",
+                    h(reservation_bytes(g, prompt_len)),
+                    h(budget)
+                ),
+            )
+        });
+    }
+    let fit_new = fit + 1 - prompt_len;
     let max_new_tokens = match max {
-        None => room,
+        None => room.min(fit_new),
         Some(n) if n as usize > room => {
-            return Err(ApiError::new(
+            return Err(ApiError {
+                param: Some(field.into()),
+                ..ApiError::new(
                 axum::http::StatusCode::BAD_REQUEST,
                 "context_length_exceeded",
-                format!("max_tokens {n} with a prompt of {prompt_len} tokens exceeds the model's context of {ctx}; at most {room}"),
-            ))
+                format!("{field} {n} with a prompt of {prompt_len} tokens exceeds the model's context of {ctx}; at most {room}"),
+            )})
+        }
+        Some(n) if n as usize > fit_new => {
+            return Err(ApiError {
+                param: Some(field.into()),
+                ..ApiError::new(
+                    axum::http::StatusCode::BAD_REQUEST,
+                    "memory_budget",
+                    format!(
+                        "{field} {n} with a prompt of {prompt_len} tokens needs {} of KV cache, \
+                         more than the server's whole memory budget ({}); at most {fit_new}",
+                        h(reservation_bytes(g, positions(prompt_len, n as usize, ctx))),
+                        h(budget)
+                    ),
+                )
+            })
         }
         Some(n) => n as usize,
     };
@@ -275,6 +339,8 @@ struct Prepared {
     params: SamplingParams,
     stream: bool,
     include_usage: bool,
+    /// What the generation reserves from the memory budget.
+    reserve: u64,
 }
 
 async fn run(st: AppState, p: Prepared, shape: Shape) -> ApiResult<Response> {
@@ -289,15 +355,36 @@ async fn run(st: AppState, p: Prepared, shape: Shape) -> ApiResult<Response> {
             ));
         }
     }
-    // Wait for a slot in a bounded queue; the slot is held until the generation stops.
-    let permit = {
+    // Wait in a bounded queue for a slot, then for room in the memory budget; the slot and
+    // the reservation are held until the generation stops.
+    let (permit, reservation) = {
         let _waiting = QueueSlot::take(&st.metrics.gen_waiting, st.cfg.queue)
             .ok_or_else(|| ApiError::queue_full("generation"))?;
-        st.gen_slots
+        let permit = st
+            .gen_slots
             .clone()
             .acquire_owned()
             .await
-            .map_err(|_| ApiError::shutting_down())?
+            .map_err(|_| ApiError::shutting_down())?;
+        let wait = st.cfg.request_timeout;
+        let Some(r) = st.budget.reserve(p.reserve, wait).await else {
+            let h = kin_infer::resource::human_bytes;
+            return Err(ApiError {
+                retry_after: Some(1),
+                ..ApiError::new(
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    "memory_budget",
+                    format!(
+                        "this generation needs {} of the server's memory budget ({}), which \
+                         running generations held for {} s; retry shortly",
+                        h(p.reserve),
+                        h(st.budget.total()),
+                        wait.as_secs_f64()
+                    ),
+                )
+            });
+        };
+        (permit, r)
     };
     if st.is_shutting_down() {
         return Err(ApiError::shutting_down());
@@ -350,7 +437,7 @@ async fn run(st: AppState, p: Prepared, shape: Shape) -> ApiResult<Response> {
         params: p.params.clone(),
         on_token,
         done,
-        hold: Box::new((permit, Running(st.metrics.clone()))),
+        hold: Box::new((permit, reservation, Running(st.metrics.clone()))),
     };
     if !g.scheduler.submit(job) {
         return Err(ApiError::shutting_down());
@@ -517,7 +604,9 @@ fn prepare_common(
             format!("token id {bad} is outside the model's vocabulary of {vocab}"),
         ));
     }
-    let params = params(g, sampling, ids.len())?;
+    let params = params(g, sampling, ids.len(), st.budget.total())?;
+    let ctx = g.generator.spec().max_sequence_length;
+    let reserve = reservation_bytes(g, positions(ids.len(), params.max_new_tokens, ctx));
     if !params.stop.is_empty() && g.tokenizer.is_none() {
         return Err(ApiError::invalid(
             "stop",
@@ -536,6 +625,7 @@ fn prepare_common(
         params,
         stream,
         include_usage,
+        reserve,
     })
 }
 

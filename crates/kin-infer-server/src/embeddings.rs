@@ -157,6 +157,13 @@ fn prepare(e: &Embedder, input: EmbeddingInput, truncate: bool) -> ApiResult<Pre
         EmbeddingInput::TokenLists(t) => return prepare_ids(e, t, truncate),
     };
     check_count(texts.len())?;
+    // An empty text would embed only the special tokens: a vector that means nothing.
+    if let Some(i) = texts.iter().position(|t| t.is_empty()) {
+        return Err(ApiError::invalid(
+            "input",
+            format!("input {i} is an empty string"),
+        ));
+    }
     let Some(tok) = e.tokenizer() else {
         return Err(ApiError::invalid(
             "input",

@@ -4,15 +4,20 @@
 //! its own KV cache. See docs/server.md.
 //!
 //! Layout: [`api`] holds the wire types (also the OpenAPI schema), [`embeddings`] and
-//! [`completions`] the model routes, [`routes`] the rest and the middleware, [`registry`] the
-//! loaded models, [`state`] what handlers share, [`metrics`] the Prometheus counters.
+//! [`completions`] the model routes, [`routes`] the rest and the middleware, [`limits`] the
+//! body limits and timeouts, [`conn`] the accept loop, [`memory`] the memory budget,
+//! [`registry`] the loaded models, [`state`] what handlers share, [`metrics`] the Prometheus
+//! counters.
 
 pub mod api;
 pub mod completions;
+pub mod conn;
 pub mod embeddings;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod limits;
+pub mod memory;
 pub mod metrics;
 pub mod registry;
 pub mod routes;
@@ -34,26 +39,46 @@ pub struct ServeArgs {
     pub config: ServeConfig,
 }
 
-/// Loads the models into `state` (then `/health` turns 200).
+/// What `serve` tells once the port answers.
+#[derive(Clone, Debug)]
+pub struct Ready {
+    pub addr: SocketAddr,
+    /// The memory budget in bytes, and where it came from (the flag, or how it was derived).
+    pub memory_budget: u64,
+    pub memory_budget_source: String,
+}
+
+/// Loads the models into `state` (then `/health` turns 200) and sets the memory budget:
+/// `--memory-budget`, else derived from what is left once they are loaded. Returns where the
+/// budget came from.
 pub fn load_models(
     state: &AppState,
     models: &[ModelSpec],
     threads: Option<usize>,
-) -> kin_infer::Result<()> {
+) -> kin_infer::Result<String> {
     let limits = registry::BatchLimits {
         max_batch_tokens: state.cfg.max_batch_tokens,
         prefill_chunk: state.cfg.prefill_chunk,
     };
     let loaded = registry::load_all(models, threads, limits, &state.metrics)?;
+    let source = match state.cfg.memory_budget {
+        Some(_) => "--memory-budget".to_string(),
+        None => {
+            let (bytes, how) = memory::default_budget();
+            state.budget.set_total(bytes);
+            how
+        }
+    };
     let _ = state.models.set(loaded);
-    Ok(())
+    Ok(source)
 }
 
 /// Binds, loads the models (the port answers `/health` with 503 meanwhile), serves until
 /// SIGTERM or Ctrl-C, then drains: new requests get 503, in-flight ones get
 /// `shutdown_grace` to finish before running generations are cancelled. Returns once every
-/// connection is closed. `on_ready` is called with the bound address (port 0 picks one).
-pub fn serve(args: ServeArgs, on_ready: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
+/// connection is closed. `on_ready` is called with the bound address (port 0 picks one) and
+/// the memory budget.
+pub fn serve(args: ServeArgs, on_ready: impl FnOnce(Ready)) -> Result<(), ServeError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -94,16 +119,21 @@ pub fn serve(args: ServeArgs, on_ready: impl FnOnce(SocketAddr)) -> Result<(), S
                 });
             }
         };
-        let server = axum::serve(listener, app).with_graceful_shutdown(shutdown);
-        let server = tokio::spawn(async move { server.await });
-        match loader.await {
-            Ok(Ok(())) => {}
+        let server = conn::serve(listener, app, state.cfg.request_timeout, shutdown);
+        let server = tokio::spawn(server);
+        let memory_budget_source = match loader.await {
+            Ok(Ok(source)) => source,
             Ok(Err(e)) => return Err(ServeError(format!("loading the models: {e}"))),
             Err(e) => return Err(ServeError(format!("loading the models: {e}"))),
-        }
-        on_ready(addr);
-        let r = server.await.map_err(|e| ServeError(e.to_string()))?;
-        r.map_err(|e| ServeError(format!("serving: {e}")))?;
+        };
+        on_ready(Ready {
+            addr,
+            memory_budget: state.budget.total(),
+            memory_budget_source,
+        });
+        server
+            .await
+            .map_err(|e| ServeError(format!("serving: {e}")))?;
         Ok(())
     })
 }

@@ -161,3 +161,15 @@ impl Metrics {
         o
     }
 }
+
+/// The memory budget's gauges (total and reserved now), in the same exposition format.
+pub fn budget_gauges(b: &crate::memory::MemoryBudget) -> String {
+    let mut o = String::new();
+    o.push_str("# HELP kin_infer_memory_budget_bytes --memory-budget: bytes all running generations may reserve.\n");
+    o.push_str("# TYPE kin_infer_memory_budget_bytes gauge\n");
+    let _ = writeln!(o, "kin_infer_memory_budget_bytes {}", b.total());
+    o.push_str("# HELP kin_infer_memory_reserved_bytes Bytes running generations have reserved.\n");
+    o.push_str("# TYPE kin_infer_memory_reserved_bytes gauge\n");
+    let _ = writeln!(o, "kin_infer_memory_reserved_bytes {}", b.used());
+    o
+}

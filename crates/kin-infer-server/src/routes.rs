@@ -55,6 +55,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/chat/completions", post(crate::completions::chat))
         .route("/v1/completions", post(crate::completions::completions))
         .route("/v1/models", get(models))
+        // The key is checked first, so a client without one cannot make the server read a body.
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::limits::read_body,
+        ))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     let mut app = Router::new()
         .merge(v1)
@@ -85,26 +90,33 @@ pub fn router(state: AppState) -> Router {
     app.with_state(state)
 }
 
-/// `Authorization: Bearer KEY` on `/v1/*` when `--api-key` is set.
+/// `Authorization: Bearer KEY` on `/v1/*` when `--api-key` is set. The scheme is
+/// case-insensitive and may be followed by any run of spaces (RFC 9110 section 11.1).
 async fn auth(State(st): State<AppState>, req: Request, next: Next) -> Response {
     if let Some(key) = &st.cfg.api_key {
-        let given = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        let ok = given.is_some_and(|g| constant_time_eq(g.as_bytes(), key.as_bytes()));
-        if !ok {
-            let msg = if given.is_some() {
-                "the API key is wrong"
-            } else {
-                "an API key is required (Authorization: Bearer KEY)"
-            };
+        let header = req.headers().get(header::AUTHORIZATION);
+        let msg = match header.map(|v| bearer_token(v.as_bytes())) {
+            None => Some("an API key is required (Authorization: Bearer KEY)"),
+            Some(None) => Some("the Authorization header is not `Bearer KEY`"),
+            Some(Some(given)) if constant_time_eq(given, key.as_bytes()) => None,
+            Some(Some(_)) => Some("the API key is wrong"),
+        };
+        if let Some(msg) = msg {
             return ApiError::new(StatusCode::UNAUTHORIZED, "invalid_api_key", msg).into_response();
         }
     }
     next.run(req).await
+}
+
+/// The token of a `Bearer` credential: the scheme in any case, one or more spaces, the token
+/// (surrounding whitespace dropped).
+fn bearer_token(v: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = v.split_at_checked(6)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer") || !rest.starts_with(b" ") {
+        return None;
+    }
+    let token = rest.trim_ascii();
+    (!token.is_empty()).then_some(token)
 }
 
 /// Compares without an early exit, so the time taken does not tell how much of a key matched.
@@ -222,12 +234,14 @@ async fn health(State(st): State<AppState>) -> (StatusCode, axum::Json<Health>) 
     responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain"))
 )]
 async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
+    let mut text = st.metrics.render();
+    text.push_str(&crate::metrics::budget_gauges(&st.budget));
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        st.metrics.render(),
+        text,
     )
 }
 
@@ -271,4 +285,19 @@ fn set_model_enum(schema: &mut serde_json::Value, ids: &[String]) {
 
 async fn page() -> Html<&'static str> {
     Html(include_str!("page.html"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive_and_spaces_are_free() {
+        for ok in ["Bearer k1", "bearer k1", "BEARER   k1", "Bearer k1  "] {
+            assert_eq!(bearer_token(ok.as_bytes()), Some(&b"k1"[..]), "{ok:?}");
+        }
+        for bad in ["Basic k1", "Bearerk1", "Bearer", "Bearer   ", "", "Bear k1"] {
+            assert_eq!(bearer_token(bad.as_bytes()), None, "{bad:?}");
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! What every handler shares: the configuration, the models (absent while loading), the
-//! metrics, the generation slots and the shutdown signal.
+//! metrics, the generation slots, the memory budget and the shutdown signal.
 
 use crate::error::{ApiError, ApiResult};
+use crate::memory::MemoryBudget;
 use crate::metrics::Metrics;
 use crate::registry::Model;
 use axum::http::StatusCode;
@@ -30,6 +31,13 @@ pub struct ServeConfig {
     pub log_json: bool,
     /// How long in-flight work may run after a shutdown signal before it is cancelled.
     pub shutdown_grace: Duration,
+    /// Bytes all running generations may reserve together (KV caches and per-token
+    /// bookkeeping, every model); `None`: derived once the models are loaded
+    /// ([`crate::memory::default_budget`]).
+    pub memory_budget: Option<u64>,
+    /// How long a request's headers, and then its body, may take to arrive (408 after), and
+    /// the longest a generation waits for room in the memory budget (503 after).
+    pub request_timeout: Duration,
 }
 
 impl Default for ServeConfig {
@@ -45,6 +53,8 @@ impl Default for ServeConfig {
             cors: None,
             log_json: false,
             shutdown_grace: Duration::from_secs(10),
+            memory_budget: None,
+            request_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -60,10 +70,13 @@ pub struct AppState {
     /// Set when the grace period is over: running generations stop.
     pub cancel_all: Arc<AtomicBool>,
     pub started: std::time::Instant,
+    /// What running generations have reserved, against `--memory-budget`.
+    pub budget: Arc<MemoryBudget>,
 }
 
 impl AppState {
     pub fn new(cfg: ServeConfig) -> Self {
+        let cfg_budget = cfg.memory_budget.unwrap_or(u64::MAX);
         AppState {
             gen_slots: Arc::new(Semaphore::new(cfg.max_concurrent.max(1))),
             cfg: Arc::new(cfg),
@@ -72,6 +85,8 @@ impl AppState {
             draining: Arc::new(AtomicBool::new(false)),
             cancel_all: Arc::new(AtomicBool::new(false)),
             started: std::time::Instant::now(),
+            // Unbounded until the models are loaded; no generation can start before.
+            budget: Arc::new(MemoryBudget::new(cfg_budget)),
         }
     }
 
