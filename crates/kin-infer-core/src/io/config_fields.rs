@@ -280,6 +280,32 @@ impl<'a> ConfigFields<'a> {
         Ok(pad as u32)
     }
 
+    /// Every token id `field` holds (one id or a list; absent or `null` hold none) must name
+    /// a token of a vocabulary of `vocab`: an `eos_token_id` past the vocabulary is never
+    /// generated, so generation would never stop at it. An error names the field (and its
+    /// key in another container, `tokenizer.ggml.eos_token_id`) and the vocabulary size; the
+    /// ids' type is checked where they are read.
+    pub fn check_token_ids(&self, field: &str, vocab: usize) -> Result<()> {
+        let one;
+        let ids: &[Value] = match self.get(field) {
+            None => return Ok(()),
+            Some(Value::Array(a)) => a,
+            Some(x) => {
+                one = [x.clone()];
+                &one
+            }
+        };
+        for x in ids {
+            if let Some(id) = x.as_u64().filter(|&id| id >= vocab as u64) {
+                return Err(self.err(
+                    field,
+                    format!("token id {id} is outside the vocabulary (size {vocab})"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// `dtype` (transformers 5.x) or `torch_dtype` (the Hub's older spelling); both are
     /// type-checked when present.
     pub fn dtype(&self) -> Result<Option<String>> {

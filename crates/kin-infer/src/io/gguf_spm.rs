@@ -22,7 +22,7 @@ use crate::error::{InferError, Result};
 use crate::io::gguf::{GgufFile, MetaValue};
 use serde_json::{json, Value};
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The tokenizer.json conventions transformers applies to the file's architecture.
 #[derive(Clone, Copy, PartialEq)]
@@ -147,18 +147,15 @@ pub(super) fn tokenizer_json(gguf: &GgufFile, tokens: &[&str], types: &[i64]) ->
         }
     }
     let merges: Vec<Value> = match super::gguf_tokenizer::strings(gguf, "tokenizer.ggml.merges")? {
-        Some(m) => m
-            .iter()
-            .map(|s| {
-                let (l, r) = s.split_once(' ').ok_or_else(|| {
-                    err(
-                        gguf,
-                        format!("merge {s:?} is not two tokens joined by a space"),
-                    )
-                })?;
-                Ok(json!([l, r]))
-            })
-            .collect::<Result<_>>()?,
+        Some(m) => {
+            // Checked against the vocabulary as the tokenizer sees it (respelled).
+            let known: HashSet<&str> = vocab.keys().copied().collect();
+            super::gguf_tokenizer::check_merges(gguf, &m, &known)?;
+            m.iter()
+                .filter_map(|s| s.split_once(' '))
+                .map(|(l, r)| json!([l, r]))
+                .collect()
+        }
         None => {
             let score: Vec<f64> = match fl {
                 // Gemma's scores do not follow its merge order; its file order does.

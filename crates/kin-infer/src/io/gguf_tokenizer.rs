@@ -15,6 +15,7 @@
 use crate::error::{InferError, Result};
 use crate::io::gguf::{GgufFile, MetaValue};
 use serde_json::{json, Value};
+use std::collections::HashSet;
 
 /// The largest vocabulary accepted (real ones are up to a few hundred thousand).
 const MAX_VOCAB: usize = 1 << 22;
@@ -65,6 +66,121 @@ pub(super) fn strings<'a>(gguf: &'a GgufFile, key: &str) -> Result<Option<Vec<&'
             format!("`{key}` is a {}, expected an array", v.type_name()),
         )),
     }
+}
+
+/// llama.cpp's token types (`llama_token_type`; gguf-py's `TokenType` from 1): 0 undefined,
+/// 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
+const MAX_TOKEN_TYPE: i64 = 6;
+
+/// `tokenizer.ggml.token_type`: one known type per token (all normal when absent). A type
+/// outside llama.cpp's enum is an error naming its index: it would otherwise be read as a
+/// normal token, and a control token's text matched as plain text.
+fn token_types(gguf: &GgufFile, n: usize) -> Result<Vec<i64>> {
+    let key = "tokenizer.ggml.token_type";
+    let items = match gguf.get(key) {
+        None => return Ok(vec![1; n]),
+        Some(MetaValue::Array(a)) => a,
+        Some(v) => {
+            return Err(err(
+                gguf,
+                format!("`{key}` is a {}, expected an array", v.type_name()),
+            ))
+        }
+    };
+    if items.len() != n {
+        return Err(err(
+            gguf,
+            format!("`{key}` has {} types for {n} tokens", items.len()),
+        ));
+    }
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let t = match *v {
+                MetaValue::I32(t) => Some(t as i64),
+                ref other => other.as_u64().and_then(|t| i64::try_from(t).ok()),
+            };
+            match t {
+                Some(t) if (0..=MAX_TOKEN_TYPE).contains(&t) => Ok(t),
+                _ => Err(err(
+                    gguf,
+                    format!(
+                        "`{key}`[{i}] is {v:?}, not a llama.cpp token type (0 undefined, 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte)"
+                    ),
+                )),
+            }
+        })
+        .collect()
+}
+
+/// The special-token ids a tokenizer built here uses (BOS and EOS in templates and
+/// generation, the unknown and separator tokens in WordPiece and SentencePiece): each
+/// present one must name a token.
+const SPECIAL_IDS: &[&str] = &[
+    "tokenizer.ggml.bos_token_id",
+    "tokenizer.ggml.eos_token_id",
+    "tokenizer.ggml.unknown_token_id",
+    "tokenizer.ggml.seperator_token_id",
+];
+
+/// Checks what the `tokenizers` crate trusts, before it sees it: `tokenizer.ggml.scores`
+/// (when present, any model) one per token, and every special id in [`SPECIAL_IDS`]
+/// inside the vocabulary. A repeated token text is accepted, as transformers' GGUF loader
+/// accepts it (each builder states which id it keeps): real vocabularies hold a few (a
+/// converter's respelling can merge two tokens), though llama.cpp refuses them.
+fn check_vocab(gguf: &GgufFile, tokens: &[&str]) -> Result<()> {
+    let key = "tokenizer.ggml.scores";
+    match gguf.get(key) {
+        None => {}
+        Some(MetaValue::Array(a)) if a.len() == tokens.len() => {}
+        Some(MetaValue::Array(a)) => {
+            return Err(err(
+                gguf,
+                format!("`{key}` has {} scores for {} tokens", a.len(), tokens.len()),
+            ))
+        }
+        Some(v) => {
+            return Err(err(
+                gguf,
+                format!("`{key}` is a {}, expected an array", v.type_name()),
+            ))
+        }
+    }
+    for key in SPECIAL_IDS {
+        token_id(gguf, key, tokens.len())?;
+    }
+    Ok(())
+}
+
+/// Every merge `l r` must join two tokens of the vocabulary (`known`) into a third. The
+/// `tokenizers` crate refuses a missing part, but a joined token longer than every token
+/// of the vocabulary overruns its merge buffer and panics (issue 30: 128 tokens "a" and the
+/// merge "a a"), so all three are checked here, naming the merge.
+pub(super) fn check_merges(gguf: &GgufFile, merges: &[&str], known: &HashSet<&str>) -> Result<()> {
+    let key = "tokenizer.ggml.merges";
+    for (i, m) in merges.iter().enumerate() {
+        let Some((l, r)) = m.split_once(' ') else {
+            return Err(err(
+                gguf,
+                format!("`{key}`[{i}] {m:?} is not two tokens joined by a space"),
+            ));
+        };
+        let joined = format!("{l}{r}");
+        for (what, t) in [
+            ("left token", l),
+            ("right token", r),
+            ("merged token", &joined),
+        ] {
+            if !known.contains(t) {
+                return Err(err(
+                    gguf,
+                    format!("`{key}`[{i}] {m:?}: its {what} {t:?} is not in the vocabulary"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A token id of the metadata (`bos_token_id`, ...), checked against the vocabulary.
@@ -119,28 +235,8 @@ pub fn tokenizer_json(gguf: &GgufFile) -> Result<Value> {
             format!("{} tokens (expected 1..={MAX_VOCAB})", tokens.len()),
         ));
     }
-    let types: Vec<i64> = match gguf.get("tokenizer.ggml.token_type") {
-        None => vec![1; tokens.len()],
-        Some(MetaValue::Array(a)) if a.len() == tokens.len() => {
-            a.iter()
-                .map(|v| match *v {
-                    MetaValue::I32(t) => Ok(t as i64),
-                    ref other => other.as_u64().map(|t| t as i64).ok_or_else(|| {
-                        err(gguf, "`tokenizer.ggml.token_type` is not integers".into())
-                    }),
-                })
-                .collect::<Result<_>>()?
-        }
-        Some(_) => {
-            return Err(err(
-                gguf,
-                format!(
-                    "`tokenizer.ggml.token_type` is not an array of {} types",
-                    tokens.len()
-                ),
-            ))
-        }
-    };
+    let types = token_types(gguf, tokens.len())?;
+    check_vocab(gguf, &tokens)?;
     if model == "llama" {
         return super::gguf_spm::tokenizer_json(gguf, &tokens, &types);
     }
@@ -153,6 +249,8 @@ pub fn tokenizer_json(gguf: &GgufFile) -> Result<Value> {
             "a BPE tokenizer without `tokenizer.ggml.merges`".into(),
         )
     })?;
+    let known: HashSet<&str> = tokens.iter().copied().collect();
+    check_merges(gguf, &merges, &known)?;
     let pre = gguf
         .get("tokenizer.ggml.pre")
         .and_then(MetaValue::as_str)

@@ -192,6 +192,9 @@ impl GemmaConfig {
                 vec![None; layers],
             )
         };
+        for field in ["eos_token_id", "bos_token_id"] {
+            f.check_token_ids(field, vocab)?;
+        }
         Ok(GemmaConfig {
             v2,
             windows,

@@ -152,9 +152,25 @@ pub(crate) fn scalar(v: &MetaValue) -> Option<Value> {
     })
 }
 
+/// The Hub fields that are floats wherever a GGUF key fills them: their key must hold a
+/// float (llama.cpp refuses a mistyped key too).
+const FLOAT_FIELDS: &[&str] = &[
+    "rope_theta",
+    "rms_norm_eps",
+    "layer_norm_eps",
+    "layer_norm_epsilon",
+    "attn_logit_softcapping",
+    "final_logit_softcapping",
+];
+
 /// Copies GGUF key `key`'s value, when the file has it, into the config object `obj` as `hub`,
 /// and records in `keys` that `hub` comes from `key`, so that every error about the field
-/// (a missing one included) names the GGUF key. An array is an error naming the key.
+/// (a missing one included) names the GGUF key. An array is an error naming the key; so is
+/// a float NaN or infinite, or a float field (`FLOAT_FIELDS`) of another type
+/// ([`GgufFile::float`]): JSON has no NaN, so such a value would be copied as `null`, which
+/// the config reader takes for absent, and the field would silently get its default (a
+/// NaN `rope.freq_base` ran a theta-1e6 model at 10000). Each field's range (an epsilon
+/// >= 0, a base > 1) is checked by its family, in the error naming the GGUF key.
 pub(crate) fn copy_key(
     gguf: &GgufFile,
     keys: &mut BTreeMap<String, String>,
@@ -163,15 +179,23 @@ pub(crate) fn copy_key(
     key: &str,
 ) -> Result<()> {
     keys.insert(hub.to_string(), key.to_string());
-    if let Some(v) = gguf.get(key) {
-        let value = scalar(v).ok_or_else(|| {
+    let Some(v) = gguf.get(key) else {
+        return Ok(());
+    };
+    let value = if FLOAT_FIELDS.contains(&hub) || v.as_f64().is_some() {
+        match gguf.float(key)? {
+            Some(x) => json!(x),
+            None => return Ok(()),
+        }
+    } else {
+        scalar(v).ok_or_else(|| {
             gguf_err(
                 gguf,
                 format!("`{key}` is an array; a single value is expected"),
             )
-        })?;
-        obj.insert(hub.into(), value);
-    }
+        })?
+    };
+    obj.insert(hub.into(), value);
     Ok(())
 }
 
@@ -272,13 +296,15 @@ fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result<ConfigSour
     match scaling {
         None | Some("none") => {}
         Some("linear") => {
-            let factor = gguf
-                .get(&format!("{arch}.rope.scaling.factor"))
-                .and_then(MetaValue::as_f64);
+            // Absent stays `null` (the family says the factor is required); a mistyped or
+            // non-finite one is an error here, not a `null`.
+            let key = format!("{arch}.rope.scaling.factor");
+            let factor = gguf.float(&key)?;
             obj.insert(
                 "rope_scaling".into(),
                 json!({"rope_type": "linear", "factor": factor}),
             );
+            keys.insert("rope_scaling".into(), key);
         }
         Some(other) => {
             return Err(InferError::Unsupported(format!(
@@ -388,7 +414,7 @@ fn phi_extras(
     // transformers' default attention factor; the file's (an f32) replaces it only when it
     // differs beyond its own rounding.
     let af_key = format!("{arch}.rope.scaling.attn_factor");
-    if let Some(af) = gguf.get(&af_key).and_then(MetaValue::as_f64) {
+    if let Some(af) = gguf.float(&af_key)? {
         let num = |k: &str| obj.get(k).and_then(Value::as_f64);
         let default = match (
             num("max_position_embeddings"),

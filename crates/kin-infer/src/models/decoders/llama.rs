@@ -181,6 +181,9 @@ impl LlamaConfig {
             }
             _ => max_positions,
         };
+        for field in ["eos_token_id", "bos_token_id"] {
+            f.check_token_ids(field, vocab)?;
+        }
         let eos = token_ids(f, "eos_token_id", false)?;
         let bos = token_ids(f, "bos_token_id", false)?.first().copied();
         Ok(LlamaConfig {

@@ -301,6 +301,9 @@ impl PhiConfig {
                 (FfnAct::Silu, window, f.eps("rms_norm_eps", 1e-5)?)
             }
         };
+        for field in ["eos_token_id", "bos_token_id"] {
+            f.check_token_ids(field, vocab)?;
+        }
         Ok(PhiConfig {
             family,
             vocab,
