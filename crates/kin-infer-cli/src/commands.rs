@@ -427,8 +427,14 @@ fn bench_decoder(a: &BenchArgs, dir: &std::path::Path) -> Result<u8> {
     let n_decode = a
         .decode_tokens
         .unwrap_or_else(|| 64.min(ctx.saturating_sub(n_prompt)));
-    if n_prompt == 0 || n_decode == 0 {
+    if a.prompt_tokens == Some(0) || a.decode_tokens == Some(0) {
         bail!("--prompt-tokens and --decode-tokens must be at least 1");
+    }
+    if n_prompt >= ctx {
+        bail!(
+            "--prompt-tokens {n_prompt} leaves no room to decode in the model's context of \
+             {ctx} tokens"
+        );
     }
     if n_prompt + n_decode > ctx {
         bail!(

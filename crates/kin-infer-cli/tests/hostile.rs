@@ -109,3 +109,20 @@ fn nan_weights_in_a_decoder_exit_2_instead_of_generating() {
     assert_clean_error(&o, 2, "non-finite");
     assert!(text(&o.stdout).trim().is_empty(), "{}", text(&o.stdout));
 }
+
+#[test]
+fn a_bench_prompt_past_the_context_says_so() {
+    // It used to say "--prompt-tokens and --decode-tokens must be at least 1".
+    let model = root().join(LLAMA);
+    let o = run(
+        &mut kin(&[
+            "bench",
+            "--model",
+            model.to_str().unwrap(),
+            "--prompt-tokens",
+            "999999999",
+        ]),
+        "",
+    );
+    assert_clean_error(&o, 2, "--prompt-tokens 999999999 leaves no room to decode");
+}
