@@ -30,7 +30,7 @@ const DEFAULT_ALIGNMENT: usize = 32;
 /// The most memory the header (metadata pairs and tensor directory) may decode into, counted
 /// as the in-memory size of what is kept: `size_of::<MetaValue>()` per value, the bytes of
 /// every string and key, and each tensor's entry. Real files stay far below it (a 256k-token
-/// vocabulary with scores, types and merges decodes to about 40 MiB); a file past it is an
+/// vocabulary with its scores and types decodes to about 30 MiB); a file past it is an
 /// [`InferError::Gguf`] naming the key or tensor at which the cap was reached, instead of an
 /// allocation of many gigabytes that aborts the process.
 pub const MAX_METADATA_BYTES: usize = 256 << 20;
