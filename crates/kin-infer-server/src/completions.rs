@@ -530,7 +530,7 @@ fn finish_stream(
     id: &str,
     tx: &mpsc::UnboundedSender<Event>,
     streamed: &std::sync::Mutex<String>,
-    r: Result<kin_infer::Result<Generation>, oneshot::error::RecvError>,
+    r: Result<Result<Generation, ApiError>, oneshot::error::RecvError>,
 ) {
     let model_id = p.model.id.as_str();
     let send = |e: Event| {
@@ -584,7 +584,7 @@ fn finish_stream(
             send(Event::default().data("[DONE]"));
         }
         Ok(Ok(_)) | Err(_) => send(error(ApiError::shutting_down())),
-        Ok(Err(e)) => send(error(ApiError::from(e))),
+        Ok(Err(e)) => send(error(e)),
     }
 }
 

@@ -9,8 +9,8 @@
 //! connection, is closed without one: there is no request to answer, and a 408 there would be
 //! read by a client reusing the connection as the answer to its next request).
 //!
-//! hyper answers a request line or headers it cannot parse (400), headers over its limits
-//! (431: about 400 KiB, or more than 100 headers) and a URI too long (414) from inside its
+//! hyper answers a request line or headers it cannot parse (400), headers over the limits
+//! (431: [`MAX_HEADER_BYTES`], or more than 100 headers) and a URI too long (414) from inside its
 //! parser with a bare head and `content-length: 0`; it offers no hook for the body
 //! (hyper 1.x, `proto/h1/role.rs`, `Server::on_error`). The application never sends such a
 //! head (its every 4xx has a JSON body), so [`Guarded`] recognizes exactly that write and
@@ -35,6 +35,10 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+
+/// The largest request head (request line and headers) read: a limit of its own, because
+/// hyper's default (its ~400 KiB read buffer) applies only when the head arrives in pieces.
+pub const MAX_HEADER_BYTES: usize = 64 << 10;
 
 /// Serves `app` on `listener` until `shutdown` completes, then drains the connections.
 pub async fn serve(
@@ -79,6 +83,7 @@ fn connection(tcp: TcpStream, app: &Router, timeout: Duration, graceful: &Gracef
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(timeout)
+        .max_header_size(MAX_HEADER_BYTES)
         .serve_connection(io, TowerToHyperService::new(app.clone()));
     let conn = graceful.watch(conn);
     tokio::spawn(async move {
@@ -137,8 +142,7 @@ fn rewrite_parse_error(buf: &[u8]) -> Option<Vec<u8>> {
         "414" => ("uri_too_long", "the request's URI is too long"),
         "431" => (
             "headers_too_large",
-            "the request's headers are over the server's limits (about 400 KiB, at most 100 \
-             headers)",
+            "the request's headers are over the server's limits (64 KiB, at most 100 headers)",
         ),
         _ => return None,
     };

@@ -38,19 +38,24 @@ pub enum ModelRouteErrors {
     NotFound(ErrorBody),
     #[response(status = 405, description = "Wrong method")]
     MethodNotAllowed(ErrorBody),
+    #[response(
+        status = 408,
+        description = "Body not received within --request-timeout"
+    )]
+    Timeout(ErrorBody),
     #[response(status = 413, description = "Body over --max-body")]
     TooLarge(ErrorBody),
     #[response(status = 429, description = "Queue full (see Retry-After)")]
     QueueFull(ErrorBody),
     #[response(
         status = 503,
-        description = "Loading or shutting down (see Retry-After)"
+        description = "Loading, shutting down, or the memory budget is taken (see Retry-After)"
     )]
     Unavailable(ErrorBody),
 }
 
 /// An error a handler returns; rendered as JSON with its status.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     pub status: StatusCode,
     pub message: String,

@@ -11,10 +11,11 @@
 //! response holds at most the model's context in tokens) and return `Break` when their client
 //! is gone or the shutdown grace has run out; that generation then stops at its next token.
 
+use crate::error::ApiError;
 use kin_infer::generate::TokenEvent;
 use kin_infer::generate::{Detokenize, GenTokenizer, Generation, SamplingParams, Stepper};
 use kin_infer::models::decoders::BatchScratch;
-use kin_infer::{Generator, InferError};
+use kin_infer::Generator;
 use std::any::Any;
 use std::ops::ControlFlow;
 use std::sync::{mpsc, Arc};
@@ -28,7 +29,8 @@ pub struct GenJob {
     pub prompt: Vec<u32>,
     pub params: SamplingParams,
     pub on_token: OnToken,
-    pub done: oneshot::Sender<kin_infer::Result<Generation>>,
+    /// The generation, or its error as the client will see it.
+    pub done: oneshot::Sender<Result<Generation, ApiError>>,
     /// Held until the generation has stopped (its concurrency slot, its metrics guard).
     pub hold: Box<dyn Any + Send>,
 }
@@ -100,7 +102,7 @@ fn run(gen: &Generator, tok: Option<&GenTokenizer>, rx: &mpsc::Receiver<GenJob>,
                 }
                 Err(e) => {
                     let r = running.swap_remove(i);
-                    let _ = r.job.done.send(Err(e));
+                    let _ = r.job.done.send(Err(e.into()));
                 }
             }
         }
@@ -120,7 +122,7 @@ fn run(gen: &Generator, tok: Option<&GenTokenizer>, rx: &mpsc::Receiver<GenJob>,
                 }
                 Err(e) => {
                     let r = running.swap_remove(i);
-                    let _ = r.job.done.send(Err(e));
+                    let _ = r.job.done.send(Err(e.into()));
                 }
             }
         }
@@ -134,10 +136,11 @@ fn run(gen: &Generator, tok: Option<&GenTokenizer>, rx: &mpsc::Receiver<GenJob>,
         }
         if let Err(e) = gen.decode_step(&mut steppers, &mut scratch) {
             // Every sequence was checked when it started and stops before its cache fills,
-            // so this is the model or the machine failing: every generation reports it.
-            let msg = e.to_string();
+            // so this is the model or the machine failing (non-finite logits, a device
+            // error): every generation reports it, with the status its kind deserves (a 5xx).
+            let err = ApiError::from(e);
             for r in running.drain(..) {
-                let _ = r.job.done.send(Err(InferError::Unsupported(msg.clone())));
+                let _ = r.job.done.send(Err(err.clone()));
             }
             // (prefilling ones included: the model failing fails every request on it)
         }
@@ -151,7 +154,7 @@ fn admit(gen: &Generator, has_detok: bool, job: GenJob, running: &mut Vec<Runnin
     match gen.begin(&job.prompt, &job.params, has_detok) {
         Ok(st) => running.push(Running { st, job }),
         Err(e) => {
-            let _ = job.done.send(Err(e));
+            let _ = job.done.send(Err(e.into()));
         }
     }
 }
