@@ -59,8 +59,13 @@ pub fn gguf_file(data: &[u8]) {
             assert_eq!(v.len(), t.len());
         }
         let _ = f.get("general.architecture").and_then(|v| v.as_str());
-        // The tokenizer built from its metadata, and the chat template's tokens.
-        let _ = crate::io::gguf_tokenizer::load(&f).map(|t| t.get_vocab_size(true));
+        // The tokenizer built from its metadata and run on a text (a vocabulary that builds
+        // can still fail when used), and the chat template's tokens.
+        if let Ok(t) = crate::io::gguf_tokenizer::load(&f) {
+            let _ = t
+                .encode("Hello, wörld! aaaa <s> 12345", true)
+                .map(|e| e.len());
+        }
         let _ = crate::io::gguf_tokenizer::token_text(&f, "tokenizer.ggml.eos_token_id");
     }
     // The whole decoder loader over the file (config from metadata, tensors, layout).
