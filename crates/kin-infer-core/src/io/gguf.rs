@@ -575,7 +575,7 @@ impl<'a> Reader<'a> {
                 let n = self.count(&format!("the length of `{key}`"), min)?;
                 // Every element costs at least its slot: a count past the cap is refused
                 // before one element is decoded (string bytes are counted as they come).
-                let slots = n.checked_mul(size_of::<MetaValue>()).unwrap_or(usize::MAX);
+                let slots = n.saturating_mul(size_of::<MetaValue>());
                 self.charge(slots, &format!("`{key}` ({n} elements)"))?;
                 let mut items = Vec::with_capacity(n.min(INITIAL_ARRAY_CAPACITY));
                 for _ in 0..n {
