@@ -169,3 +169,34 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = std::result::Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_failing_is_a_5xx_and_a_bad_request_a_4xx() {
+        let nan = ApiError::from(InferError::NonFinite {
+            what: "logits".into(),
+        });
+        assert_eq!(
+            (nan.status, nan.code),
+            (StatusCode::INTERNAL_SERVER_ERROR, "model_error")
+        );
+        let oom = ApiError::from(InferError::OutOfMemory {
+            what: "a KV cache".into(),
+            needed_bytes: 1 << 40,
+            limit_bytes: 1 << 30,
+            limit: "physical memory",
+        });
+        assert_eq!(oom.status, StatusCode::SERVICE_UNAVAILABLE);
+        let bad = ApiError::from(InferError::Input("empty".into()));
+        assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+        let v = serde_json::to_value(nan.body()).unwrap();
+        assert_eq!(v["error"]["type"], "server_error");
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("non-finite"));
+    }
+}
