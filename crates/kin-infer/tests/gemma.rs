@@ -126,6 +126,41 @@ fn hub_spelling_gives_the_same_model() {
     }
 }
 
+/// Absent softcap keys are transformers' Gemma2Config defaults (50 and 30, which llama.cpp
+/// also applies to a GGUF without them): the same model as writing them out, not one with the
+/// softcaps off (which only an explicit `null` gives).
+#[test]
+fn absent_softcaps_take_transformers_defaults() {
+    let be = create_compute(None).unwrap();
+    let prompt: Vec<u32> = (0..12u32).map(|i| (i * 5 + 1) % 90).collect();
+    let logits = |tag: &str, edit: fn(&mut Value)| {
+        let e = Edited::new("gemma", "gemma2_sw", tag, edit);
+        let m = e.load(be.as_ref());
+        (
+            m.spec().attention.clone(),
+            bits(&full_logits(m.as_ref(), be.as_ref(), &prompt)),
+        )
+    };
+    let (absent_attn, absent) = logits("capsabsent", |c| {
+        let o = c.as_object_mut().unwrap();
+        o.remove("attn_logit_softcapping");
+        o.remove("final_logit_softcapping");
+    });
+    let (_, written) = logits("capswritten", |c| {
+        c["attn_logit_softcapping"] = 50.0.into();
+        c["final_logit_softcapping"] = 30.0.into();
+    });
+    let (off_attn, _) = logits("capsnull", |c| {
+        c["attn_logit_softcapping"] = Value::Null;
+        c["final_logit_softcapping"] = Value::Null;
+    });
+    assert!(absent_attn.contains("logit softcap 50"), "{absent_attn}");
+    // (The tiny model's logits are too small for a cap of 30 or 50 to move their bits, so
+    // "on" is told from "off" by the description.)
+    assert!(absent == written);
+    assert!(!off_attn.contains("softcap"), "{off_attn}");
+}
+
 fn config_error(name: &str, tag: &str, edit: impl FnOnce(&mut Value)) -> InferError {
     let dir = Edited::new("gemma", name, tag, edit);
     let be = create_compute(None).unwrap();

@@ -466,6 +466,38 @@ fn config_json_eos_ids_outside_the_vocabulary_are_refused() {
     }
 }
 
+/// `generation_config.json`'s EOS ids (which override config.json's) are held to the same rule.
+#[test]
+fn generation_config_eos_ids_outside_the_vocabulary_are_refused() {
+    let src =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/decoder_fixtures/llama_gqa");
+    let be = CpuCompute::new().unwrap();
+    let model = load_decoder(&src, &be).unwrap();
+    for (value, ok) in [
+        (serde_json::json!(127), true),
+        (serde_json::json!([2, 127]), true),
+        (serde_json::json!(128), false),
+        (serde_json::json!([2, 5000]), false),
+        (serde_json::json!((1u64 << 32) + 1), false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let gc = serde_json::json!({ "eos_token_id": value });
+        std::fs::write(dir.path().join("generation_config.json"), gc.to_string()).unwrap();
+        let got = kin_infer::generate::eos_token_ids(dir.path(), model.spec());
+        match (got, ok) {
+            (Ok(ids), true) => assert!(!ids.is_empty()),
+            (Err(e), false) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("generation_config.json") && msg.contains("eos_token_id"),
+                    "{value}: {msg}"
+                );
+            }
+            (got, _) => panic!("{value}: {:?}", got.map_err(|e| e.to_string())),
+        }
+    }
+}
+
 /// The BERT encoder's float key, through the embedder's loader.
 #[test]
 fn encoder_float_keys_are_named() {

@@ -104,6 +104,12 @@ impl<'a> ConfigFields<'a> {
         self.v.get(field).filter(|x| !x.is_null())
     }
 
+    /// Present as an explicit `null` (for the few keys where null and absent differ, e.g.
+    /// Gemma 2's softcaps: absent takes the default, null turns it off).
+    pub fn is_null(&self, field: &str) -> bool {
+        self.v.get(field).is_some_and(Value::is_null)
+    }
+
     /// Present and not null.
     pub fn has(&self, field: &str) -> bool {
         self.get(field).is_some()

@@ -142,11 +142,19 @@ pub fn eos_token_ids(dir: &Path, spec: &DecoderSpec) -> Result<Vec<u32>> {
         field: "eos_token_id".into(),
         reason,
     };
+    // An id past the vocabulary can never be sampled, so EOS would silently never fire.
+    let vocab = spec.vocab_size;
     let id = |x: &serde_json::Value| -> Result<u32> {
-        x.as_u64()
-            .filter(|&n| n <= u32::MAX as u64)
-            .map(|n| n as u32)
-            .ok_or_else(|| err(format!("expected a token id, found {x}")))
+        let n = x
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| err(format!("expected a token id, found {x}")))?;
+        if n as usize >= vocab {
+            return Err(err(format!(
+                "token id {n} is outside the vocabulary (size {vocab})"
+            )));
+        }
+        Ok(n)
     };
     match v.get("eos_token_id") {
         None | Some(serde_json::Value::Null) => Ok(spec.eos_token_ids.clone()),

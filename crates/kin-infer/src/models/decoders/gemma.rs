@@ -11,7 +11,8 @@
 //!   `x += post_feedforward_norm(mlp(pre_feedforward_norm(x)))`;
 //! - attention scale `query_pre_attn_scalar^-0.5`;
 //! - attention-logit softcapping `tanh(s / cap) * cap` (`attn_logit_softcapping`) on the
-//!   scaled scores, and final-logit softcapping (`final_logit_softcapping`) on the logits;
+//!   scaled scores, and final-logit softcapping (`final_logit_softcapping`) on the logits
+//!   (absent keys take transformers' defaults, 50 and 30; `null` turns one off);
 //! - sliding-window attention (`sliding_window`) on the layers `layer_types` names
 //!   `sliding_attention` (transformers 5.x), else on even layers (transformers' default).
 //!
@@ -163,9 +164,13 @@ impl GemmaConfig {
                 ))
             }
         };
-        let softcap = |field: &str| -> Result<Option<f32>> {
+        // Absent: transformers' Gemma2Config defaults (50 for attention, 30 for the final
+        // logits), which llama.cpp also applies to a GGUF without the keys; only an explicit
+        // null turns a softcap off.
+        let softcap = |field: &str, default: f32| -> Result<Option<f32>> {
             match f.get(field) {
-                None | Some(Value::Null) => Ok(None),
+                None if f.is_null(field) => Ok(None),
+                None => Ok(Some(default)),
                 Some(x) => match x.as_f64() {
                     Some(c) if c > 0.0 && c.is_finite() => Ok(Some(c as f32)),
                     _ => Err(f.err(
@@ -180,8 +185,8 @@ impl GemmaConfig {
             let qpas = f.positive_f64("query_pre_attn_scalar", qpas)?;
             (
                 qpas.powf(-0.5) as f32,
-                softcap("attn_logit_softcapping")?,
-                softcap("final_logit_softcapping")?,
+                softcap("attn_logit_softcapping", 50.0)?,
+                softcap("final_logit_softcapping", 30.0)?,
                 layer_windows(f, layers)?,
             )
         } else {

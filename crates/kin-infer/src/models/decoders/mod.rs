@@ -418,17 +418,19 @@ pub(crate) fn token_ids(f: &ConfigFields, field: &str, null_is_absent: bool) -> 
     match f.get(field) {
         None => Ok(vec![]),
         Some(Value::Null) if null_is_absent => Ok(vec![]),
+        // `try_from`: 2³² + 1 must not wrap to id 1.
         Some(Value::Array(a)) => a
             .iter()
             .map(|x| {
                 x.as_u64()
-                    .map(|n| n as u32)
+                    .and_then(|n| u32::try_from(n).ok())
                     .ok_or_else(|| f.err(field, format!("expected token ids, found {x}")))
             })
             .collect(),
         Some(x) => x
             .as_u64()
-            .map(|n| vec![n as u32])
+            .and_then(|n| u32::try_from(n).ok())
+            .map(|n| vec![n])
             .ok_or_else(|| f.err(field, format!("expected a token id, found {x}"))),
     }
 }
