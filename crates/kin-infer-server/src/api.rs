@@ -189,11 +189,11 @@ pub struct StreamOptions {
 #[derive(Deserialize, ToSchema, Debug, Default)]
 pub struct Sampling {
     #[serde(default)]
-    #[schema(minimum = 0)]
+    #[schema(minimum = 1)]
     pub max_tokens: Option<u32>,
     /// Alias of `max_tokens` (OpenAI's newer name).
     #[serde(default)]
-    #[schema(minimum = 0)]
+    #[schema(minimum = 1)]
     pub max_completion_tokens: Option<u32>,
     /// 0 is greedy; default 1.
     #[serde(default)]

@@ -149,10 +149,9 @@ fn reservation_bytes(g: &GenModel, positions: usize) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
-/// The cache positions a generation needs (as the engine sizes its KV cache).
-fn positions(prompt_len: usize, max_new_tokens: usize, ctx: usize) -> usize {
-    (prompt_len + max_new_tokens.max(1) - 1).min(ctx)
-}
+/// The cache positions a generation needs: the engine's own sizing, so a reservation cannot
+/// drift from what the cache allocates.
+use kin_infer::generate::cache_positions as positions;
 
 /// The engine's sampling parameters from the request's, every range checked, and the
 /// new tokens capped to what `budget` bytes can hold (see the module doc).
@@ -212,6 +211,13 @@ fn params(g: &GenModel, s: &Sampling, prompt_len: usize, budget: u64) -> ApiResu
     let fit_new = fit + 1 - prompt_len;
     let max_new_tokens = match max {
         None => room.min(fit_new),
+        // As OpenAI answers it: a request for no tokens is a mistake, not an empty completion.
+        Some(0) => {
+            return Err(ApiError::invalid(
+                field,
+                format!("{field} must be at least 1"),
+            ))
+        }
         Some(n) if n as usize > room => {
             return Err(ApiError {
                 param: Some(field.into()),

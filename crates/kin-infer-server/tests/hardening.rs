@@ -502,6 +502,17 @@ async fn empty_inputs_and_bad_field_values_are_400s_naming_the_field() {
         ),
         (
             "/v1/completions",
+            json!({"model": "chat", "prompt": "x", "max_tokens": 0}),
+            "max_tokens",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": "chat", "messages": [{"role": "user", "content": "x"}],
+                   "max_completion_tokens": 0}),
+            "max_completion_tokens",
+        ),
+        (
+            "/v1/completions",
             json!({"model": "chat", "prompt": "x", "temperature": "hot"}),
             "temperature",
         ),

@@ -12,7 +12,7 @@ pub mod stream;
 
 pub use sampling::{Rng, Sampler, SamplingParams};
 pub use stream::{
-    decode_step, eos_token_ids, generate, has_tokenizer, Detokenize, GenTokenizer, Generation,
+    cache_positions, decode_step, eos_token_ids, generate, has_tokenizer, Detokenize, GenTokenizer, Generation,
     Stepper, StopReason, TokenEvent,
 };
 

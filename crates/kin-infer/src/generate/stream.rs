@@ -129,6 +129,13 @@ impl Detokenize for GenTokenizer {
     }
 }
 
+/// The KV cache positions a generation of `max_new_tokens` after a prompt of `prompt_len`
+/// needs (the last token is sampled, never fed back), at most the context `ctx`: what
+/// [`Stepper::new`] allocates and a server reserves memory for.
+pub fn cache_positions(prompt_len: usize, max_new_tokens: usize, ctx: usize) -> usize {
+    (prompt_len + max_new_tokens.max(1) - 1).min(ctx)
+}
+
 /// The EOS ids of the model in `dir`: `generation_config.json`'s `eos_token_id` (an integer
 /// or a list) when that file has one, else `config.json`'s (`spec.eos_token_ids`).
 pub fn eos_token_ids(dir: &Path, spec: &DecoderSpec) -> Result<Vec<u32>> {
@@ -332,7 +339,7 @@ impl Stepper {
             decode_time: Duration::ZERO,
             decode_steps: 0,
         };
-        let capacity = (prompt.len() + params.max_new_tokens.max(1) - 1).min(ctx);
+        let capacity = cache_positions(prompt.len(), params.max_new_tokens, ctx);
         let mut st = Stepper {
             params: params.clone(),
             sampler: Sampler::new(params.clone(), spec.vocab_size)?,
