@@ -39,6 +39,10 @@ if [[ ! -x target/server-venv/bin/python ]] || ! target/server-venv/bin/python -
     target/server-venv/bin/python -m pip install -q -r python/server-requirements.txt
 fi
 target/server-venv/bin/python python/test_server.py
+# The server under 60 s of random valid and hostile requests at concurrency 32 with a small
+# memory budget (stdlib only): it must live, stay under its budget and answer every request
+# well-formed (issue 30).
+python3 scripts/soak-server.py --binary target/release/kin-infer
 
 # The Python package (bindings/python): wheel built with maturin, pytest, Ray on one machine.
 bash scripts/test-python.sh
