@@ -12,8 +12,8 @@ pub mod stream;
 
 pub use sampling::{Rng, Sampler, SamplingParams};
 pub use stream::{
-    cache_positions, decode_step, eos_token_ids, generate, has_tokenizer, Detokenize, GenTokenizer, Generation,
-    Stepper, StopReason, TokenEvent,
+    cache_positions, decode_step, eos_token_ids, generate, has_tokenizer, Detokenize, GenTokenizer,
+    Generation, Stepper, StopReason, TokenEvent,
 };
 
 use crate::error::{InferError, Result};
