@@ -47,7 +47,8 @@ TEXTS = [
     "parse the string into a tree",
     "fn return struct",
     "a",
-    "",
+    # (no empty string: the server answers one with a 400 naming `input`, as OpenAI does;
+    # test_empty_input_is_a_400 checks that through the client)
     "the graph of the code: node, edge, node, edge!",
     "data " * 80,
     "Ünïcödé テキスト and emoji 🚀 in one line",
@@ -500,6 +501,21 @@ def test_page_in_headless_chromium():
         cos = a @ bb / np.sqrt((a @ a) * (bb @ bb))
         assert score.startswith(f"cosine similarity: {cos:.4f}"), (score, cos)
         print(f"  page: reply {reply[:30]!r}..., {score}; screenshot {shot.relative_to(ROOT)}")
+        assert srv.stop() == 0
+
+
+def test_empty_input_is_a_400():
+    """An empty string, alone or among others, is a 400 naming `input` through the official
+    client (issue 30: it used to be a 200, against the docs)."""
+    with Server(f"tiny={FIX / 'embed_tiny'}") as srv:
+        client = srv.client()
+        for bad in ["", ["a", ""], []]:
+            try:
+                client.embeddings.create(model="tiny", input=bad)
+            except openai.BadRequestError as e:
+                assert e.status_code == 400 and e.body.get("param") == "input", (bad, e.body)
+            else:
+                raise AssertionError(f"input={bad!r} was accepted")
         assert srv.stop() == 0
 
 
