@@ -52,24 +52,10 @@ fn err(gguf: &GgufFile, reason: String) -> InferError {
 
 /// `tokenizer.ggml.scores`, one finite f32 per token.
 fn scores(gguf: &GgufFile, n: usize) -> Result<Option<Vec<f64>>> {
-    let Some(v) = gguf.get("tokenizer.ggml.scores") else {
+    let Some(items) = super::gguf_tokenizer::per_token(gguf, "tokenizer.ggml.scores", n, "values")?
+    else {
         return Ok(None);
     };
-    let MetaValue::Array(items) = v else {
-        return Err(err(
-            gguf,
-            format!("`tokenizer.ggml.scores` is a {}", v.type_name()),
-        ));
-    };
-    if items.len() != n {
-        return Err(err(
-            gguf,
-            format!(
-                "`tokenizer.ggml.scores` has {} values for {n} tokens",
-                items.len()
-            ),
-        ));
-    }
     items
         .iter()
         .enumerate()

@@ -43,6 +43,28 @@ fn pre_regexes(pre: &str) -> Option<Vec<&'static str>> {
     })
 }
 
+/// A per-token metadata array (`tokenizer.ggml.token_type`, `.scores`): `None` when absent,
+/// else an array with exactly one entry per token (`what` names the entries in the error).
+pub(crate) fn per_token<'g>(
+    gguf: &'g GgufFile,
+    key: &str,
+    n: usize,
+    what: &str,
+) -> Result<Option<&'g [MetaValue]>> {
+    match gguf.get(key) {
+        None => Ok(None),
+        Some(MetaValue::Array(a)) if a.len() == n => Ok(Some(a)),
+        Some(MetaValue::Array(a)) => Err(err(
+            gguf,
+            format!("`{key}` has {} {what} for {n} tokens", a.len()),
+        )),
+        Some(v) => Err(err(
+            gguf,
+            format!("`{key}` is a {}, expected an array", v.type_name()),
+        )),
+    }
+}
+
 fn err(gguf: &GgufFile, reason: String) -> InferError {
     InferError::Tokenizer {
         reason: format!("{}: {reason}", gguf.path().display()),
@@ -77,22 +99,9 @@ const MAX_TOKEN_TYPE: i64 = 6;
 /// normal token, and a control token's text matched as plain text.
 fn token_types(gguf: &GgufFile, n: usize) -> Result<Vec<i64>> {
     let key = "tokenizer.ggml.token_type";
-    let items = match gguf.get(key) {
-        None => return Ok(vec![1; n]),
-        Some(MetaValue::Array(a)) => a,
-        Some(v) => {
-            return Err(err(
-                gguf,
-                format!("`{key}` is a {}, expected an array", v.type_name()),
-            ))
-        }
+    let Some(items) = per_token(gguf, key, n, "types")? else {
+        return Ok(vec![1; n]);
     };
-    if items.len() != n {
-        return Err(err(
-            gguf,
-            format!("`{key}` has {} types for {n} tokens", items.len()),
-        ));
-    }
     items
         .iter()
         .enumerate()
