@@ -68,6 +68,10 @@ pub enum InferError {
     TokenOutOfVocabulary { id: u32, vocab: usize },
     #[error("model directory `{0}` not found (and not a repo id in the local Hugging Face cache)")]
     ModelNotFound(String),
+    /// A `--model` value that names nothing loadable; the message says what was tried (paths,
+    /// the data dir, the Hugging Face cache) and the offline ways to get the model.
+    #[error("{message}")]
+    ModelUnresolved { spec: String, message: String },
     #[error("unsupported: {0}")]
     Unsupported(String),
     #[error("golden file {path}: {reason}")]
@@ -124,7 +128,7 @@ impl InferError {
             | UnsupportedModel { .. }
             | UnsupportedDtype { .. }
             | UnsupportedSimd { .. } => ErrorKind::Unsupported,
-            ModelNotFound(_) => ErrorKind::NotFound,
+            ModelNotFound(_) | ModelUnresolved { .. } => ErrorKind::NotFound,
             Io { err, .. } if err.kind() == std::io::ErrorKind::NotFound => ErrorKind::NotFound,
             OutOfMemory { .. } | Threads(_) | Device(_) => ErrorKind::Resource,
             Io { .. }
