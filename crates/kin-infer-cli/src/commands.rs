@@ -6,7 +6,6 @@ use crate::output::print_report;
 use anyhow::{bail, Result};
 use clap::Args;
 use kin_infer::golden::{self, GoldenFile};
-use kin_infer::io::hub;
 use kin_infer::{EmbedderOptions, NUMERICS_VERSION};
 use serde_json::json;
 use std::path::PathBuf;
@@ -227,7 +226,7 @@ fn print_value(v: &serde_json::Value, json: bool) {
 }
 
 pub fn describe(a: DescribeArgs) -> Result<u8> {
-    let dir = hub::resolve_model(&a.model.model)?;
+    let dir = a.model.resolve()?;
     if kin_infer::models::decoders::is_decoder_dir(&dir) {
         return describe_decoder(&a, &dir);
     }
@@ -283,7 +282,7 @@ pub fn describe(a: DescribeArgs) -> Result<u8> {
 
 pub fn check(a: CheckArgs) -> Result<u8> {
     let g = GoldenFile::load(&a.golden)?;
-    let dir = hub::resolve_model(&a.model.model)?;
+    let dir = a.model.resolve()?;
     let r = if kin_infer::models::decoders::is_decoder_dir(&dir) {
         let gen = load_generator(&dir, a.model.threads)?;
         gen.install(|| golden::check_decoder(gen.decoder(), gen.backend(), &g))?
@@ -333,7 +332,7 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
     if a.batch_size == 0 || a.repeat == 0 {
         bail!("--batch-size and --repeat must be at least 1");
     }
-    if let Ok(dir) = hub::resolve_model(&a.model.model) {
+    if let Ok(dir) = a.model.resolve() {
         if kin_infer::models::decoders::is_decoder_dir(&dir) {
             return bench_decoder(&a, &dir);
         }

@@ -12,7 +12,6 @@ use kin_infer::generate::chat::{encode_rendered, ChatMessage, ChatTemplate};
 use kin_infer::generate::{
     eos_token_ids, generate, Detokenize, GenTokenizer, SamplingParams, TokenEvent,
 };
-use kin_infer::io::hub;
 use serde_json::json;
 use std::io::Write;
 use std::ops::ControlFlow;
@@ -21,9 +20,14 @@ use std::path::PathBuf;
 #[derive(Args)]
 #[command(group(ArgGroup::new("input").required(true).args(["prompt", "prompt_file", "prompt_ids"])))]
 pub struct GenerateArgs {
-    /// Model directory, or a Hugging Face repo id found in the local Hugging Face cache.
+    /// A model directory, a .gguf file, a catalogue name installed by
+    /// scripts/fetch-model.sh, or a Hugging Face repo id in the local cache (docs/models.md).
     #[arg(long)]
     model: String,
+    /// Fetch a --model repo id missing from the local Hugging Face cache from the Hub
+    /// (HF_ENDPOINT; needs a build with the `download` feature).
+    #[arg(long)]
+    download: bool,
     /// Prompt text (needs the model's tokenizer.json; special tokens such as BOS are added).
     #[arg(long)]
     prompt: Option<String>,
@@ -99,7 +103,7 @@ fn parse_ids(s: &str) -> Result<Vec<u32>> {
 const DEFAULT_MAX_TOKENS: usize = 256;
 
 pub fn run(a: GenerateArgs) -> Result<u8> {
-    let dir = hub::resolve_model(&a.model)?;
+    let dir = crate::model_args::resolve(&a.model, a.download)?;
     let gen = kin_infer::Generator::load(
         &dir,
         &kin_infer::GeneratorOptions {

@@ -7,12 +7,19 @@ use clap::Args;
 use kin_infer::io::hub;
 use kin_infer::resource::{HostInfo, ModelShape, Profile, ResourcePlan};
 use kin_infer::{Embedder, EmbedderOptions, Pooling, PoolingMode};
+use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct ModelArgs {
-    /// Model directory, or a Hugging Face repo id found in the local Hugging Face cache.
+    /// A model directory, a .gguf file, a catalogue name installed by
+    /// scripts/fetch-model.sh, or a Hugging Face repo id (owner/name) in the local Hugging Face
+    /// cache (docs/models.md).
     #[arg(long)]
     pub model: String,
+    /// Fetch a --model repo id missing from the local Hugging Face cache from the Hub
+    /// (HF_ENDPOINT; needs a build with the `download` feature). Without it nothing is fetched.
+    #[arg(long)]
+    pub download: bool,
     /// Worker threads (default: KIN_INFER_THREADS, else the resource plan's).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -33,15 +40,44 @@ pub fn parse_pooling(s: &str) -> Result<Pooling> {
     Ok(Pooling::new(modes))
 }
 
-pub fn load(model: &ModelArgs, mut opts: EmbedderOptions) -> Result<Embedder> {
-    let dir = match hub::resolve_model(&model.model) {
-        Ok(d) => d,
+impl ModelArgs {
+    /// The model directory or `.gguf` file `--model` names (see [`resolve`]).
+    pub fn resolve(&self) -> Result<PathBuf> {
+        resolve(&self.model, self.download)
+    }
+}
+
+/// `--model SPEC [--download]`: the local resolution (`kin_infer::io::hub`), then, only with
+/// `--download` and only for a repo id that is not found locally, a fetch from the Hub. Offline
+/// first: a model already on disk is never re-checked against the network.
+pub fn resolve(spec: &str, download: bool) -> Result<PathBuf> {
+    if download && !cfg!(feature = "download") {
+        return Err(kin_infer::InferError::Unsupported(
+            "--download: this build has no downloader: rebuild with `cargo install --path \
+             crates/kin-infer-cli --features download` or use scripts/fetch-model.sh"
+                .into(),
+        )
+        .into());
+    }
+    match hub::resolve_model(spec) {
+        Ok(d) => Ok(d),
         #[cfg(feature = "download")]
-        Err(kin_infer::InferError::ModelNotFound(_)) if hub::looks_like_repo_id(&model.model) => {
-            crate::download::download(&model.model)?
+        Err(kin_infer::InferError::ModelUnresolved { .. })
+            if download && hub::looks_like_repo_id(spec) =>
+        {
+            crate::download::download(spec)
         }
-        Err(e) => return Err(e.into()),
-    };
+        Err(kin_infer::InferError::ModelUnresolved { .. }) if download => bail!(
+            "--download fetches Hugging Face repo ids (owner/name); `{spec}` is not one and is \
+             not a local model ({})",
+            "a directory, a .gguf file or a name installed by scripts/fetch-model.sh"
+        ),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn load(model: &ModelArgs, mut opts: EmbedderOptions) -> Result<Embedder> {
+    let dir = model.resolve()?;
     opts.threads = model.threads;
     Ok(Embedder::load(&dir, &opts)?)
 }
