@@ -127,6 +127,7 @@ pub fn plan(a: PlanArgs) -> Result<u8> {
         ("kernel tier".into(), p.kernel.tier.into()),
         ("backend".into(), p.kernel.backend.into()),
         ("deterministic".into(), p.kernel.deterministic.to_string()),
+        ("embed_orphan_check".into(), orphan_check_row()),
     ]);
     Ok(0)
 }
@@ -578,4 +579,13 @@ pub fn devices(a: DevicesArgs) -> Result<u8> {
     ));
     print_report(&rows);
     Ok(0)
+}
+
+/// What `embed` does when its parent dies, for `plan`: a detached process (nohup, setsid)
+/// keeps running (kin_infer::watchdog::detached).
+fn orphan_check_row() -> String {
+    match kin_infer::watchdog::detached() {
+        Some(why) => format!("off ({why}); --watch-pid PID still applies"),
+        None => "on (exit 3 when the parent dies; off under nohup or setsid)".into(),
+    }
 }

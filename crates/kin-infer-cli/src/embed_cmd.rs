@@ -4,11 +4,11 @@
 
 use crate::input::{validate, Item, Source};
 use crate::model_args::{load, parse_pooling, plan_for, ModelArgs};
-use crate::output::Progress;
+use crate::output::{Progress, Summary};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use kin_infer::corpus::{push_record, DurableOutput, RunIdentity};
-use kin_infer::watchdog::{EmbedWatchdog, StopReason, WatchdogConfig};
+use kin_infer::watchdog::{EmbedWatchdog, WatchdogConfig};
 use kin_infer::{Embedder, EmbedderOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -36,7 +36,7 @@ pub struct EmbedArgs {
     #[arg(long)]
     pooling: Option<String>,
     /// L2-normalize embeddings (default: as the model's modules.json says).
-    #[arg(long, overrides_with = "no_normalize")]
+    #[arg(long, conflicts_with = "no_normalize")]
     normalize: bool,
     /// Do not L2-normalize embeddings.
     #[arg(long)]
@@ -135,13 +135,14 @@ pub fn embed(a: EmbedArgs) -> Result<u8> {
         tier: None,
         dimensions: a.dimensions,
     };
-    let mut embedder = load(&a.model, opts)?;
+    let mut embedder = crate::progress::loading(&a.model.model, || load(&a.model, opts))?;
     let plan = plan_for(&embedder, a.profile.as_deref(), a.memory_budget.as_deref())?;
     if a.model.threads.is_none() && std::env::var_os("KIN_INFER_THREADS").is_none() {
         embedder.set_threads(plan.embedding.threads)?;
     }
     let batch_size = a.batch_size.unwrap_or(plan.embedding.batch_size);
 
+    warn_jsonl_suffix(a.input.as_deref(), a.jsonl);
     let source = Source::new(a.input.as_deref())?;
     let total = validate(&source, a.jsonl)?;
     if total > 0 && embedder.tokenizer().is_none() {
@@ -214,7 +215,7 @@ pub fn embed(a: EmbedArgs) -> Result<u8> {
     let interrupter = wd.interrupter();
     let _ = ctrlc::set_handler(interrupter);
 
-    let mut progress = Progress::new(total, a.input.is_some(), a.progress_json, done);
+    let mut progress = Progress::new(total, a.progress_json, done);
     let result = run_batches(
         &embedder,
         &mut reader,
@@ -230,26 +231,46 @@ pub fn embed(a: EmbedArgs) -> Result<u8> {
     match (result, sink) {
         (Ok(persisted), Sink::Durable(d)) => {
             if let Some(r) = stopped {
-                return Ok(stop(r, &detail, persisted, total));
+                progress.clear();
+                let out = a.output.as_deref().unwrap_or(Path::new(""));
+                eprintln!(
+                    "kin-infer: stopped: {detail}; {persisted} of {total} items persisted in {} (rerun the same command to continue)",
+                    out.display()
+                );
+                return Ok(r.exit_code());
             }
             d.finish(reader.bytes(), reader.hasher())?;
-            progress.finish(persisted);
+            progress.finish(Summary {
+                items: persisted,
+                output: a.output.as_deref(),
+            });
             Ok(0)
         }
         (Ok(persisted), Sink::Plain { mut out, tmp }) => {
             out.flush().context("cannot write output")?;
             drop(out);
             if let Some(r) = stopped {
-                if let Some((t, _)) = &tmp {
-                    let _ = std::fs::remove_file(t);
-                }
-                return Ok(stop(r, &detail, persisted, total));
+                progress.clear();
+                let kept = match &tmp {
+                    Some((t, out)) => {
+                        let _ = std::fs::remove_file(t);
+                        format!("nothing persisted: {} was not written", out.display())
+                    }
+                    None => "written to stdout, nothing persisted".into(),
+                };
+                eprintln!(
+                    "kin-infer: stopped: {detail}; embedded {persisted} of {total} items ({kept}): run with --output FILE --resume to keep work across runs"
+                );
+                return Ok(r.exit_code());
             }
-            if let Some((t, out)) = tmp {
-                std::fs::rename(&t, &out)
+            if let Some((t, out)) = &tmp {
+                std::fs::rename(t, out)
                     .with_context(|| format!("cannot write {}", out.display()))?;
             }
-            progress.finish(persisted);
+            progress.finish(Summary {
+                items: persisted,
+                output: a.output.as_deref(),
+            });
             Ok(0)
         }
         (
@@ -265,9 +286,20 @@ pub fn embed(a: EmbedArgs) -> Result<u8> {
     }
 }
 
-fn stop(r: StopReason, why: &str, persisted: u64, total: u64) -> u8 {
-    eprintln!("kin-infer: stopped: {why}; {persisted} of {total} items persisted");
-    r.exit_code()
+/// A `.jsonl` file read as plain lines embeds each JSON object's text verbatim: almost never
+/// what was meant, but a valid request, so a warning and not an error.
+fn warn_jsonl_suffix(input: Option<&Path>, jsonl: bool) {
+    if let Some(p) = input {
+        if !jsonl
+            && p.extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("jsonl"))
+        {
+            eprintln!(
+                "warning: {} ends in .jsonl but --jsonl is not set: each line is embedded as text; pass --jsonl to read objects",
+                p.display()
+            );
+        }
+    }
 }
 
 /// Checks that the input is the one the run began with (its prefix up to the last recorded

@@ -104,13 +104,15 @@ const DEFAULT_MAX_TOKENS: usize = 256;
 
 pub fn run(a: GenerateArgs) -> Result<u8> {
     let dir = crate::model_args::resolve(&a.model, a.download)?;
-    let gen = kin_infer::Generator::load(
-        &dir,
-        &kin_infer::GeneratorOptions {
-            threads: a.threads,
-            ..Default::default()
-        },
-    )?;
+    let gen = crate::progress::loading(&a.model, || {
+        kin_infer::Generator::load(
+            &dir,
+            &kin_infer::GeneratorOptions {
+                threads: a.threads,
+                ..Default::default()
+            },
+        )
+    })?;
     let spec = gen.spec();
 
     let has_tokenizer = kin_infer::generate::has_tokenizer(&dir);

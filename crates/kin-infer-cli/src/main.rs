@@ -10,6 +10,7 @@ mod generate_cmd;
 mod input;
 mod model_args;
 mod output;
+mod progress;
 mod quantize_cmd;
 mod serve_cmd;
 

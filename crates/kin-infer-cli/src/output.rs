@@ -1,6 +1,6 @@
 //! Output helpers: shortest round-trip floats, `key : value` reports, progress on stderr.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::time::Instant;
 
 /// Prints `key : value` lines with keys padded to a common width.
@@ -12,29 +12,42 @@ pub fn print_report(rows: &[(String, String)]) {
     }
 }
 
-/// Progress on stderr: a bar when stderr is a terminal and the input is a file, and/or
-/// periodic one-line JSON records (`--progress-json`).
+/// Progress on stderr: a bar with rate and ETA when stderr is a terminal (not with
+/// `--progress-json`, whose records a program reads), and/or periodic one-line JSON records;
+/// then one summary (a line, or the JSON `done` record).
 pub struct Progress {
     total: u64,
     /// Items already done when this run started (resumed).
     base: u64,
     start: Instant,
     last_json: Option<Instant>,
-    bar: bool,
+    bar: Option<indicatif::ProgressBar>,
     json: bool,
 }
 
 /// JSON records at most this often.
 const JSON_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How an embed run ended, for its summary.
+pub struct Summary<'a> {
+    /// Items in the output when the run ended (resumed ones included).
+    pub items: u64,
+    /// Where the records went: a file, or `None` for stdout.
+    pub output: Option<&'a std::path::Path>,
+}
+
 impl Progress {
-    pub fn new(total: u64, input_is_file: bool, json: bool, base: u64) -> Self {
+    pub fn new(total: u64, json: bool, base: u64) -> Self {
         Progress {
             total,
             base,
             start: Instant::now(),
             last_json: None,
-            bar: input_is_file && std::io::stderr().is_terminal() && total > 0,
+            bar: if json {
+                None
+            } else {
+                crate::progress::bar(total, "items", base)
+            },
             json,
         }
     }
@@ -48,21 +61,11 @@ impl Progress {
 
     /// `done` items embedded, `persisted` of them durable.
     pub fn update(&mut self, done: u64, persisted: u64) {
-        let (rate, eta) = self.rate(done);
-        if self.bar {
-            let width = 30;
-            let filled = (width as u64 * done / self.total.max(1)) as usize;
-            eprint!(
-                "\r[{}{}] {}/{} texts  {:.1} texts/s  ETA {:.0}s ",
-                "#".repeat(filled.min(width)),
-                " ".repeat(width - filled.min(width)),
-                done,
-                self.total,
-                rate,
-                eta
-            );
+        if let Some(b) = &self.bar {
+            b.set_position(done);
         }
         if self.json && self.last_json.is_none_or(|t| t.elapsed() >= JSON_EVERY) {
+            let (rate, eta) = self.rate(done);
             self.last_json = Some(Instant::now());
             eprintln!(
                 "{}",
@@ -72,17 +75,40 @@ impl Progress {
         }
     }
 
-    pub fn finish(&mut self, persisted: u64) {
-        if self.bar {
-            eprintln!();
+    /// Clears the bar (before a stop message, so the message starts its own line).
+    pub fn clear(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
         }
+    }
+
+    /// The end summary: the JSON `done` record with `--progress-json`, else one line.
+    pub fn finish(&mut self, s: Summary) {
+        self.clear();
+        let secs = self.start.elapsed().as_secs_f64();
+        let (rate, _) = self.rate(s.items);
+        let this_run = s.items.saturating_sub(self.base);
+        let output = s
+            .output
+            .map_or("stdout".to_string(), |p| p.display().to_string());
         if self.json {
-            let (rate, _) = self.rate(persisted);
             eprintln!(
                 "{}",
-                serde_json::json!({"event": "done", "persisted": persisted, "total": self.total,
-                    "seconds": self.start.elapsed().as_secs_f64(), "rate_per_s": (rate * 10.0).round() / 10.0,
+                serde_json::json!({"event": "done", "persisted": s.items, "total": self.total,
+                    "items": s.items, "items_this_run": this_run, "output": output,
+                    "seconds": secs, "rate_per_s": (rate * 10.0).round() / 10.0,
+                    "items_per_s": (rate * 10.0).round() / 10.0,
                     "peak_rss_bytes": peak_rss()})
+            );
+        } else {
+            let resumed = if self.base > 0 {
+                format!(" ({this_run} this run, {} resumed)", self.base)
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "embedded {} items{resumed} in {secs:.1} s ({rate:.1} items/s) -> {output}",
+                s.items
             );
         }
     }

@@ -6,7 +6,6 @@ use clap::Args;
 use kin_infer::io::gguf_export;
 use kin_infer::kernels::ggml::GgmlType;
 use serde_json::json;
-use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -56,17 +55,17 @@ fn parse_type(s: &str) -> Result<(GgmlType, bool)> {
     }
 }
 
-/// A progress line redrawn in place, on a terminal only (a log gets the summary).
+/// A bar per tensor with rate and ETA, on a terminal only (a log gets the summary); made on
+/// the first call, which brings the total.
 fn progress(quiet: bool) -> impl FnMut(usize, usize) {
-    use std::io::IsTerminal;
-    let live = !quiet && std::io::stderr().is_terminal();
+    let mut bar: Option<Option<indicatif::ProgressBar>> = quiet.then_some(None);
     move |done, total| {
-        if live {
-            eprint!("\rquantize: {done}/{total} tensors");
-            if done == total {
-                eprintln!();
+        let b = bar.get_or_insert_with(|| crate::progress::bar(total as u64, "tensors", 0));
+        if let Some(pb) = b {
+            pb.set_position(done as u64);
+            if done >= total {
+                pb.finish_and_clear();
             }
-            let _ = std::io::stderr().flush();
         }
     }
 }
@@ -88,8 +87,9 @@ fn run_safetensors(a: &QuantizeArgs, ty: GgmlType) -> Result<u8> {
         println!("{v}");
     } else if !a.quiet {
         eprintln!(
-            "wrote {}/model.safetensors: {tensors} tensors, {quantized} in {}",
+            "wrote {}/model.safetensors in {:.1} s: {tensors} tensors, {quantized} in {}",
             a.out.display(),
+            t0.elapsed().as_secs_f64(),
             ty.name()
         );
     }
@@ -128,7 +128,7 @@ pub fn run(a: QuantizeArgs) -> Result<u8> {
         println!("{v}");
     } else if !a.quiet {
         eprintln!(
-            "wrote {} ({} bytes): {} tensors, {} quantized ({}), architecture {}{}{}",
+            "wrote {} ({} bytes) in {secs:.1} s: {} tensors, {} quantized ({}), architecture {}{}{}",
             a.out.display(),
             report.bytes,
             report.tensors,

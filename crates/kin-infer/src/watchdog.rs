@@ -103,7 +103,9 @@ pub type ForceExit = Box<dyn Fn(StopReason, &str) + Send>;
 impl EmbedWatchdog {
     /// Starts the guard thread. `force_exit` ends the process when the run ignores a stop
     /// (the CLI prints the reason and exits with its code).
-    pub fn start(cfg: WatchdogConfig, force_exit: ForceExit) -> Self {
+    pub fn start(mut cfg: WatchdogConfig, force_exit: ForceExit) -> Self {
+        // Decided here, on the caller's thread, before the caller installs signal handlers.
+        cfg.orphan_check = orphan_check(&cfg) == Ok(true);
         let shared = Arc::new(Shared {
             persisted: AtomicU64::new(0),
             stop: AtomicU8::new(0),
@@ -192,6 +194,48 @@ fn parent_pid() -> Option<u32> {
 #[cfg(not(unix))]
 fn parent_pid() -> Option<u32> {
     None
+}
+
+/// Why this process was detached on purpose, if it was: it ignores SIGHUP (`nohup`) or leads
+/// its own session (`setsid`). Such a process is meant to outlive whoever started it, so the
+/// default orphan check (the parent's death) would defeat the point; `--watch-pid` still
+/// applies. Read before any handler is installed (the CLI's Ctrl-C handler comes later).
+#[cfg(unix)]
+pub fn detached() -> Option<&'static str> {
+    // SAFETY: sigaction with a null new action only reads the current disposition into
+    // `old`, a zeroed plain-data struct owned here.
+    let ignores_hup = unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGHUP, std::ptr::null(), &mut old) == 0
+            && old.sa_sigaction == libc::SIG_IGN
+    };
+    if ignores_hup {
+        return Some("started under nohup: SIGHUP is ignored");
+    }
+    // SAFETY: getsid(0) and getpid() take no pointers and cannot fail for this process.
+    if unsafe { libc::getsid(0) == libc::getpid() } {
+        return Some("started under setsid: leads its own session");
+    }
+    None
+}
+
+#[cfg(not(unix))]
+pub fn detached() -> Option<&'static str> {
+    None
+}
+
+/// Whether the parent-death check runs under `cfg`, and if not although asked for, why.
+pub fn orphan_check(cfg: &WatchdogConfig) -> Result<bool, &'static str> {
+    if !cfg.orphan_check {
+        return Ok(false);
+    }
+    if cfg.watch_pid.is_some() {
+        return Ok(true);
+    }
+    match detached() {
+        Some(why) => Err(why),
+        None => Ok(true),
+    }
 }
 
 fn guard(cfg: WatchdogConfig, s: Arc<Shared>, force_exit: ForceExit) {

@@ -7,6 +7,25 @@ use super::config_fields::ConfigFields;
 use crate::error::{InferError, Result};
 use std::path::{Path, PathBuf};
 
+/// A model of the other kind than the one asked for (a decoder loaded as an embedder, or an
+/// encoder as a generator): the error names its family and the commands that run it, since
+/// "unsupported model_type `llama`" reads as if this build could not run it at all.
+pub fn wrong_kind(model: &Path, family: &str, is_decoder: bool) -> InferError {
+    InferError::Unsupported(if is_decoder {
+        format!(
+            "{} is a decoder ({family}), not an embedding model: use `generate` or `serve` \
+             (the library's Generator)",
+            model.display()
+        )
+    } else {
+        format!(
+            "{} is an encoder ({family}), not a text generator: use `embed` or `serve` \
+             (the library's Embedder)",
+            model.display()
+        )
+    })
+}
+
 /// The model families this build can run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ModelArchitecture {
@@ -65,6 +84,9 @@ impl ModelArchitecture {
             Some(ModelArchitecture::Bert) if alibi => return Ok(ModelArchitecture::JinaBert),
             Some(a) => return Ok(a),
             None => {}
+        }
+        if crate::models::decoders::SUPPORTED.contains(&model_type.as_str()) {
+            return Err(wrong_kind(path.parent().unwrap_or(path), &model_type, true));
         }
         Err(InferError::UnsupportedModel {
             path: path.to_path_buf(),

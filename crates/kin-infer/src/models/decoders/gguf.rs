@@ -98,6 +98,9 @@ pub fn load(path: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>> {
 }
 
 fn unsupported(gguf: &GgufFile, arch: &str) -> InferError {
+    if crate::models::encoders::gguf::SUPPORTED.contains(&arch) {
+        return crate::io::config::wrong_kind(gguf.path(), arch, false);
+    }
     InferError::Unsupported(format!(
         "{}: GGUF architecture `{arch}` is not supported yet (supported: {})",
         gguf.path().display(),

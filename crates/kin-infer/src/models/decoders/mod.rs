@@ -233,6 +233,9 @@ pub fn load_decoder(dir: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>>
             let store = WeightStore::open_dir(dir)?;
             gemma::load(&source, &store, be)
         }
+        t if crate::io::config::ModelArchitecture::from_model_type(t).is_some() => {
+            Err(crate::io::config::wrong_kind(dir, t, false))
+        }
         _ => Err(InferError::UnsupportedModel {
             path: config,
             model_type,

@@ -58,6 +58,9 @@ pub fn is_encoder(gguf: &GgufFile) -> bool {
 /// Loads the encoder a GGUF file holds.
 pub fn load(gguf: &GgufFile, store: &WeightStore, be: &dyn GpuCompute) -> Result<Box<dyn Encoder>> {
     let arch = architecture(gguf)?;
+    if crate::models::decoders::gguf::SUPPORTED.contains(&arch.as_str()) {
+        return Err(crate::io::config::wrong_kind(gguf.path(), &arch, true));
+    }
     if arch != "bert" {
         return Err(InferError::Unsupported(format!(
             "{}: GGUF encoder architecture `{arch}` is not supported yet (supported: {})",
