@@ -3,6 +3,7 @@
 //! failed, 2 bad usage/input/model).
 
 mod commands;
+mod convert_cmd;
 #[cfg(feature = "download")]
 mod download;
 mod embed_cmd;
@@ -49,6 +50,9 @@ enum Command {
     Generate(generate_cmd::GenerateArgs),
     /// Write a decoder checkpoint as a quantized GGUF file (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1).
     Quantize(quantize_cmd::QuantizeArgs),
+    /// Write a decoder GGUF file as a Hugging Face model directory (config, safetensors,
+    /// tokenizer, chat template).
+    Convert(convert_cmd::ConvertArgs),
     /// Serve models over HTTP with OpenAI's API (embeddings, chat and text completions).
     Serve(serve_cmd::ServeCmdArgs),
     /// List the GPUs this build can use, the CPU, and the backend `auto` selects.
@@ -104,6 +108,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => commands::bench(a),
         Command::Generate(a) => generate_cmd::run(a),
         Command::Quantize(a) => quantize_cmd::run(a),
+        Command::Convert(a) => convert_cmd::run(a),
         Command::Serve(a) => serve_cmd::run(a),
         Command::Devices(a) => commands::devices(a),
     };

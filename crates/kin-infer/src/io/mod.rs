@@ -2,6 +2,7 @@
 //! `config.json`, sentence-transformers module configs, golden files, the Hugging Face cache.
 
 pub mod config;
+pub mod gguf_convert;
 pub mod gguf_export;
 mod gguf_spm;
 pub mod gguf_tokenizer;

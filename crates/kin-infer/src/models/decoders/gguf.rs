@@ -204,7 +204,7 @@ pub(crate) fn copy_key(
 
 /// The config object of the LLaMA-layout families, under the Hub's keys, from `arch.*` and
 /// `tokenizer.ggml.*` metadata; the vocabulary size and tied head from the tensors.
-fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result<ConfigSource> {
+pub(crate) fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result<ConfigSource> {
     let mut obj = Map::new();
     let mut keys = BTreeMap::new();
     let mut put = |hub: &str, key: String, obj: &mut Map<String, Value>| {
