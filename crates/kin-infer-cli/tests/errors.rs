@@ -16,9 +16,15 @@ fn a_decoder_given_to_embed_or_plan_names_its_family_and_generate() {
     let gguf = root_path("tests/fixtures/gguf/decoders/qwen2_bias.q4_1.gguf");
     let snippets = root_path("examples/snippets.txt");
     for (args, family) in [
-        (vec!["embed", "--model", &llama, "--input", &snippets], "(llama)"),
+        (
+            vec!["embed", "--model", &llama, "--input", &snippets],
+            "(llama)",
+        ),
         (vec!["plan", "--model", &llama], "(llama)"),
-        (vec!["embed", "--model", &gguf, "--input", &snippets], "(qwen2)"),
+        (
+            vec!["embed", "--model", &gguf, "--input", &snippets],
+            "(qwen2)",
+        ),
         (vec!["plan", "--model", &gguf], "(qwen2)"),
     ] {
         let o = run(&mut kin(&args), "");
@@ -62,7 +68,11 @@ fn jsonl_input_without_the_flag_is_warned_about_not_refused() {
     let m = root_path("tests/server_fixtures/embed_tiny");
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("in.jsonl");
-    std::fs::write(&input, "{\"text\": \"fn main() {}\"}\n{\"text\": \"let x = 1;\"}\n").unwrap();
+    std::fs::write(
+        &input,
+        "{\"text\": \"fn main() {}\"}\n{\"text\": \"let x = 1;\"}\n",
+    )
+    .unwrap();
     let i = input.to_str().unwrap();
     let warning = "ends in .jsonl but --jsonl is not set";
 
