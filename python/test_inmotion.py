@@ -402,6 +402,8 @@ def test_quantize_export_and_eval_grammar():
     rc, out, err = _cli("quantize", "eval", "--models", "lejepa", "sigreg", "--formats", "fp32", "q4",
                         "--out", sweep)
     assert rc == 0, err
+    # Progress on stderr: a count and the elapsed time per model x format, then a summary.
+    assert "[1/4, " in err and "[4/4, " in err and "sweep: 4 rows" in err, err
     with open(sweep) as f:
         rows = list(csv.DictReader(f))
     assert [(r["model"], r["format"]) for r in rows] == [("lejepa", "fp32"), ("lejepa", "q4"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import numpy as np
 
@@ -59,6 +60,12 @@ def sweep(models=None, formats=None, producer="in-house", log=print):
         base = json.load(f)
     check_dataset(split, base)
     rows = []
+    # Progress on stderr (issue 35): each line says how far the sweep is and how long it has run.
+    t0, total, k = time.monotonic(), len(names) * len(formats), 0
+
+    def step():
+        return f"[{k}/{total}, {time.monotonic() - t0:.1f} s]"
+
     for name in names:
         m, _ = export.load_artifact(registry.resolve(name))
         got = _mcc_of(m, split)
@@ -68,13 +75,14 @@ def sweep(models=None, formats=None, producer="in-house", log=print):
         log(f"{name}: fp32 MCC {got:.6f} " + ("(baseline reproduced)" if want is not None else "(no baseline)"))
         ref = _logits(m, split.Xte)
         for fmt in formats:
+            k += 1
             sch = quant.parse_scheme(fmt)
             try:
                 stored, deq, _ = export.quantize_state(m, sch, keep_num_batches_tracked=False, producer=producer)
             except ValueError as e:
                 if "cannot make" not in str(e):
                     raise
-                log(f"  {name} {sch.name}: skipped ({e})")
+                log(f"  {step()} {name} {sch.name}: skipped ({e})")
                 continue
             q = export.model_with_weights(m, deq)
             lg = _logits(q, split.Xte)
@@ -85,7 +93,9 @@ def sweep(models=None, formats=None, producer="in-house", log=print):
                 "size_bytes": int(sum(v.numel() * v.element_size() for v in stored.values())),
                 "max_abs_diff": float(np.abs(lg - ref).max(initial=0.0)),
             })
-            log(f"  {name} {sch.name}: MCC {rows[-1]['mcc']:.4f}")
+            log(f"  {step()} {name} {sch.name}: MCC {rows[-1]['mcc']:.4f}")
+    log(f"sweep: {len(rows)} rows ({len(names)} models x {len(formats)} formats, {producer}) "
+        f"in {time.monotonic() - t0:.1f} s")
     return rows
 
 
