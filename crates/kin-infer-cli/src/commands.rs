@@ -21,6 +21,8 @@ pub struct PlanArgs {
     /// Memory budget, e.g. 512M or 2G (default: the profile's share of free memory).
     #[arg(long)]
     memory_budget: Option<String>,
+    /// One JSON object (kin-infer-plan/1: host, model_shape, embedding, kernel) instead of
+    /// `key : value` lines.
     #[arg(long)]
     json: bool,
 }
@@ -41,6 +43,7 @@ pub struct CheckArgs {
     /// Golden file (kin-infer-golden/1).
     #[arg(long)]
     golden: PathBuf,
+    /// One JSON object: cases, max_abs_diff, tolerance, mismatches and the result.
     #[arg(long)]
     json: bool,
 }
@@ -66,15 +69,23 @@ pub struct BenchArgs {
     /// Default 64, lowered to fit a smaller context.
     #[arg(long)]
     decode_tokens: Option<usize>,
+    /// One JSON object: min/median/max per repeat and per batch (decoders: prefill_ms,
+    /// decode_ms), and the rates from the median.
     #[arg(long)]
     json: bool,
 }
 
 pub fn plan(a: PlanArgs) -> Result<u8> {
     let e = load(&a.model, EmbedderOptions::default())?;
-    let p = plan_for(&e, a.profile.as_deref(), a.memory_budget.as_deref())?;
+    let mut p = plan_for(&e, a.profile.as_deref(), a.memory_budget.as_deref())?;
+    // `embed` runs with an explicit --threads / KIN_INFER_THREADS over the plan's count
+    // (embed_cmd.rs), so the plan shows that count: the one `describe` shows too.
+    if a.model.threads.is_some() || std::env::var_os("KIN_INFER_THREADS").is_some() {
+        p.embedding.threads = e.threads();
+    }
+    let model = e.info().dir.display().to_string();
     if a.json {
-        println!("{}", serde_json::to_string(&p)?);
+        println!("{}", plan_json(&p, &model, &e.device())?);
         return Ok(0);
     }
     let mib = |b: u64| format!("{} MiB", b >> 20);
@@ -83,6 +94,7 @@ pub fn plan(a: PlanArgs) -> Result<u8> {
     let em = &p.embedding;
     print_report(&[
         ("format".into(), p.format.into()),
+        ("model".into(), model),
         ("profile".into(), p.profile.name().into()),
         ("numerics_version".into(), p.numerics_version.into()),
         (
@@ -114,22 +126,57 @@ pub fn plan(a: PlanArgs) -> Result<u8> {
                 h.accelerators.join(", ")
             },
         ),
-        ("simd tiers".into(), h.simd_tiers_available.join(", ")),
-        ("threads".into(), em.threads.to_string()),
-        ("batch size".into(), em.batch_size.to_string()),
         (
-            "max tokens per batch".into(),
+            "simd_tiers_available".into(),
+            h.simd_tiers_available.join(", "),
+        ),
+        ("threads".into(), em.threads.to_string()),
+        ("batch_size".into(), em.batch_size.to_string()),
+        (
+            "max_tokens_per_batch".into(),
             em.max_tokens_per_batch.to_string(),
         ),
         ("bucketing".into(), em.bucketing.into()),
-        ("memory budget".into(), mib(em.memory_budget_bytes)),
-        ("estimated peak".into(), mib(em.estimated_peak_bytes)),
-        ("kernel tier".into(), p.kernel.tier.into()),
+        ("memory_budget".into(), mib(em.memory_budget_bytes)),
+        ("estimated_peak".into(), mib(em.estimated_peak_bytes)),
+        ("simd_tier".into(), p.kernel.tier.into()),
         ("backend".into(), p.kernel.backend.into()),
+        ("device".into(), e.device()),
         ("deterministic".into(), p.kernel.deterministic.to_string()),
         ("embed_orphan_check".into(), orphan_check_row()),
     ]);
     Ok(0)
+}
+
+/// The plan as JSON under `describe`'s names for the quantities both show: `model` is the
+/// directory (the shape moves to `model_shape`), the shape's sequence limit is `max_length`
+/// (the embedder's, which is what the plan is for), the kernel's tier `simd_tier`, plus the
+/// `device`.
+fn plan_json(
+    p: &kin_infer::resource::ResourcePlan,
+    model: &str,
+    device: &str,
+) -> Result<serde_json::Value> {
+    let mut v = serde_json::to_value(p)?;
+    let o = v
+        .as_object_mut()
+        .ok_or_else(|| anyhow::anyhow!("the resource plan did not serialize to an object"))?;
+    if let Some(mut shape) = o.remove("model") {
+        if let Some(s) = shape.as_object_mut() {
+            if let Some(m) = s.remove("max_sequence_length") {
+                s.insert("max_length".into(), m);
+            }
+        }
+        o.insert("model_shape".into(), shape);
+    }
+    o.insert("model".into(), json!(model));
+    if let Some(k) = o.get_mut("kernel").and_then(|k| k.as_object_mut()) {
+        if let Some(t) = k.remove("tier") {
+            k.insert("simd_tier".into(), t);
+        }
+        k.insert("device".into(), json!(device));
+    }
+    Ok(v)
 }
 
 /// `describe` for a decoder: the spec, the weights and the kernel tier.
@@ -322,11 +369,23 @@ pub fn check(a: CheckArgs) -> Result<u8> {
     Ok(if ok { 0 } else { 1 })
 }
 
-/// (min, median, max)
+/// (min, median, max); the median of an even count is the mean of the middle two.
 fn stats(v: &[f64]) -> (f64, f64, f64) {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
-    (s[0], s[s.len() / 2], s[s.len() - 1])
+    let n = s.len();
+    let median = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    };
+    (s[0], median, s[n - 1])
+}
+
+/// `{"min": .., "median": .., "max": ..}` of `v`, scaled by `k` (seconds to ms: 1e3).
+fn stats_json(v: &[f64], k: f64) -> serde_json::Value {
+    let (lo, med, hi) = stats(v);
+    json!({"min": lo * k, "median": med * k, "max": hi * k})
 }
 
 pub fn bench(a: BenchArgs) -> Result<u8> {
@@ -353,11 +412,15 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
     }
     let texts: Vec<&str> = items.iter().map(|i| i.text.as_str()).collect();
     let tokens: usize = e.tokenize(&texts)?.iter().map(|t| t.ids.len()).sum();
+    // Every repeat and every batch in it timed on its own: the median is of real samples.
     let mut secs = Vec::with_capacity(a.repeat);
+    let mut batch_secs = Vec::new();
     for r in 0..a.repeat {
         let t0 = Instant::now();
         for batch in texts.chunks(a.batch_size) {
+            let tb = Instant::now();
             e.embed_texts(batch)?;
+            batch_secs.push(tb.elapsed().as_secs_f64());
         }
         let s = t0.elapsed().as_secs_f64();
         eprintln!("repeat {}/{}: {:.3} s", r + 1, a.repeat, s);
@@ -370,7 +433,12 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
         "texts": texts.len(),
         "tokens": tokens,
         "batch_size": a.batch_size,
+        "batches": texts.len().div_ceil(a.batch_size),
         "repeat": a.repeat,
+        "seconds": stats_json(&secs, 1.0),
+        "batch_ms": stats_json(&batch_secs, 1e3),
+        "texts_per_s": n / smed,
+        "tokens_per_s": tokens as f64 / smed,
         "texts_per_s_min": n / smax, "texts_per_s_median": n / smed, "texts_per_s_max": n / smin,
         "tokens_per_s_min": tokens as f64 / smax, "tokens_per_s_median": tokens as f64 / smed, "tokens_per_s_max": tokens as f64 / smin,
         "load_ms": load_ms,
@@ -386,6 +454,19 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
         print_report(&[
             ("texts".into(), texts.len().to_string()),
             ("tokens".into(), tokens.to_string()),
+            ("repeat".into(), a.repeat.to_string()),
+            (
+                "seconds per pass (min/median/max)".into(),
+                format!("{smin:.4} / {smed:.4} / {smax:.4}"),
+            ),
+            (
+                format!("ms per batch of {} (min/median/max)", a.batch_size),
+                {
+                    let (lo, med, hi) = stats(&batch_secs);
+                    format!("{:.3} / {:.3} / {:.3}", lo * 1e3, med * 1e3, hi * 1e3)
+                },
+            ),
+            ("texts/s (median)".into(), format!("{:.1}", n / smed)),
             (
                 "texts/s (min/median/max)".into(),
                 format!("{:.1} / {:.1} / {:.1}", n / smax, n / smed, n / smin),
@@ -401,7 +482,7 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
             ),
             ("load".into(), format!("{load_ms:.1} ms")),
             ("device".into(), e.device()),
-            ("simd tier".into(), e.tier().name().into()),
+            ("simd_tier".into(), e.tier().name().into()),
             ("threads".into(), e.threads().to_string()),
         ]);
     }
@@ -470,13 +551,17 @@ fn bench_decoder(a: &BenchArgs, dir: &std::path::Path) -> Result<u8> {
                 tp * 1e3,
                 td * 1e3
             );
-            prefill.push(n_prompt as f64 / tp);
-            decode.push(n_decode as f64 / td);
+            prefill.push(tp);
+            decode.push(td);
         }
         Ok(())
     })?;
-    let (pmin, pmed, pmax) = stats(&prefill);
-    let (dmin, dmed, dmax) = stats(&decode);
+    // Rates from the times: the fastest run is the highest rate, the median time the median.
+    let (tpmin, tpmed, tpmax) = stats(&prefill);
+    let (tdmin, tdmed, tdmax) = stats(&decode);
+    let (pn, dn) = (n_prompt as f64, n_decode as f64);
+    let (pmin, pmed, pmax) = (pn / tpmax, pn / tpmed, pn / tpmin);
+    let (dmin, dmed, dmax) = (dn / tdmax, dn / tdmed, dn / tdmin);
     let tier = g.backend().tier().name();
     if a.json {
         let v = json!({
@@ -485,6 +570,10 @@ fn bench_decoder(a: &BenchArgs, dir: &std::path::Path) -> Result<u8> {
             "prompt_tokens": n_prompt,
             "decode_tokens": n_decode,
             "repeat": a.repeat,
+            "prefill_ms": stats_json(&prefill, 1e3),
+            "decode_ms": stats_json(&decode, 1e3),
+            "prefill_tokens_per_s": pmed,
+            "decode_tokens_per_s": dmed,
             "prefill_tokens_per_s_min": pmin, "prefill_tokens_per_s_median": pmed, "prefill_tokens_per_s_max": pmax,
             "decode_tokens_per_s_min": dmin, "decode_tokens_per_s_median": dmed, "decode_tokens_per_s_max": dmax,
             "load_ms": load_ms,
@@ -500,6 +589,25 @@ fn bench_decoder(a: &BenchArgs, dir: &std::path::Path) -> Result<u8> {
             ("model type".into(), spec.model_type.clone()),
             ("prompt tokens".into(), n_prompt.to_string()),
             ("decode tokens".into(), n_decode.to_string()),
+            ("repeat".into(), a.repeat.to_string()),
+            (
+                "prefill ms (min/median/max)".into(),
+                format!(
+                    "{:.3} / {:.3} / {:.3}",
+                    tpmin * 1e3,
+                    tpmed * 1e3,
+                    tpmax * 1e3
+                ),
+            ),
+            (
+                "decode ms (min/median/max)".into(),
+                format!(
+                    "{:.3} / {:.3} / {:.3}",
+                    tdmin * 1e3,
+                    tdmed * 1e3,
+                    tdmax * 1e3
+                ),
+            ),
             (
                 "prefill tokens/s (min/median/max)".into(),
                 format!("{pmin:.1} / {pmed:.1} / {pmax:.1}"),
@@ -510,7 +618,7 @@ fn bench_decoder(a: &BenchArgs, dir: &std::path::Path) -> Result<u8> {
             ),
             ("load".into(), format!("{load_ms:.1} ms")),
             ("device".into(), g.backend().device()),
-            ("simd tier".into(), tier.into()),
+            ("simd_tier".into(), tier.into()),
             ("threads".into(), threads.to_string()),
         ]);
     }

@@ -38,17 +38,17 @@ struct Cli {
 enum Command {
     /// Embed texts (one per line, or JSON Lines with --jsonl) into JSON Lines vectors.
     Embed(embed_cmd::EmbedArgs),
-    /// Describe a model: family, sizes, dtype, pooling, tokenizer, kernel tier, threads.
+    /// Describe a model: family, sizes, dtype, pooling, tokenizer, SIMD tier, threads.
     Describe(commands::DescribeArgs),
-    /// Print the resource plan (threads, batch size, memory budget, kernel tier) for a model.
+    /// Print the resource plan (threads, batch size, memory budget, SIMD tier) for a model.
     Plan(commands::PlanArgs),
     /// Replay a golden file against the model and report parity.
     Check(commands::CheckArgs),
-    /// Measure embedding throughput on a file of texts.
+    /// Measure throughput (encoders: a file of texts; decoders: prefill and decode), min/median/max over --repeat runs.
     Bench(commands::BenchArgs),
     /// Generate text with a decoder model, streamed token by token.
     Generate(generate_cmd::GenerateArgs),
-    /// Write a decoder checkpoint as a quantized GGUF file (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1).
+    /// Write a decoder checkpoint as a quantized GGUF file or safetensors directory (Q8_0 … Q6_K, Q4_K_M, Q5_K_M; see --type).
     Quantize(quantize_cmd::QuantizeArgs),
     /// Write a decoder GGUF file as a Hugging Face model directory (config, safetensors,
     /// tokenizer, chat template).

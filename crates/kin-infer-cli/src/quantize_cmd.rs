@@ -15,8 +15,8 @@ pub struct QuantizeArgs {
     pub model: PathBuf,
     /// Storage type of the weight matrices: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k or
     /// f32, or llama.cpp's q4_k_m / q5_k_m recipes (Q6_K for the output and some attn_v and
-    /// ffn_down).
-    #[arg(long = "type")]
+    /// ffn_down). `--help` describes each.
+    #[arg(long = "type", value_name = "TYPE", long_help = type_help())]
     pub ty: String,
     /// Output: a `.gguf` file, or with `--format safetensors` a model directory.
     #[arg(long)]
@@ -31,6 +31,73 @@ pub struct QuantizeArgs {
     /// Print the summary as one JSON object.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Every `--type` value: name, the ggml type it writes, and what it is.
+const TYPES: [(&str, GgmlType, &str); 13] = [
+    ("q8_0", GgmlType::Q8_0, "8-bit, one scale per 32 values; near-lossless"),
+    ("q4_0", GgmlType::Q4_0, "4-bit, one scale per 32 values"),
+    ("q4_1", GgmlType::Q4_1, "4-bit, a scale and a minimum per 32 values"),
+    ("q5_0", GgmlType::Q5_0, "5-bit, one scale per 32 values"),
+    ("q5_1", GgmlType::Q5_1, "5-bit, a scale and a minimum per 32 values"),
+    ("q4_k", GgmlType::Q4_K, "K-quant: 4-bit in 256-value super-blocks with 6-bit sub-block scales and minimums (rows not whole 256-value blocks fall back to Q5_0)"),
+    ("q5_k", GgmlType::Q5_K, "K-quant: 5-bit in 256-value super-blocks (fallback Q5_1)"),
+    ("q6_k", GgmlType::Q6_K, "K-quant: 6-bit in 256-value super-blocks with 8-bit scales (fallback Q8_0)"),
+    ("q4_k_m", GgmlType::Q4_K, "llama.cpp's Q4_K_M recipe: q4_k, with Q6_K (6.5625 bits) for the output and some attn_v and ffn_down; GGUF only"),
+    ("q5_k_m", GgmlType::Q5_K, "llama.cpp's Q5_K_M recipe: q5_k, with Q6_K (6.5625 bits) for the output and some attn_v and ffn_down; GGUF only"),
+    ("q4_k_s", GgmlType::Q4_K, "the same as q4_k (llama.cpp's name for a plain Q4_K file)"),
+    ("q5_k_s", GgmlType::Q5_K, "the same as q5_k (llama.cpp's name for a plain Q5_K file)"),
+    ("f32", GgmlType::F32, "no quantization: every tensor F32"),
+];
+
+/// `--type`'s long help: one line per value with its bits per weight (block scales included).
+fn type_help() -> String {
+    let mut h = String::from(
+        "Storage type of the weight matrices (norms and biases stay F32). Bits per weight \
+         count the block scales:\n",
+    );
+    for (name, t, what) in TYPES {
+        let bpw = (t.block_bytes() * 8) as f64 / t.block_len() as f64;
+        // A recipe mixes its type with Q6_K's 6.5625 bits.
+        let bits = if name.ends_with("_m") {
+            format!("{bpw}-6.56")
+        } else {
+            bpw.to_string()
+        };
+        h.push_str(&format!("\n  {name:<7} {bits:>9} bits  {what}"));
+    }
+    h
+}
+
+/// The summary's fallback lines: one per (requested, used, reason), e.g. "q4_k requested: 16
+/// tensors fell back to Q5_0 (row length not a multiple of 256)".
+fn fallback_lines(fallbacks: &[gguf_export::Fallback]) -> Vec<String> {
+    let mut groups: std::collections::BTreeMap<(String, &str, String), usize> = Default::default();
+    for f in fallbacks {
+        let key = (
+            f.requested.name().to_ascii_lowercase(),
+            f.used.name(),
+            f.reason(),
+        );
+        *groups.entry(key).or_insert(0) += 1;
+    }
+    groups
+        .into_iter()
+        .map(|((req, used, why), n)| {
+            let s = if n == 1 { "tensor" } else { "tensors" };
+            format!("{req} requested: {n} {s} fell back to {used} ({why})")
+        })
+        .collect()
+}
+
+fn fallback_json(fallbacks: &[gguf_export::Fallback]) -> serde_json::Value {
+    fallbacks
+        .iter()
+        .map(|f| {
+            json!({"tensor": f.tensor, "requested": f.requested.name(), "used": f.used.name(),
+                   "reason": f.reason(), "row_length": f.row_length})
+        })
+        .collect()
 }
 
 /// `--type`: a ggml type name, or llama.cpp's `q4_k_m` / `q5_k_m` recipes (`q4_k_s`, `q5_k_s`
@@ -72,8 +139,8 @@ fn progress(quiet: bool) -> impl FnMut(usize, usize) {
 
 fn run_safetensors(a: &QuantizeArgs, ty: GgmlType) -> Result<u8> {
     let t0 = std::time::Instant::now();
-    let (tensors, quantized) =
-        kin_infer::io::st_quantize::export(&a.model, &a.out, ty, progress(a.quiet))?;
+    let r = kin_infer::io::st_quantize::export_report(&a.model, &a.out, ty, progress(a.quiet))?;
+    let (tensors, quantized) = (r.tensors, r.quantized);
     let v = json!({
         "model": a.model.display().to_string(),
         "out": a.out.display().to_string(),
@@ -81,6 +148,7 @@ fn run_safetensors(a: &QuantizeArgs, ty: GgmlType) -> Result<u8> {
         "type": a.ty.trim().to_ascii_lowercase(),
         "tensors": tensors,
         "quantized_tensors": quantized,
+        "fallbacks": fallback_json(&r.fallbacks),
         "seconds": (t0.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
     });
     if a.json {
@@ -92,6 +160,9 @@ fn run_safetensors(a: &QuantizeArgs, ty: GgmlType) -> Result<u8> {
             t0.elapsed().as_secs_f64(),
             ty.name()
         );
+        for line in fallback_lines(&r.fallbacks) {
+            eprintln!("{line}");
+        }
     }
     Ok(0)
 }
@@ -121,6 +192,7 @@ pub fn run(a: QuantizeArgs) -> Result<u8> {
         "bytes": report.bytes,
         "tokenizer": report.tokenizer,
         "chat_template": report.chat_template,
+        "fallbacks": fallback_json(&report.fallbacks),
         "seconds": (secs * 1000.0).round() / 1000.0,
     });
     // stdout carries data only (docs/cli-conventions.md): the JSON; a human summary is stderr's.
@@ -152,6 +224,9 @@ pub fn run(a: QuantizeArgs) -> Result<u8> {
                 ""
             },
         );
+        for line in fallback_lines(&report.fallbacks) {
+            eprintln!("{line}");
+        }
     }
     Ok(0)
 }

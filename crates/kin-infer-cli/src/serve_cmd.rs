@@ -23,6 +23,7 @@ pub struct ServeCmdArgs {
     /// the directory's or file's name. Encoders serve /v1/embeddings, decoders the completions.
     #[arg(long = "model", required = true, value_name = "[NAME=]PATH")]
     models: Vec<String>,
+    /// Address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface, so set --api-key).
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
     /// 0 picks a free port (printed on stdout).

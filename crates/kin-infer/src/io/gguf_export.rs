@@ -38,6 +38,30 @@ pub struct ExportReport {
     pub bytes: u64,
     pub tokenizer: bool,
     pub chat_template: bool,
+    /// Every weight matrix not stored in the type asked for, and why: the summary says so
+    /// rather than letting `--type q4_k` quietly write Q5_0.
+    pub fallbacks: Vec<Fallback>,
+}
+
+/// A tensor stored in another type than the one requested for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fallback {
+    pub tensor: String,
+    /// The type asked for (`--type`, or the `_M` recipe's Q6_K).
+    pub requested: GgmlType,
+    pub used: GgmlType,
+    /// The row length (values per row) that did not divide into the requested type's blocks.
+    pub row_length: usize,
+}
+
+impl Fallback {
+    /// Why, in words shared by every tensor of the same cause (a summary groups on it).
+    pub fn reason(&self) -> String {
+        format!(
+            "row length not a multiple of {}",
+            self.requested.block_len()
+        )
+    }
 }
 
 /// llama.cpp's `general.file_type` (`enum llama_ftype`) for a file mostly of `t` (`medium`:
@@ -193,9 +217,11 @@ pub fn export_with(
             vec![cfg.vocab, h],
         ));
     }
-    let stored = |name: &str, shape: &[usize]| {
+    // The type each tensor is meant to have (None: F32 by design, norms and biases), then
+    // the one it gets: the first of it and its fallback whose blocks divide the rows.
+    let requested = |name: &str, shape: &[usize]| {
         if shape.len() != 2 || ty == GgmlType::F32 {
-            return GgmlType::F32;
+            return None;
         }
         let layer = name
             .strip_prefix("blk.")
@@ -206,11 +232,15 @@ pub fn export_with(
                 || (cfg.tied && name == "token_embd.weight")
                 || ((name.ends_with(".attn_v.weight") || name.ends_with(".ffn_down.weight"))
                     && layer.is_some_and(|i| more_bits(i, cfg.layers))));
-        let t = if six { GgmlType::Q6_K } else { ty };
-        [t, fallback(t)]
-            .into_iter()
-            .find(|t| shape[1].is_multiple_of(t.block_len()))
-            .unwrap_or(GgmlType::F32)
+        Some(if six { GgmlType::Q6_K } else { ty })
+    };
+    let stored = |name: &str, shape: &[usize]| {
+        requested(name, shape).map_or(GgmlType::F32, |t| {
+            [t, fallback(t)]
+                .into_iter()
+                .find(|t| shape[1].is_multiple_of(t.block_len()))
+                .unwrap_or(GgmlType::F32)
+        })
     };
     let infos: Vec<TensorInfo> = plan
         .iter()
@@ -218,6 +248,19 @@ pub fn export_with(
             name: name.clone(),
             ty: stored(name, shape),
             dims: shape.iter().rev().copied().collect(),
+        })
+        .collect();
+    let fallbacks: Vec<Fallback> = plan
+        .iter()
+        .zip(&infos)
+        .filter_map(|((name, _, shape), info)| {
+            let want = requested(name, shape)?;
+            (want != info.ty).then(|| Fallback {
+                tensor: name.clone(),
+                requested: want,
+                used: info.ty,
+                row_length: shape[1],
+            })
         })
         .collect();
     let quantized = infos.iter().filter(|t| t.ty != GgmlType::F32).count();
@@ -270,6 +313,7 @@ pub fn export_with(
         bytes,
         tokenizer,
         chat_template,
+        fallbacks,
     })
 }
 

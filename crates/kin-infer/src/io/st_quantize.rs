@@ -8,6 +8,7 @@
 //! weights. Any family the engine loads can be written this way.
 
 use crate::error::{InferError, Result};
+use crate::io::gguf_export::Fallback;
 use crate::io::safetensors::{WeightStore, GGML_TYPE_KEY};
 use crate::kernels::ggml::GgmlType;
 use crate::kernels::quantize::{can_quantize, quantize};
@@ -38,6 +39,15 @@ fn copy_rest(dir: &Path, out: &Path, top: bool) -> Result<()> {
     Ok(())
 }
 
+/// What [`export_report`] wrote.
+#[derive(Clone, Debug)]
+pub struct StExportReport {
+    pub tensors: usize,
+    pub quantized: usize,
+    /// The 2-D `.weight` matrices left F32 because their rows are not whole blocks of `ty`.
+    pub fallbacks: Vec<Fallback>,
+}
+
 /// Writes `dir`'s checkpoint to the directory `out` with its 2-D `.weight` matrices (rows of
 /// whole blocks) in `ty`. Returns (tensors, quantized tensors). `progress(done, total)` per
 /// tensor. The tensors are held in memory until the file is written.
@@ -45,8 +55,18 @@ pub fn export(
     dir: &Path,
     out: &Path,
     ty: GgmlType,
-    mut progress: impl FnMut(usize, usize),
+    progress: impl FnMut(usize, usize),
 ) -> Result<(usize, usize)> {
+    export_report(dir, out, ty, progress).map(|r| (r.tensors, r.quantized))
+}
+
+/// [`export`], also naming each weight matrix that stayed F32 (its rows not whole blocks).
+pub fn export_report(
+    dir: &Path,
+    out: &Path,
+    ty: GgmlType,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<StExportReport> {
     if !can_quantize(ty) {
         return Err(InferError::Unsupported(format!(
             "quantizing to {} is not supported yet (supported: q8_0, q4_0, q4_1, q5_0, q5_1)",
@@ -64,6 +84,7 @@ pub fn export(
     let names = store.names();
     let mut data: Vec<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
     let mut meta = HashMap::new();
+    let mut fallbacks = Vec::new();
     for (i, name) in names.iter().enumerate() {
         let shape = store.shape(name).expect("listed").to_vec();
         let values = store.read(name, &shape)?;
@@ -87,6 +108,16 @@ pub fn export(
                 ));
             }
             _ => {
+                if let [_, cols] = shape.as_slice() {
+                    if name.ends_with(".weight") {
+                        fallbacks.push(Fallback {
+                            tensor: name.to_string(),
+                            requested: ty,
+                            used: GgmlType::F32,
+                            row_length: *cols,
+                        });
+                    }
+                }
                 let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
                 data.push((name.to_string(), safetensors::Dtype::F32, shape, bytes));
             }
@@ -119,5 +150,9 @@ pub fn export(
             .map_err(|e| InferError::io(&target, e))?;
     }
     copy_rest(dir, out, true)?;
-    Ok((data.len(), meta.len()))
+    Ok(StExportReport {
+        tensors: data.len(),
+        quantized: meta.len(),
+        fallbacks,
+    })
 }
