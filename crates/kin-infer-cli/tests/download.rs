@@ -164,5 +164,9 @@ fn a_repo_the_hub_lacks_is_a_clean_error() {
     let tmp = tempfile::tempdir().unwrap();
     let hub = MockHub::serve_dir("acme/tiny", &fixture("bert_tiny"));
     let o = describe(tmp.path(), &hub.url(), "acme/other", true);
-    assert_clean_error(&o, 2, "--download acme/other: cannot fetch config.json from the Hub at");
+    assert_clean_error(
+        &o,
+        2,
+        "--download acme/other: cannot fetch config.json from the Hub at",
+    );
 }
