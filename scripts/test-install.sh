@@ -10,7 +10,7 @@
 #
 # CARGO_TARGET_DIR is the workspace's target dir, so cargo install reuses what
 # `cargo build --release -p kin-infer-cli -p inmotion-cli` compiled: it copies the two binaries
-# (about 3 s, 0 crates compiled) instead of compiling ~200 crates for minutes. (inmotion-cli
+# (about 3 s, 0 crates compiled) instead of compiling the dependency tree for minutes. (inmotion-cli
 # records the git revision, so a commit made since that build recompiles that one crate.)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -80,13 +80,15 @@ if docker info >/dev/null 2>&1; then
     done
     [[ $health == healthy ]] || { docker logs "$CID" >&2; fail "container health is '$health' after 60 s"; }
     addr=$(docker port "$CID" 8080/tcp | head -n 1)
-    curl -fsS "http://$addr/v1/embeddings" -H 'Content-Type: application/json' \
-        -d '{"model":"model","input":["hello world"]}' | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
+    python3 - "$addr" <<'PY' || fail "the container's /v1/embeddings"
+import json, sys, urllib.request
+req = urllib.request.Request(f"http://{sys.argv[1]}/v1/embeddings",
+    data=json.dumps({"model": "model", "input": ["hello world"]}).encode(),
+    headers={"Content-Type": "application/json"})
+d = json.load(urllib.request.urlopen(req, timeout=30))
 assert len(d["data"]) == 1 and len(d["data"][0]["embedding"]) > 0, d
 print("test-install: docker: healthy, embedding of", len(d["data"][0]["embedding"]), "dims")
-' || fail "the container's /v1/embeddings"
+PY
     what="docker build + run"
 else
     # No engine (only a client, or none): lint instead. .hadolint.yaml would list any ignored
