@@ -377,7 +377,7 @@ fn write_safetensors(
     }
     let mut head = Value::Object(header).to_string().into_bytes();
     // The data starts 8-aligned: the header is padded with spaces, as the format allows.
-    while head.len() % 8 != 0 {
+    while !head.len().is_multiple_of(8) {
         head.push(b' ');
     }
     let file = std::fs::File::create(path).map_err(|e| InferError::io(path, e))?;
