@@ -334,7 +334,18 @@ fn watchdog_orphaned_by_parent_exit_exits_3() {
         input.display(),
         err.display()
     );
-    let o = Command::new("sh").arg("-c").arg(script).output().unwrap();
+    let mut sh = Command::new("sh");
+    sh.arg("-c").arg(script);
+    // A run started under `nohup` is detached on purpose and its orphan check is off: reset
+    // SIGHUP so this test means the same whatever started the test runner.
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut sh, || {
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let o = sh.output().unwrap();
     let pid: i32 = text(&o.stdout).trim().parse().unwrap();
     let t0 = Instant::now();
     let mut status = 0;

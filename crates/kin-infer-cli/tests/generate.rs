@@ -192,9 +192,10 @@ fn errors_exit_2_with_a_clear_message() {
     }
     let o = gen(Path::new("/nonexistent/model"), &["--prompt-ids", "1"]);
     assert_clean_error(&o, 2, "/nonexistent/model");
-    // An encoder is not a decoder.
+    // An encoder is not a decoder, and the message names the commands that take it.
     let o = gen(&fixture("roberta_tiny"), &["--prompt-ids", "1"]);
-    assert_clean_error(&o, 2, "model_type");
+    assert_clean_error(&o, 2, "is an encoder (roberta)");
+    assert_clean_error(&o, 2, "use `embed` or `serve`");
 }
 
 /// The LLaMA fixture plus a word-level tokenizer.json: "w0" … "w127", ids 0 … 127, decoded
