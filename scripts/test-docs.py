@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Runs the commands of a Markdown page, so that a page a newcomer follows is a page that works.
 
-    python3 scripts/test-docs.py docs/tutorial.md [README.md ...] [--keep DIR]
+    python3 scripts/test-docs.py docs/tutorial.md ["README.md#Quick start" ...] [--keep DIR]
+
+`PAGE#HEADING` runs only the blocks under that heading (up to the next heading of the same or
+a higher level): a README whose other blocks are synopses, not commands.
 
 Every fenced block whose info string is `sh` or `python` runs, in page order, in ONE bash
 session started at the repository root (so `cd`, exported variables, an activated venv and a
@@ -42,11 +45,20 @@ REPO = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```([^\n`]*)$")
 
 
-def blocks(page: Path):
-    """(line, info, text) for every fenced block of `page`."""
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*$")
+
+
+def blocks(page: Path, section: str | None):
+    """(line, info, text) for every fenced block of `page` (under `section`, if given)."""
     lines = page.read_text().splitlines()
-    i = 0
+    i, inside, level, seen = 0, section is None, 0, False
     while i < len(lines):
+        h = HEADING.match(lines[i])
+        if h and section is not None:
+            if h.group(2) == section:
+                inside, level, seen = True, len(h.group(1)), True
+            elif inside and len(h.group(1)) <= level:
+                inside = False
         m = FENCE.match(lines[i].strip())
         if not m:
             i += 1
@@ -59,7 +71,10 @@ def blocks(page: Path):
         if i == len(lines):
             sys.exit(f"test-docs: {page}:{start}: a fenced block is never closed")
         i += 1
-        yield start, info, "\n".join(body) + "\n"
+        if inside:
+            yield start, info, "\n".join(body) + "\n"
+    if section is not None and not seen:
+        sys.exit(f"test-docs: {page}: no heading `{section}`")
 
 
 def free_port() -> int:
@@ -89,20 +104,22 @@ def main() -> int:
         PIP_DISABLE_PIP_VERSION_CHECK="1",
     )
     failed = 0
-    for page in map(Path, args):
-        failed += run_page(page, work / page.stem, env, port)
+    for arg in args:
+        page, _, section = arg.partition("#")
+        page = Path(page)
+        failed += run_page(page, section or None, work / page.stem, env, port)
     if keep is None and not failed:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failed else 0
 
 
-def run_page(page: Path, out: Path, env: dict, port: str) -> int:
+def run_page(page: Path, section: str | None, out: Path, env: dict, port: str) -> int:
     out.mkdir(parents=True, exist_ok=True)
     script = ["set -euo pipefail", f"cd {sh_quote(str(REPO))}",
               # Background jobs (a server) end with the page, as when a reader closes the terminal.
               "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT"]
     runs, expects = [], {}
-    for line, info, text in blocks(page):
+    for line, info, text in blocks(page, section):
         words = info.split()
         lang = words[0] if words else ""
         if lang == "text" and "expect" in words[1:]:
