@@ -19,13 +19,13 @@ if [[ ! -x $VENV/bin/python ]] || ! cmp -s bindings/python/test-requirements.txt
 fi
 t1=$(date +%s)
 cargo build --release -p kin-infer-cli -p inmotion-cli
-# The user's command, with two things only CI needs, both from the environment: the workspace's
-# target dir, named so that maturin's cargo reuses the release build above whatever the
-# caller's environment says (pip builds in the tree, so cargo finds it anyway), and the build
-# env's maturin pinned to the version test-requirements.txt names (pyproject.toml allows any
-# 1.x from 1.16).
+# The user's command (pip rebuilds and reinstalls a local directory every time), with two
+# things only CI needs, both from the environment: the workspace's target dir, named so that
+# maturin's cargo reuses the previous run's artifacts whatever the caller's environment says
+# (pip builds in the tree, so cargo finds it anyway; an unchanged tree rebuilds in seconds),
+# and the build env's maturin pinned to the version test-requirements.txt names (pyproject.toml
+# allows any 1.x from 1.16).
 grep -E '^maturin==' bindings/python/test-requirements.txt >$VENV/build-constraints.txt
-$VENV/bin/python -m pip uninstall -q -y kin-infer
 CARGO_TARGET_DIR=$PWD/target PIP_BUILD_CONSTRAINT=$PWD/$VENV/build-constraints.txt \
     $VENV/bin/python -m pip install -q ./bindings/python
 t2=$(date +%s)
