@@ -2,6 +2,7 @@
 //! calls the library, prints. Exit codes follow docs/cli-conventions.md (0 ok, 1 parity
 //! failed, 2 bad usage/input/model).
 
+mod bench_cmd;
 mod commands;
 mod convert_cmd;
 #[cfg(feature = "download")]
@@ -45,7 +46,7 @@ enum Command {
     /// Replay a golden file against the model and report parity.
     Check(commands::CheckArgs),
     /// Measure throughput (encoders: a file of texts; decoders: prefill and decode), min/median/max over --repeat runs.
-    Bench(commands::BenchArgs),
+    Bench(bench_cmd::BenchArgs),
     /// Generate text with a decoder model, streamed token by token.
     Generate(generate_cmd::GenerateArgs),
     /// Write a decoder checkpoint as a quantized GGUF file or safetensors directory (Q8_0 … Q6_K, Q4_K_M, Q5_K_M; see --type).
@@ -105,7 +106,7 @@ fn main() -> ExitCode {
         Command::Describe(a) => commands::describe(a),
         Command::Check(a) => commands::check(a),
         Command::Plan(a) => commands::plan(a),
-        Command::Bench(a) => commands::bench(a),
+        Command::Bench(a) => bench_cmd::bench(a),
         Command::Generate(a) => generate_cmd::run(a),
         Command::Quantize(a) => quantize_cmd::run(a),
         Command::Convert(a) => convert_cmd::run(a),
