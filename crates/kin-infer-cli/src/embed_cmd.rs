@@ -193,15 +193,23 @@ pub fn embed(a: EmbedArgs) -> Result<u8> {
         } => Some(t.clone()),
         _ => None,
     };
+    let wd_cfg = WatchdogConfig {
+        watch_pid: a.watch_pid,
+        orphan_check: !a.no_orphan_check,
+        max_wall,
+        min_rate: a.min_rate,
+        rate_window,
+        ..Default::default()
+    };
+    // Said, not silent: a run detached on purpose does not stop when its parent dies.
+    if let Err(why) = kin_infer::watchdog::orphan_check(&wd_cfg) {
+        eprintln!(
+            "kin-infer embed: orphan check off ({why}); --watch-pid PID stops the run when PID \
+             exits"
+        );
+    }
     let wd = EmbedWatchdog::start(
-        WatchdogConfig {
-            watch_pid: a.watch_pid,
-            orphan_check: !a.no_orphan_check,
-            max_wall,
-            min_rate: a.min_rate,
-            rate_window,
-            ..Default::default()
-        },
+        wd_cfg,
         Box::new(move |reason, detail| {
             if let Some(t) = &partial {
                 let _ = std::fs::remove_file(t);

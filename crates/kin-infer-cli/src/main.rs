@@ -77,6 +77,8 @@ fn command() -> clap::Command {
 }
 
 fn main() -> ExitCode {
+    // Before anything slow: the watchdog's orphan check compares against this parent.
+    kin_infer::watchdog::note_parent();
     let parsed = command()
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m));

@@ -242,7 +242,7 @@ fn a_terminal_gets_a_bar_with_rate_and_eta() {
 /// Starts `kin-infer embed` in the background of a shell that exits at once, `prefix`
 /// (`nohup`, `setsid`, or nothing) in front, with SIGHUP at its default (the test runner may
 /// itself run under nohup); collects the orphan's exit status as its subreaper.
-fn orphaned_run(prefix: &str, n: usize) -> (i32, String, usize) {
+fn orphaned_run(prefix: &str, n: usize) -> (i32, String, usize, bool) {
     let tmp = tempfile::tempdir().unwrap();
     let input = lines(tmp.path(), n);
     let out = tmp.path().join("o.jsonl");
@@ -270,6 +270,16 @@ fn orphaned_run(prefix: &str, n: usize) -> (i32, String, usize) {
     let pid: i32 = text(&o.stdout).trim().parse().unwrap();
     let t0 = Instant::now();
     let mut status = 0;
+    // Whether the run outlived the shell at all: a run that ends before its parent proves
+    // nothing about what happens when the parent dies.
+    // SAFETY: plain waitpid on a pid that is (now) our child.
+    let outlived = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == 0;
+    if !outlived {
+        assert!(libc::WIFEXITED(status), "killed by a signal: {status}");
+        let done = std::fs::read_to_string(&out).map_or(0, |s| s.lines().count());
+        let err = std::fs::read_to_string(&err).unwrap_or_default();
+        return (libc::WEXITSTATUS(status), err, done, false);
+    }
     loop {
         // SAFETY: plain waitpid on a pid that is (now) our child.
         let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
@@ -289,42 +299,75 @@ fn orphaned_run(prefix: &str, n: usize) -> (i32, String, usize) {
         libc::WEXITSTATUS(status),
         std::fs::read_to_string(&err).unwrap_or_default(),
         done,
+        true,
     )
 }
 
 #[test]
 fn an_orphaned_run_exits_3() {
-    let (code, err, _) = orphaned_run("", 200_000);
+    let (code, err, _, outlived) = orphaned_run("", 200_000);
+    assert!(outlived, "the run ended before its parent: {err}");
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("orphaned"), "{err}");
 }
 
 #[test]
 fn a_run_started_under_nohup_outlives_its_parent_and_completes() {
-    let (code, err, done) = orphaned_run("nohup", 6000);
+    let (code, err, done, outlived) = orphaned_run("nohup", 60_000);
+    assert!(
+        outlived,
+        "the run ended before its parent, proving nothing: {err}"
+    );
     assert_eq!(code, 0, "{err}");
-    assert_eq!(done, 6000, "{err}");
-    assert!(err.contains("embedded 6000 items"), "{err}");
+    assert_eq!(done, 60_000, "{err}");
+    assert!(err.contains("embedded 60000 items"), "{err}");
+    assert!(
+        err.contains("orphan check off (started under nohup"),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_run_started_under_setsid_outlives_its_parent_and_completes() {
-    let (code, err, done) = orphaned_run("setsid", 6000);
+    let (code, err, done, outlived) = orphaned_run("setsid", 60_000);
+    assert!(
+        outlived,
+        "the run ended before its parent, proving nothing: {err}"
+    );
     assert_eq!(code, 0, "{err}");
-    assert_eq!(done, 6000, "{err}");
-    assert!(err.contains("embedded 6000 items"), "{err}");
+    assert_eq!(done, 60_000, "{err}");
+    assert!(err.contains("embedded 60000 items"), "{err}");
+    assert!(
+        err.contains("orphan check off (started under setsid"),
+        "{err}"
+    );
 }
 
 #[test]
 fn plan_says_whether_the_orphan_check_is_on() {
     let m = tiny();
-    let o = run(&mut kin(&["plan", "--model", &m]), "");
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let out = text(&o.stdout);
-    let row = out
-        .lines()
-        .find(|l| l.starts_with("embed_orphan_check"))
-        .unwrap_or_else(|| panic!("no orphan-check row: {out}"));
-    // The test runner's own disposition decides which; either way the row says it.
-    assert!(row.contains(": on (") || row.contains(": off ("), "{row}");
+    // SIGHUP at its default (whatever the runner has), then under nohup: on, then off.
+    for (ignore_hup, want) in [(false, ": on ("), (true, ": off (started under nohup")] {
+        let mut c = kin(&["plan", "--model", &m]);
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            c.pre_exec(move || {
+                let disposition = if ignore_hup {
+                    libc::SIG_IGN
+                } else {
+                    libc::SIG_DFL
+                };
+                libc::signal(libc::SIGHUP, disposition);
+                Ok(())
+            });
+        }
+        let o = run(&mut c, "");
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let out = text(&o.stdout);
+        let row = out
+            .lines()
+            .find(|l| l.starts_with("embed_orphan_check"))
+            .unwrap_or_else(|| panic!("no orphan-check row: {out}"));
+        assert!(row.contains(want), "SIGHUP ignored: {ignore_hup}: {row}");
+    }
 }

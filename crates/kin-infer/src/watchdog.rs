@@ -191,6 +191,17 @@ fn parent_pid() -> Option<u32> {
     Some(std::os::unix::process::parent_id())
 }
 
+/// The parent this process started with, once `note_parent` recorded it.
+static FIRST_PARENT: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+
+/// Records the parent process now. A binary calls this first thing in `main`: the guard
+/// thread starts only after the model is loaded and the input validated, and a parent that
+/// died in between would otherwise go unseen (the guard would take the reaper that adopted
+/// the process for its parent).
+pub fn note_parent() {
+    let _ = FIRST_PARENT.set(parent_pid());
+}
+
 #[cfg(not(unix))]
 fn parent_pid() -> Option<u32> {
     None
@@ -240,7 +251,7 @@ pub fn orphan_check(cfg: &WatchdogConfig) -> Result<bool, &'static str> {
 
 fn guard(cfg: WatchdogConfig, s: Arc<Shared>, force_exit: ForceExit) {
     let start = Instant::now();
-    let parent = parent_pid();
+    let parent = FIRST_PARENT.get().copied().unwrap_or_else(parent_pid);
     let mut samples: VecDeque<(Instant, u64)> = VecDeque::new();
     let mut stop_seen: Option<Instant> = None;
     while !s.done.load(Ordering::SeqCst) {
