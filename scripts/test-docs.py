@@ -27,7 +27,8 @@ What a reader's machine has and CI's may not, the runner provides without changi
   scratch root put first on PATH (CARGO_INSTALL_ROOT), not into ~/.cargo;
 - models fetched by scripts/fetch-model.sh land in `target/docs-home` (KIN_INFER_HOME), kept
   between runs like a reader's data dir, and pip's cache makes a second fetch offline;
-- background jobs still running when the page ends are killed.
+- background jobs still running when the page ends are killed, and a page still running after
+  KIN_DOCS_TIMEOUT seconds (1500) is killed with them and fails.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -42,6 +44,8 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# Longer than a cold page needs (cargo install reuses the build; pip builds the wheel once).
+PAGE_TIMEOUT_S = int(os.environ.get("KIN_DOCS_TIMEOUT", "1500"))
 FENCE = re.compile(r"^```([^\n`]*)$")
 
 
@@ -144,9 +148,19 @@ def run_page(page: Path, section: str | None, out: Path, env: dict, port: str) -
         print(f"test-docs: {page}: no runnable block", file=sys.stderr)
         return 1
     (out / "page.sh").write_text("\n".join(script) + "\n")
-    r = subprocess.run(["bash", str(out / "page.sh")], env=env)
+    # A page that hangs (a server that never answers /health) fails instead of eating CI's
+    # time: its whole process group, background jobs included, is killed at the limit.
+    p = subprocess.Popen(["bash", str(out / "page.sh")], env=env, start_new_session=True)
+    try:
+        rc = p.wait(timeout=PAGE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        rc = f"killed after {PAGE_TIMEOUT_S} s"
+    r = subprocess.CompletedProcess(p.args, rc)
     last = int((out / "last-ok").read_text()) if (out / "last-ok").exists() else -1
     if r.returncode != 0:
+        # (a string when the page was killed at the limit)
         line, lang, text = runs[last + 1] if last + 1 < len(runs) else runs[-1]
         print(f"\ntest-docs: {page}:{line}: this {lang} block failed (exit {r.returncode}):\n{text}",
               file=sys.stderr)

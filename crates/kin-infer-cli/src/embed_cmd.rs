@@ -135,6 +135,9 @@ pub fn embed(a: EmbedArgs) -> Result<u8> {
         tier: None,
         dimensions: a.dimensions,
     };
+    // Resolved (and, with --download, fetched with hf-hub's own bars) before the spinner starts,
+    // so the two never draw over each other; the load's own resolve is then a local hit.
+    a.model.resolve()?;
     let mut embedder = crate::progress::loading(&a.model.model, || load(&a.model, opts))?;
     let plan = plan_for(&embedder, a.profile.as_deref(), a.memory_budget.as_deref())?;
     if a.model.threads.is_none() && std::env::var_os("KIN_INFER_THREADS").is_none() {

@@ -67,11 +67,12 @@ pub fn resolve(spec: &str, download: bool) -> Result<PathBuf> {
         {
             crate::download::download(spec)
         }
-        Err(kin_infer::InferError::ModelUnresolved { .. }) if download => bail!(
-            "--download fetches Hugging Face repo ids (owner/name); `{spec}` is not one and is \
-             not a local model ({})",
-            "a directory, a .gguf file or a name installed by scripts/fetch-model.sh"
-        ),
+        // Not a repo id: --download cannot help, and what resolution found stays the message.
+        Err(e @ kin_infer::InferError::ModelUnresolved { .. })
+            if download && !hub::looks_like_repo_id(spec) =>
+        {
+            bail!("{e} (--download fetches only Hugging Face repo ids, owner/name)")
+        }
         Err(e) => Err(e.into()),
     }
 }

@@ -17,7 +17,11 @@ use std::path::{Path, PathBuf};
 
 /// The models `scripts/fetch-model.sh` installs (its `NAMES`), quoted in not-found messages
 /// so a user sees what a bare name could be; a test keeps the two lists equal.
-pub const CATALOGUE: [&str; 2] = ["all-minilm-l6-v2", "smollm2-135m-instruct"];
+pub const CATALOGUE: [&str; 3] = [
+    "all-minilm-l6-v2",
+    "smollm2-135m-instruct",
+    "smollm2-135m-instruct-hf",
+];
 
 fn env_path(k: &str) -> Option<PathBuf> {
     std::env::var_os(k)
