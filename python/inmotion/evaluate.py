@@ -64,7 +64,10 @@ def sweep(models=None, formats=None, producer="in-house", log=print):
     t0, total, k = time.monotonic(), len(names) * len(formats), 0
 
     def step():
-        return f"[{k}/{total}, {time.monotonic() - t0:.1f} s]"
+        # Rate and ETA from the mean time per (model, format) so far.
+        el = time.monotonic() - t0
+        eta = el / k * (total - k) if k else 0.0
+        return f"[{k}/{total}, {el:.1f} s, {k / el if el > 0 else 0.0:.2f}/s, ETA {eta:.0f} s]"
 
     for name in names:
         m, _ = export.load_artifact(registry.resolve(name))

@@ -20,7 +20,7 @@ pub struct PlanArgs {
     /// Memory budget, e.g. 512M or 2G (default: the profile's share of free memory).
     #[arg(long)]
     memory_budget: Option<String>,
-    /// One JSON object (kin-infer-plan/1: host, model_shape, embedding, kernel) instead of
+    /// One JSON object (kin-infer-plan/2: host, model_shape, embedding, kernel) instead of
     /// `key : value` lines.
     #[arg(long)]
     json: bool,

@@ -34,6 +34,13 @@ pub fn run(a: ConvertArgs) -> Result<u8> {
     let Some(dtype) = OutDtype::parse(&a.dtype) else {
         bail!("--dtype `{}`: expected f32, f16 or bf16", a.dtype);
     };
+    if a.model.is_dir() {
+        bail!(
+            "--model {}: is a directory; convert takes a .gguf file (a Hugging Face directory \
+             is already what convert writes)",
+            a.model.display()
+        );
+    }
     if !a.model.is_file() {
         bail!(
             "--model {}: no such file (convert takes a .gguf file)",

@@ -74,10 +74,11 @@ pub struct EmbedArgs {
     /// Watchdog: window for --min-rate, in seconds.
     #[arg(long, default_value_t = 60.0)]
     rate_window: f64,
-    /// Watchdog: stop (exit 3) when this process is gone (default: when the parent is gone).
+    /// Watchdog: stop (exit 3) when this process is gone (default: when the parent is gone,
+    /// unless started under nohup or setsid).
     #[arg(long)]
     watch_pid: Option<u32>,
-    /// Watchdog: keep running when the parent process dies.
+    /// Watchdog: keep running when the parent process dies (implied under nohup or setsid).
     #[arg(long)]
     no_orphan_check: bool,
 }

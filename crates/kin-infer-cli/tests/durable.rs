@@ -406,7 +406,7 @@ fn plan_shrinks_batches_under_a_small_budget_and_the_run_fits() {
         serde_json::from_str(text(&o.stdout).trim()).unwrap()
     };
     let big = plan(None);
-    assert_eq!(big["format"], "kin-infer-plan/1");
+    assert_eq!(big["format"], "kin-infer-plan/2");
     assert_eq!(big["profile"], "proof");
     let small = plan(Some("200M"));
     let (b0, b1) = (

@@ -13,7 +13,9 @@ use serde::Serialize;
 use std::path::Path;
 
 /// Version of the plan's JSON form; bumped when a field changes meaning.
-pub const PLAN_FORMAT: &str = "kin-infer-plan/1";
+// 2: `model` is the path, its shape under `model_shape` (max_length, as describe names it),
+// `kernel.simd_tier` and `kernel.device` (issue 35: describe and plan name things alike).
+pub const PLAN_FORMAT: &str = "kin-infer-plan/2";
 
 /// Fixed overhead outside weights and activations: tokenizer, runtime, I/O buffers.
 const FIXED_OVERHEAD: u64 = 64 << 20;

@@ -262,7 +262,12 @@ impl TempDir {
     fn persist(mut self, out: &Path, force: bool) -> Result<()> {
         let mut old = None;
         if out.exists() {
-            let aside = self.path.with_extension("old");
+            // Per process, and cleared first: a `.old` a crashed run left must not make this
+            // rename fail with a bare I/O error.
+            let aside = self
+                .path
+                .with_extension(format!("old-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&aside);
             if force {
                 std::fs::rename(out, &aside).map_err(|e| InferError::io(out, e))?;
                 old = Some(aside);

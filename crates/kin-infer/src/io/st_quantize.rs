@@ -69,7 +69,8 @@ pub fn export_report(
 ) -> Result<StExportReport> {
     if !can_quantize(ty) {
         return Err(InferError::Unsupported(format!(
-            "quantizing to {} is not supported yet (supported: q8_0, q4_0, q4_1, q5_0, q5_1)",
+            "quantizing to {} is not supported yet (supported: q8_0, q4_0, q4_1, q5_0, q5_1, \
+             q4_k, q5_k, q6_k)",
             ty.name()
         )));
     }
