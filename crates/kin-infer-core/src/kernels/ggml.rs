@@ -15,11 +15,15 @@
 //! every code ggml defines) and sizes a tensor with [`GgmlType::row_bytes`], which checks the
 //! row is whole blocks and does not overflow.
 
+use super::format::{FormatTraits, FORMATS};
 use super::gemm::{bf16_to_f32, f16_to_f32};
 
-/// The ggml tensor types this engine reads.
+/// The ggml tensor types this engine reads: only an id. Everything about a type (code,
+/// name, geometry, reference dequantizer and quantizer, GPU code) is its row of
+/// [`FORMATS`](super::format::FORMATS), which this enum indexes (the discriminant is the row).
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
 pub enum GgmlType {
     F32,
     F16,
@@ -82,80 +86,46 @@ pub fn type_name(code: u32) -> Option<&'static str> {
 }
 
 impl GgmlType {
-    /// Every type, in declaration order.
-    pub const ALL: [GgmlType; 13] = [
-        GgmlType::F32,
-        GgmlType::F16,
-        GgmlType::BF16,
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q8_0,
-        GgmlType::Q2_K,
-        GgmlType::Q3_K,
-        GgmlType::Q4_K,
-        GgmlType::Q5_K,
-        GgmlType::Q6_K,
-    ];
+    /// Every type, in declaration (and [`FORMATS`](super::format::FORMATS) row) order.
+    pub const ALL: [GgmlType; 13] = {
+        let mut all = [GgmlType::F32; FORMATS.len()];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = FORMATS[i].ty;
+            i += 1;
+        }
+        all
+    };
+
+    /// This type's row of the format table.
+    pub const fn traits(self) -> &'static FormatTraits {
+        &FORMATS[self as usize]
+    }
 
     /// The type a GGUF type code names, `None` when this engine does not read it (see
     /// [`type_name`] for its name).
     pub fn from_code(code: u32) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.code() == code)
+        FORMATS.iter().find(|f| f.code == code).map(|f| f.ty)
     }
 
     /// The GGUF/ggml type code.
     pub const fn code(self) -> u32 {
-        match self {
-            GgmlType::F32 => 0,
-            GgmlType::F16 => 1,
-            GgmlType::Q4_0 => 2,
-            GgmlType::Q4_1 => 3,
-            GgmlType::Q5_0 => 6,
-            GgmlType::Q5_1 => 7,
-            GgmlType::Q8_0 => 8,
-            GgmlType::Q2_K => 10,
-            GgmlType::Q3_K => 11,
-            GgmlType::Q4_K => 12,
-            GgmlType::Q5_K => 13,
-            GgmlType::Q6_K => 14,
-            GgmlType::BF16 => 30,
-        }
+        self.traits().code
     }
 
     /// ggml's name (`"Q4_K"`).
-    pub fn name(self) -> &'static str {
-        type_name(self.code()).expect("every GgmlType has a ggml name")
+    pub const fn name(self) -> &'static str {
+        self.traits().name
     }
 
     /// Values per block.
     pub const fn block_len(self) -> usize {
-        match self {
-            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
-            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0 => {
-                32
-            }
-            _ => QK_K,
-        }
+        self.traits().block_len
     }
 
     /// Bytes per block (ggml-common.h's `block_*` structs).
     pub const fn block_bytes(self) -> usize {
-        match self {
-            GgmlType::F32 => 4,
-            GgmlType::F16 | GgmlType::BF16 => 2,
-            GgmlType::Q4_0 => 2 + 16,
-            GgmlType::Q4_1 => 2 + 2 + 16,
-            GgmlType::Q5_0 => 2 + 4 + 16,
-            GgmlType::Q5_1 => 2 + 2 + 4 + 16,
-            GgmlType::Q8_0 => 2 + 32,
-            GgmlType::Q2_K => QK_K / 16 + QK_K / 4 + 2 + 2,
-            GgmlType::Q3_K => QK_K / 8 + QK_K / 4 + 12 + 2,
-            GgmlType::Q4_K => 2 + 2 + 12 + QK_K / 2,
-            GgmlType::Q5_K => 2 + 2 + 12 + QK_K / 8 + QK_K / 2,
-            GgmlType::Q6_K => QK_K / 2 + QK_K / 4 + QK_K / 16 + 2,
-        }
+        self.traits().block_bytes
     }
 
     /// Bytes of a row of `n` values: `None` when `n` is not whole blocks or the size
@@ -180,32 +150,34 @@ impl GgmlType {
     /// # Panics
     /// If `bytes` is not whole blocks or `out` does not hold their values.
     pub fn dequantize(self, bytes: &[u8], out: &mut [f32]) {
-        let (bb, bl) = (self.block_bytes(), self.block_len());
+        let f = self.traits();
+        let (bb, bl) = (f.block_bytes, f.block_len);
         assert!(
             bytes.len().is_multiple_of(bb) && out.len() == bytes.len() / bb * bl,
             "dequantize: {} bytes of {} into {} values",
             bytes.len(),
-            self.name(),
+            f.name,
             out.len()
         );
         for (b, o) in bytes.chunks_exact(bb).zip(out.chunks_exact_mut(bl)) {
-            match self {
-                GgmlType::F32 => o[0] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-                GgmlType::F16 => o[0] = half(b, 0),
-                GgmlType::BF16 => o[0] = bf16_to_f32(u16::from_le_bytes([b[0], b[1]])),
-                GgmlType::Q4_0 => q4_0(b, o),
-                GgmlType::Q4_1 => q4_1(b, o),
-                GgmlType::Q5_0 => q5_0(b, o),
-                GgmlType::Q5_1 => q5_1(b, o),
-                GgmlType::Q8_0 => q8_0(b, o),
-                GgmlType::Q2_K => q2_k(b, o),
-                GgmlType::Q3_K => q3_k(b, o),
-                GgmlType::Q4_K => q4_k(b, o),
-                GgmlType::Q5_K => q5_k(b, o),
-                GgmlType::Q6_K => q6_k(b, o),
-            }
+            (f.dequantize)(b, o);
         }
     }
+}
+
+/// One F32 value, little-endian.
+pub(super) fn f32_le(b: &[u8], o: &mut [f32]) {
+    o[0] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+}
+
+/// One f16 value, widened (exact).
+pub(super) fn f16_le(b: &[u8], o: &mut [f32]) {
+    o[0] = half(b, 0);
+}
+
+/// One bf16 value, widened (exact).
+pub(super) fn bf16_le(b: &[u8], o: &mut [f32]) {
+    o[0] = bf16_to_f32(u16::from_le_bytes([b[0], b[1]]));
 }
 
 /// The f16 at byte `at`, widened (exact).
@@ -226,7 +198,7 @@ fn nibble(qs: &[u8], i: usize) -> u8 {
 }
 
 /// `block_q4_0 { d: f16, qs: [u8; 16] }`: `d * (q - 8)`.
-fn q4_0(b: &[u8], o: &mut [f32]) {
+pub(super) fn q4_0(b: &[u8], o: &mut [f32]) {
     let d = half(b, 0);
     for (i, v) in o.iter_mut().enumerate() {
         *v = d * (nibble(&b[2..], i) as i8 - 8) as f32;
@@ -234,7 +206,7 @@ fn q4_0(b: &[u8], o: &mut [f32]) {
 }
 
 /// `block_q4_1 { d: f16, m: f16, qs: [u8; 16] }`: `(d * q) + m`.
-fn q4_1(b: &[u8], o: &mut [f32]) {
+pub(super) fn q4_1(b: &[u8], o: &mut [f32]) {
     let (d, m) = (half(b, 0), half(b, 2));
     for (i, v) in o.iter_mut().enumerate() {
         *v = (d * nibble(&b[4..], i) as f32) + m;
@@ -248,7 +220,7 @@ fn high_bits(b: &[u8], at: usize) -> u32 {
 }
 
 /// `block_q5_0 { d: f16, qh: [u8; 4], qs: [u8; 16] }`: `d * (q - 16)`.
-fn q5_0(b: &[u8], o: &mut [f32]) {
+pub(super) fn q5_0(b: &[u8], o: &mut [f32]) {
     let (d, qh) = (half(b, 0), high_bits(b, 2));
     for (i, v) in o.iter_mut().enumerate() {
         let q = nibble(&b[6..], i) | (((qh >> i) & 1) as u8) << 4;
@@ -257,7 +229,7 @@ fn q5_0(b: &[u8], o: &mut [f32]) {
 }
 
 /// `block_q5_1 { d: f16, m: f16, qh: [u8; 4], qs: [u8; 16] }`: `(d * q) + m`.
-fn q5_1(b: &[u8], o: &mut [f32]) {
+pub(super) fn q5_1(b: &[u8], o: &mut [f32]) {
     let (d, m, qh) = (half(b, 0), half(b, 2), high_bits(b, 4));
     for (i, v) in o.iter_mut().enumerate() {
         let q = nibble(&b[8..], i) | (((qh >> i) & 1) as u8) << 4;
@@ -266,7 +238,7 @@ fn q5_1(b: &[u8], o: &mut [f32]) {
 }
 
 /// `block_q8_0 { d: f16, qs: [i8; 32] }`: `q * d`.
-fn q8_0(b: &[u8], o: &mut [f32]) {
+pub(super) fn q8_0(b: &[u8], o: &mut [f32]) {
     let d = half(b, 0);
     for (v, &q) in o.iter_mut().zip(&b[2..]) {
         *v = q as i8 as f32 * d;
@@ -276,7 +248,7 @@ fn q8_0(b: &[u8], o: &mut [f32]) {
 /// `block_q2_K { scales: [u8; 16], qs: [u8; 64], d: f16, dmin: f16 }`: 16 sub-blocks of 16,
 /// scale `d * (sc & 15)`, minimum `dmin * (sc >> 4)`; element `e = h·128 + s·32 + l` is
 /// 2 bits `2s` of `qs[h·32 + l]`.
-fn q2_k(b: &[u8], o: &mut [f32]) {
+pub(super) fn q2_k(b: &[u8], o: &mut [f32]) {
     let (scales, qs) = (&b[..16], &b[16..80]);
     let (d, dmin) = (half(b, 80), half(b, 82));
     for (e, v) in o.iter_mut().enumerate() {
@@ -292,7 +264,7 @@ fn q2_k(b: &[u8], o: &mut [f32]) {
 /// `block_q3_K { hmask: [u8; 32], qs: [u8; 64], scales: [u8; 12], d: f16 }`: 16 sub-blocks
 /// of 16 with 6-bit signed scales; element `e = h·128 + s·32 + l` is 2 bits `2s` of
 /// `qs[h·32 + l]`, minus 4 where bit `e / 32` of `hmask[e % 32]` is clear.
-fn q3_k(b: &[u8], o: &mut [f32]) {
+pub(super) fn q3_k(b: &[u8], o: &mut [f32]) {
     let (hmask, qs, sc) = (&b[..32], &b[32..96], &b[96..108]);
     let d = half(b, 108);
     let scale = |j: usize| -> f32 {
@@ -325,7 +297,7 @@ pub(crate) fn scale_min(sc: &[u8], j: usize) -> (u8, u8) {
 
 /// `block_q4_K { d: f16, dmin: f16, scales: [u8; 12], qs: [u8; 128] }`: 8 sub-blocks of 32;
 /// sub-block `j = 2c + s` is nibble `s` of `qs[c·32 + l]`; `(d * sc) * q - (dmin * m)`.
-fn q4_k(b: &[u8], o: &mut [f32]) {
+pub(super) fn q4_k(b: &[u8], o: &mut [f32]) {
     let (d, dmin) = (half(b, 0), half(b, 2));
     let (sc, qs) = (&b[4..16], &b[16..144]);
     for (e, v) in o.iter_mut().enumerate() {
@@ -339,7 +311,7 @@ fn q4_k(b: &[u8], o: &mut [f32]) {
 
 /// `block_q5_K { d, dmin, scales: [u8; 12], qh: [u8; 32], qs: [u8; 128] }`: Q4_K's nibbles
 /// with bit `j` of `qh[l]` as the fifth bit of sub-block `j`'s element `l`.
-fn q5_k(b: &[u8], o: &mut [f32]) {
+pub(super) fn q5_k(b: &[u8], o: &mut [f32]) {
     let (d, dmin) = (half(b, 0), half(b, 2));
     let (sc, qh, qs) = (&b[4..16], &b[16..48], &b[48..176]);
     for (e, v) in o.iter_mut().enumerate() {
@@ -355,7 +327,7 @@ fn q5_k(b: &[u8], o: &mut [f32]) {
 /// `block_q6_K { ql: [u8; 128], qh: [u8; 64], scales: [i8; 16], d: f16 }`: element
 /// `e = h·128 + r` (r < 128) takes nibble `r / 64` of `ql[h·64 + r % 64]` and 2 bits
 /// `2·(r / 32)` of `qh[h·32 + r % 32]`, minus 32; times `d * scales[e / 16]`.
-fn q6_k(b: &[u8], o: &mut [f32]) {
+pub(super) fn q6_k(b: &[u8], o: &mut [f32]) {
     let (ql, qh, scales) = (&b[..128], &b[128..192], &b[192..208]);
     let d = half(b, 208);
     for (e, v) in o.iter_mut().enumerate() {

@@ -15,19 +15,9 @@
 
 use super::ggml::GgmlType;
 
-/// Whether [`quantize`] writes `t`.
+/// Whether [`quantize`] writes `t` (its format row has a reference quantizer).
 pub const fn can_quantize(t: GgmlType) -> bool {
-    matches!(
-        t,
-        GgmlType::Q8_0
-            | GgmlType::Q4_0
-            | GgmlType::Q4_1
-            | GgmlType::Q5_0
-            | GgmlType::Q5_1
-            | GgmlType::Q4_K
-            | GgmlType::Q5_K
-            | GgmlType::Q6_K
-    )
+    t.traits().quantize.is_some()
 }
 
 /// Quantizes `x` (whole blocks of `t`'s 32 or 256 values) into `t`'s blocks, appended to
@@ -37,19 +27,15 @@ pub const fn can_quantize(t: GgmlType) -> bool {
 /// If `t` is not one [`can_quantize`] accepts or `x` is not whole blocks (callers check both,
 /// and that the values are finite, first).
 pub fn quantize(t: GgmlType, x: &[f32], out: &mut Vec<u8>) {
-    assert!(can_quantize(t), "no reference quantizer for {}", t.name());
-    let bl = t.block_len();
+    let f = t.traits();
+    let q = f
+        .quantize
+        .unwrap_or_else(|| panic!("no reference quantizer for {}", f.name));
+    let bl = f.block_len;
     assert!(x.len().is_multiple_of(bl), "quantize: not whole blocks");
-    out.reserve(x.len() / bl * t.block_bytes());
+    out.reserve(x.len() / bl * f.block_bytes);
     for b in x.chunks_exact(bl) {
-        match t {
-            GgmlType::Q8_0 => q8_0(b, out),
-            GgmlType::Q4_0 | GgmlType::Q5_0 => symmetric(t, b, out),
-            GgmlType::Q4_K => super::quantize_k::q45_k(4, b, out),
-            GgmlType::Q5_K => super::quantize_k::q45_k(5, b, out),
-            GgmlType::Q6_K => super::quantize_k::q6_k(b, out),
-            _ => with_min(t, b, out),
-        }
+        q(b, out);
     }
 }
 
@@ -80,7 +66,8 @@ fn roundf(n: f32) -> f32 {
     }
 }
 
-fn q8_0(b: &[f32], out: &mut Vec<u8>) {
+/// One Q8_0 block.
+pub(super) fn q8_0(b: &[f32], out: &mut Vec<u8>) {
     let amax = b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let d = amax / 127.0;
     let id = inverse(d);
@@ -101,9 +88,28 @@ fn pack(q: &[u8; 32], five_bits: bool, out: &mut Vec<u8>) {
     out.extend((0..16).map(|i| (q[i] & 15) | (q[i + 16] << 4)));
 }
 
-/// Q4_0 / Q5_0: a scale from the value of largest magnitude, codes offset by 8 (16).
-fn symmetric(t: GgmlType, b: &[f32], out: &mut Vec<u8>) {
-    let five = t == GgmlType::Q5_0;
+/// One Q4_0 block.
+pub(super) fn q4_0(b: &[f32], out: &mut Vec<u8>) {
+    symmetric(false, b, out);
+}
+
+/// One Q5_0 block.
+pub(super) fn q5_0(b: &[f32], out: &mut Vec<u8>) {
+    symmetric(true, b, out);
+}
+
+/// One Q4_1 block.
+pub(super) fn q4_1(b: &[f32], out: &mut Vec<u8>) {
+    with_min(false, b, out);
+}
+
+/// One Q5_1 block.
+pub(super) fn q5_1(b: &[f32], out: &mut Vec<u8>) {
+    with_min(true, b, out);
+}
+
+/// Q4_0 / Q5_0 (`five`): a scale from the value of largest magnitude, codes offset by 8 (16).
+fn symmetric(five: bool, b: &[f32], out: &mut Vec<u8>) {
     let (div, off, top) = if five {
         (-16.0f32, 16.5f32, 31.0f32)
     } else {
@@ -123,9 +129,8 @@ fn symmetric(t: GgmlType, b: &[f32], out: &mut Vec<u8>) {
     pack(&q, five, out);
 }
 
-/// Q4_1 / Q5_1: scale and minimum from the block's range.
-fn with_min(t: GgmlType, b: &[f32], out: &mut Vec<u8>) {
-    let five = t == GgmlType::Q5_1;
+/// Q4_1 / Q5_1 (`five`): scale and minimum from the block's range.
+fn with_min(five: bool, b: &[f32], out: &mut Vec<u8>) {
     let top = if five { 31.0f32 } else { 15.0 };
     let max = b.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let min = b.iter().copied().fold(f32::INFINITY, f32::min);

@@ -151,8 +151,18 @@ fn make_qx_quants(x: &[f32], l: &mut [i8]) -> f32 {
     scale
 }
 
+/// One Q4_K block of 256 values.
+pub(super) fn q4_k(x: &[f32], out: &mut Vec<u8>) {
+    q45_k(4, x, out);
+}
+
+/// One Q5_K block of 256 values.
+pub(super) fn q5_k(x: &[f32], out: &mut Vec<u8>) {
+    q45_k(5, x, out);
+}
+
 /// One Q4_K (`bits` 4) or Q5_K (5) block of 256 values.
-pub(super) fn q45_k(bits: u32, x: &[f32], out: &mut Vec<u8>) {
+fn q45_k(bits: u32, x: &[f32], out: &mut Vec<u8>) {
     let (nmax, rmin, nstep) = if bits == 4 {
         (15, -1.0, 20)
     } else {

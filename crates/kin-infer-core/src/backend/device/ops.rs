@@ -7,7 +7,6 @@ use crate::backend::{
     GpuCompute, Inner, KvView, Positions, SeqSpan, Tensor, View, ViewMut,
 };
 use crate::error::{InferError, Result};
-use crate::kernels::ggml::GgmlType;
 use crate::kernels::{Tier, WeightFormat};
 use crate::nn::pooling::{Pooling, PoolingMode};
 use crate::nn::rope::RotaryChunk;
@@ -26,23 +25,6 @@ impl DeviceMatrixPart {
     /// Bytes on the device.
     pub(in crate::backend) fn bytes(&self) -> usize {
         self.n * self.row_bytes
-    }
-}
-
-/// The kernels' code for a stored format they read directly (`None`: widened at load).
-fn stored_code(f: WeightFormat) -> Option<u32> {
-    match f {
-        WeightFormat::Bf16 => Some(1),
-        WeightFormat::F16 => Some(2),
-        WeightFormat::Quant(GgmlType::Q8_0) => Some(3),
-        WeightFormat::Quant(GgmlType::Q4_0) => Some(4),
-        WeightFormat::Quant(GgmlType::Q4_1) => Some(5),
-        WeightFormat::Quant(GgmlType::Q5_0) => Some(6),
-        WeightFormat::Quant(GgmlType::Q5_1) => Some(7),
-        WeightFormat::Quant(GgmlType::Q4_K) => Some(8),
-        WeightFormat::Quant(GgmlType::Q5_K) => Some(9),
-        WeightFormat::Quant(GgmlType::Q6_K) => Some(10),
-        _ => None,
     }
 }
 
@@ -252,7 +234,7 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
             .chunks(2)
             .map(|c| c[0] as u32 | (c.get(1).copied().unwrap_or(0) as u32) << 16)
             .collect();
-        let code = stored_code(format).expect("a half format");
+        let code = format.gpu_code().expect("a half format");
         self.stored(&w, n, k, code, k * 2)
     }
 
@@ -270,7 +252,7 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
             )));
         }
         let bytes: Vec<u8> = parts.concat();
-        if let Some(code) = stored_code(format) {
+        if let Some(code) = format.gpu_code() {
             // Kept in ggml's blocks; the kernels dequantize as they read.
             let row_bytes = k / bl * bb;
             if bytes.len().is_multiple_of(row_bytes) {
