@@ -40,6 +40,7 @@ mod neon;
 #[cfg(target_arch = "aarch64")]
 mod neon_quant;
 mod packed;
+mod panels;
 pub mod quantize;
 mod quantize_k;
 #[cfg(target_arch = "x86_64")]
@@ -230,9 +231,9 @@ pub(crate) struct Ops {
 
 use format::PerFormat;
 pub use format::WeightFormat;
-pub(crate) use gemm::copy_short;
 use packed::half_packed;
 pub use packed::PackedMatrix;
+pub(crate) use panels::copy_short;
 
 /// The dispatch table.
 pub struct Kernels {
@@ -297,14 +298,14 @@ impl Kernels {
         m
     }
 
-    /// f32 panels from contiguous weight rows (see [`gemm::pack_col_slices`]).
+    /// f32 panels from contiguous weight rows (see [`panels::pack_col_slices`]).
     fn f32_panels<'a>(&self, k: usize, n: usize, row: impl Fn(usize) -> &'a [f32]) -> PackedMatrix {
         let nr = self.ops.nr;
         PackedMatrix {
             k,
             n,
             nr,
-            buf: gemm::Panels::f32(gemm::pack_col_slices(nr, k, n, row)),
+            buf: panels::Panels::f32(panels::pack_col_slices(nr, k, n, row)),
         }
     }
 
@@ -361,7 +362,7 @@ impl Kernels {
                 "pack_rows: w too short"
             );
         }
-        let panels = gemm::pack_col_slices(self.ops.nr, k, n, |j| &w[j * ldw..j * ldw + k]);
+        let panels = panels::pack_col_slices(self.ops.nr, k, n, |j| &w[j * ldw..j * ldw + k]);
         half_packed(self.ops.nr, k, n, panels, fmt)
     }
 
@@ -386,7 +387,7 @@ impl Kernels {
             })
             .collect();
         let n = rows.len();
-        let panels = gemm::pack_col_slices(self.ops.nr, k, n, |j| rows[j]);
+        let panels = panels::pack_col_slices(self.ops.nr, k, n, |j| rows[j]);
         half_packed(self.ops.nr, k, n, panels, fmt)
     }
 
@@ -437,9 +438,9 @@ impl Kernels {
         }
         let n = rows.len();
         let nr = self.ops.nr;
-        let buf = gemm::Panels {
+        let buf = panels::Panels {
             format: fmt,
-            data: gemm::PanelData::Blocks(blocks::pack(fmt, nr, k, n, |j| rows[j])),
+            data: panels::PanelData::Blocks(blocks::pack(fmt, nr, k, n, |j| rows[j])),
         };
         Ok(PackedMatrix { k, n, nr, buf })
     }
@@ -460,13 +461,13 @@ impl Kernels {
             );
         }
         let nr = self.ops.nr;
-        let buf = gemm::f32_panels_of(dst, k, n, nr);
+        let buf = panels::f32_panels_of(dst, k, n, nr);
         match self.ops.pack_rows_f32 {
             Some(fast) => {
                 buf.reuse(n.div_ceil(nr) * k * nr);
                 fast(buf.as_mut_slice(), w, ldw, k, n)
             }
-            None => gemm::fill_col_slices(buf, nr, k, n, |j| &w[j * ldw..j * ldw + k]),
+            None => panels::fill_col_slices(buf, nr, k, n, |j| &w[j * ldw..j * ldw + k]),
         }
     }
 
@@ -486,8 +487,8 @@ impl Kernels {
             );
         }
         let nr = self.ops.nr;
-        let buf = gemm::f32_panels_of(dst, k, n, nr);
-        gemm::fill_row_slices(buf, nr, k, n, |p| &b[p * ldb..p * ldb + n]);
+        let buf = panels::f32_panels_of(dst, k, n, nr);
+        panels::fill_row_slices(buf, nr, k, n, |p| &b[p * ldb..p * ldb + n]);
     }
 
     /// Packs `b` (k rows of n, row stride `ldb`) so that `matmul` computes `a · b`.

@@ -2,7 +2,7 @@
 //! storage, element and column reads (widened or dequantized exactly), and repacking for a
 //! tier of another panel width.
 
-use super::{blocks, gemm, WeightFormat};
+use super::{blocks, gemm, panels, WeightFormat};
 
 /// A right-hand matrix B (k × n) packed once for [`Kernels::matmul`]: panels of `nr` columns
 /// (zero-padded), each k-major (`nr` values per p), 64-byte aligned. `nr` is the packing tier's
@@ -14,7 +14,7 @@ pub struct PackedMatrix {
     pub(super) k: usize,
     pub(super) n: usize,
     pub(super) nr: usize,
-    pub(super) buf: gemm::Panels,
+    pub(super) buf: panels::Panels,
 }
 
 impl PackedMatrix {
@@ -24,7 +24,7 @@ impl PackedMatrix {
             k: 0,
             n: 0,
             nr: 1,
-            buf: gemm::Panels::f32(gemm::AlignedBuf::zeroed(0)),
+            buf: panels::Panels::f32(gemm::AlignedBuf::zeroed(0)),
         }
     }
     pub fn k(&self) -> usize {
@@ -49,9 +49,9 @@ impl PackedMatrix {
     pub fn get(&self, p: usize, j: usize) -> f32 {
         let i = self.index(p, j);
         match &self.buf.data {
-            gemm::PanelData::F32(v) => v.as_slice()[i],
-            gemm::PanelData::U16(v) => self.buf.format.widen(v.as_slice()[i]),
-            gemm::PanelData::Blocks(v) => {
+            panels::PanelData::F32(v) => v.as_slice()[i],
+            panels::PanelData::U16(v) => self.buf.format.widen(v.as_slice()[i]),
+            panels::PanelData::Blocks(v) => {
                 blocks::get(self.block_type(), self.nr, v.as_slice(), self.k, p, j)
             }
         }
@@ -70,17 +70,17 @@ impl PackedMatrix {
         let (k, nr) = (self.k, self.nr);
         let base = (j / nr) * k * nr + j % nr;
         match &self.buf.data {
-            gemm::PanelData::F32(v) => {
+            panels::PanelData::F32(v) => {
                 for (p, o) in out[..k].iter_mut().enumerate() {
                     *o = v.as_slice()[base + p * nr];
                 }
             }
-            gemm::PanelData::U16(v) => {
+            panels::PanelData::U16(v) => {
                 for (p, o) in out[..k].iter_mut().enumerate() {
                     *o = self.buf.format.widen(v.as_slice()[base + p * nr]);
                 }
             }
-            gemm::PanelData::Blocks(v) => {
+            panels::PanelData::Blocks(v) => {
                 blocks::column_into(self.block_type(), nr, v.as_slice(), k, j, out)
             }
         }
@@ -93,16 +93,16 @@ impl PackedMatrix {
     /// Bytes the panels occupy (what a loaded matrix keeps resident).
     pub fn stored_bytes(&self) -> usize {
         match &self.buf.data {
-            gemm::PanelData::F32(v) => v.as_slice().len() * 4,
-            gemm::PanelData::U16(v) => v.as_slice().len() * 2,
-            gemm::PanelData::Blocks(v) => v.as_slice().len(),
+            panels::PanelData::F32(v) => v.as_slice().len() * 4,
+            panels::PanelData::U16(v) => v.as_slice().len() * 2,
+            panels::PanelData::Blocks(v) => v.as_slice().len(),
         }
     }
     /// Raw stored bits of B[p][j] for half-precision panels.
     fn get_bits(&self, p: usize, j: usize) -> u16 {
         let i = self.index(p, j);
         match &self.buf.data {
-            gemm::PanelData::U16(v) => v.as_slice()[i],
+            panels::PanelData::U16(v) => v.as_slice()[i],
             _ => unreachable!("get_bits on panels that are not 16-bit"),
         }
     }
@@ -110,13 +110,13 @@ impl PackedMatrix {
     pub(super) fn repack(&self, nr: usize) -> PackedMatrix {
         let (k, n) = (self.k, self.n);
         let data = match &self.buf.data {
-            gemm::PanelData::F32(_) => {
-                gemm::PanelData::F32(gemm::pack_panels(nr, k, n, |p, j| self.get(p, j)))
+            panels::PanelData::F32(_) => {
+                panels::PanelData::F32(panels::pack_panels(nr, k, n, |p, j| self.get(p, j)))
             }
-            gemm::PanelData::U16(_) => {
-                gemm::PanelData::U16(gemm::pack_panels(nr, k, n, |p, j| self.get_bits(p, j)))
+            panels::PanelData::U16(_) => {
+                panels::PanelData::U16(panels::pack_panels(nr, k, n, |p, j| self.get_bits(p, j)))
             }
-            gemm::PanelData::Blocks(v) => gemm::PanelData::Blocks(blocks::repack(
+            panels::PanelData::Blocks(v) => panels::PanelData::Blocks(blocks::repack(
                 self.block_type(),
                 self.nr,
                 v.as_slice(),
@@ -125,7 +125,7 @@ impl PackedMatrix {
                 nr,
             )),
         };
-        let buf = gemm::Panels {
+        let buf = panels::Panels {
             format: self.buf.format,
             data,
         };
@@ -141,9 +141,9 @@ pub(super) fn half_packed(
     fmt: WeightFormat,
 ) -> PackedMatrix {
     assert!(fmt.is_half(), "half_packed with {}", fmt.name());
-    let buf = gemm::Panels {
+    let buf = panels::Panels {
         format: fmt,
-        data: gemm::PanelData::U16(panels),
+        data: panels::PanelData::U16(panels),
     };
     PackedMatrix { k, n, nr, buf }
 }
