@@ -5,8 +5,8 @@
 //! (decode's single row included), any n (partial last panels), with bias, across KC blocks,
 //! across threads, and for panels packed by another tier.
 
-use kin_infer::kernels::ggml::GgmlType;
-use kin_infer::kernels::{for_tier, Kernels, PackedMatrix, Tier, WeightFormat};
+use kin_infer_core::kernels::ggml::GgmlType;
+use kin_infer_core::kernels::{for_tier, Kernels, PackedMatrix, Tier, WeightFormat};
 
 fn tiers() -> Vec<Kernels> {
     let all: Vec<Kernels> = Tier::ALL

@@ -3,7 +3,7 @@
 //! of the generic tier's f32 packing of the widened weight (random shapes with odd tails,
 //! strides, KC blocking, bias, threads, foreign panel widths). Unsupported tiers are skipped.
 
-use kin_infer::kernels::{for_tier, Kernels, PackedMatrix, Tier, WeightFormat};
+use kin_infer_core::kernels::{for_tier, Kernels, PackedMatrix, Tier, WeightFormat};
 use proptest::prelude::*;
 
 fn tiers() -> Vec<Kernels> {

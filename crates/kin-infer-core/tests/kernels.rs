@@ -3,7 +3,7 @@
 //! to m, accuracy of our transcendentals against f64 references, special values.
 //! Tiers this CPU cannot run are skipped, with a line saying so.
 
-use kin_infer::kernels::{for_tier, math, Kernels, PackedMatrix, Tier};
+use kin_infer_core::kernels::{for_tier, math, Kernels, PackedMatrix, Tier};
 use proptest::prelude::*;
 
 /// The generic tier and every other supported tier.
@@ -542,7 +542,7 @@ fn tier_parse_and_unsupported_tier_error() {
         }
     }
     // The process-wide selection is a supported tier (or the forced one).
-    let k = kin_infer::kernels::kernels().unwrap();
+    let k = kin_infer_core::kernels::kernels().unwrap();
     assert!(k.tier().supported());
 }
 
