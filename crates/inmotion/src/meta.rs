@@ -459,8 +459,7 @@ impl Meta {
         let (t, c) = (self.seq_len as u64, self.in_channels as u64);
         let floats = match &self.hparams {
             Hparams::Transformer(h) => {
-                let n = crate::transformer::n_tokens(self.family, h, self.seq_len, self.in_channels)
-                    as u64;
+                let n = n_tokens(self.family, h, self.seq_len, self.in_channels) as u64;
                 let d = h.d_model as u64;
                 let tok = (c.checked_mul(h.patch_size.max(1) as u64)?).max(t);
                 // tokens in, x/h/tmp/positions (2 at load), qkv, feed-forward, scores, keys.
@@ -562,4 +561,15 @@ fn parse_preprocess(path: &Path, v: &Value, seq_len: usize, channels: usize) -> 
         std,
         features,
     })
+}
+
+/// Number of tokens a family makes from a `[seq_len, in_channels]` window (here, beside the
+/// hyperparameters it reads, so that sizing an artifact needs no model code).
+pub fn n_tokens(family: Family, h: &TransformerHparams, seq_len: usize, channels: usize) -> usize {
+    match family {
+        Family::Lejepa => seq_len,
+        Family::TJepa => h.n_reg + seq_len * channels,
+        Family::TsJepa => seq_len / h.patch_size,
+        _ => channels,
+    }
 }

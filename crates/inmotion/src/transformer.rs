@@ -14,7 +14,7 @@
 //! - The tail's BatchNorm folds into `head.3` (see [`BatchNorm::fold_before`]).
 
 use crate::error::{Error, Result};
-use crate::meta::{Family, Meta, TransformerHparams};
+use crate::meta::{n_tokens, Family, Meta, TransformerHparams};
 use crate::nn::{linear, load_host, load_linear, load_matrix, load_norm, BatchNorm};
 use crate::weights::Store;
 use kin_infer_core::backend::{Act, Backend, SeqSpan, Tensor};
@@ -77,16 +77,6 @@ struct Scratch {
     scores: Tensor, // [n] attention-pool weights
     pooled: Tensor, // [d]
     hid: Tensor,    // [head_hidden]
-}
-
-/// Number of tokens a family makes from a `[seq_len, in_channels]` window.
-pub fn n_tokens(family: Family, h: &TransformerHparams, seq_len: usize, channels: usize) -> usize {
-    match family {
-        Family::Lejepa => seq_len,
-        Family::TJepa => h.n_reg + seq_len * channels,
-        Family::TsJepa => seq_len / h.patch_size,
-        _ => channels,
-    }
 }
 
 /// `out[j] = P · v[j]` for rows `v[j]` of `d`, `P` `[d, d]` row-major, in f64.

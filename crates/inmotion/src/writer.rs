@@ -42,7 +42,7 @@ pub fn tensor_specs(meta: &Meta) -> Vec<(String, Vec<usize>, bool)> {
     match &meta.hparams {
         Hparams::Transformer(h) => {
             let d = h.d_model;
-            let n = crate::transformer::n_tokens(meta.family, h, t, c);
+            let n = crate::meta::n_tokens(meta.family, h, t, c);
             let tk = "encoder.tokenizer";
             match meta.family {
                 Family::Lejepa => lin(&mut v, &format!("{tk}.proj"), &[d, c]),

@@ -86,7 +86,7 @@ pub enum InferError {
     #[error("the model produced a non-finite value ({what}); check its weights")]
     NonFinite { what: String },
     /// A load or run whose estimated memory cannot fit (see `resource::check_fits`).
-    #[error("{what} needs about {} of memory, more than {limit} allows ({})", crate::resource::human_bytes(*needed_bytes), crate::resource::human_bytes(*limit_bytes))]
+    #[error("{what} needs about {} of memory, more than {limit} allows ({})", crate::units::human_bytes(*needed_bytes), crate::units::human_bytes(*limit_bytes))]
     OutOfMemory {
         what: String,
         needed_bytes: u64,

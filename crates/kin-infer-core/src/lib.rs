@@ -14,6 +14,7 @@ pub mod kernels;
 pub mod nn;
 pub mod resource;
 pub mod threads;
+pub mod units;
 
 pub use error::{ErrorKind, InferError, Result};
 pub use nn::pooling::{Pooling, PoolingMode};

@@ -9,6 +9,7 @@
 use crate::backend::GpuCompute;
 use crate::error::{InferError, Result};
 use crate::kernels::Tier;
+pub use crate::units::human_bytes;
 use serde::Serialize;
 use std::path::Path;
 
@@ -247,22 +248,6 @@ pub fn check_fits(what: &str, bytes: Option<u64>) -> Result<()> {
         });
     }
     Ok(())
-}
-
-/// `n` bytes in binary units for messages (`3.2 GiB`).
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
 }
 
 /// The model facts the plan needs.

@@ -10,6 +10,7 @@
 //! counters.
 
 pub mod api;
+pub mod batcher;
 pub mod completions;
 pub mod conn;
 pub mod embeddings;

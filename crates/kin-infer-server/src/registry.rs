@@ -2,7 +2,7 @@
 //! its dynamic batcher) or a generation model (a decoder, its tokenizer and chat template),
 //! chosen by what the directory or GGUF file holds.
 
-use crate::embeddings::Batcher;
+use crate::batcher::Batcher;
 use crate::metrics::Metrics;
 use crate::scheduler::Scheduler;
 use kin_infer::generate::chat::ChatTemplate;
@@ -116,7 +116,12 @@ pub fn load_all(
                     ..Default::default()
                 },
             )?);
-            let batcher = Batcher::start(&s.id, embedder.clone(), limits, metrics.clone());
+            let batcher = Batcher::start(
+                &s.id,
+                embedder.clone(),
+                limits.max_batch_tokens,
+                metrics.clone(),
+            );
             Kind::Embed(EmbedModel { embedder, batcher })
         };
         out.push(Arc::new(Model {

@@ -42,7 +42,7 @@ pub(super) fn grouped_conv1d(
         cols.resize(total * kernel * cg, 0.0);
         for (g, w) in groups.iter().enumerate() {
             // A conv weight is prepared as one f32 matrix: one column group.
-            let packed = &super::cpu::cpu_groups(w)[0];
+            let packed = &super::cpu_views::cpu_groups(w)[0];
             assert_eq!(
                 (w.n, w.k),
                 (og, kernel * cg),

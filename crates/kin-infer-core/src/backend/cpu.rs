@@ -4,6 +4,7 @@
 
 use super::attention;
 use super::conv;
+use super::cpu_views::{cpu_groups, host, host_mut};
 use super::deberta;
 use super::{
     Act, AttnBias, AttnShape, DeviceMatrix, GpuCompute, Inner, KvView, Positions, SeqSpan, Storage,
@@ -81,38 +82,8 @@ fn kernels_for(tier: Tier) -> Result<&'static Kernels> {
     Ok(slot.get_or_init(|| k))
 }
 
-/// The host slice of a view. A tensor of another backend here is a programming error (a model
-/// mixing backends), not bad input.
-pub(super) fn host<'a>(v: &View<'a>) -> &'a [f32] {
-    match &v.t.storage {
-        Storage::Host(d) => &d[v.start..v.start + v.len],
-        Storage::Mapped(d) => &d.as_slice()[v.start..v.start + v.len],
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        Storage::Device(_) => panic!("a GPU tensor given to the CPU backend"),
-    }
-}
-
-pub(super) fn host_mut<'a>(v: ViewMut<'a>) -> &'a mut [f32] {
-    let (start, len) = (v.start, v.len);
-    match &mut v.t.storage {
-        Storage::Host(d) => &mut d[start..start + len],
-        Storage::Mapped(_) => panic!("mapped weights are read-only"),
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        Storage::Device(_) => panic!("a GPU tensor given to the CPU backend"),
-    }
-}
-
 fn whole(t: &Tensor) -> &[f32] {
     host(&t.view())
-}
-
-/// The packed column groups of a CPU matrix.
-pub(super) fn cpu_groups(m: &DeviceMatrix) -> &[kernels::PackedMatrix] {
-    match &m.inner {
-        Inner::Cpu(g) => g,
-        #[cfg(any(feature = "wgpu", feature = "cuda"))]
-        Inner::Device(_) => panic!("a GPU matrix given to the CPU backend"),
-    }
 }
 
 /// Rows per parallel task for row-wise work: enough to amortise scheduling.

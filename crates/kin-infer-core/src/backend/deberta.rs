@@ -10,7 +10,7 @@
 //!   (sequence, head), `len × len` each, into one buffer that attention then adds
 //!   ([`AttnBias::Dense`](super::AttnBias::Dense)).
 
-use super::cpu::host;
+use super::cpu_views::host;
 use super::{SeqSpan, Tensor};
 use crate::kernels::Kernels;
 use rayon::prelude::*;

@@ -17,6 +17,7 @@
 mod attention;
 mod conv;
 mod cpu;
+mod cpu_views;
 mod deberta;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 pub mod device;

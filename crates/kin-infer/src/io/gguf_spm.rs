@@ -52,7 +52,7 @@ fn err(gguf: &GgufFile, reason: String) -> InferError {
 
 /// `tokenizer.ggml.scores`, one finite f32 per token.
 fn scores(gguf: &GgufFile, n: usize) -> Result<Option<Vec<f64>>> {
-    let Some(items) = super::gguf_tokenizer::per_token(gguf, "tokenizer.ggml.scores", n, "values")?
+    let Some(items) = crate::io::gguf_vocab::per_token(gguf, "tokenizer.ggml.scores", n, "values")?
     else {
         return Ok(None);
     };
@@ -132,11 +132,11 @@ pub(super) fn tokenizer_json(gguf: &GgufFile, tokens: &[&str], types: &[i64]) ->
             first.push(t);
         }
     }
-    let merges: Vec<Value> = match super::gguf_tokenizer::strings(gguf, "tokenizer.ggml.merges")? {
+    let merges: Vec<Value> = match crate::io::gguf_vocab::strings(gguf, "tokenizer.ggml.merges")? {
         Some(m) => {
             // Checked against the vocabulary as the tokenizer sees it (respelled).
             let known: HashSet<&str> = vocab.keys().copied().collect();
-            super::gguf_tokenizer::check_merges(gguf, &m, &known)?;
+            crate::io::gguf_vocab::check_merges(gguf, &m, &known)?;
             m.iter()
                 .filter_map(|s| s.split_once(' '))
                 .map(|(l, r)| json!([l, r]))
@@ -208,7 +208,7 @@ pub(super) fn tokenizer_json(gguf: &GgufFile, tokens: &[&str], types: &[i64]) ->
         gguf.get("tokenizer.ggml.add_eos_token"),
         Some(MetaValue::Bool(true))
     );
-    let post = super::gguf_tokenizer::template(gguf, &tokens, add_bos, add_eos)?;
+    let post = crate::io::gguf_vocab::template(gguf, &tokens, add_bos, add_eos)?;
     let unk = (fl == Flavour::Gemma).then_some("<unk>");
     Ok(json!({
         "version": "1.0",

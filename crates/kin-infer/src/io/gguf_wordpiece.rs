@@ -11,9 +11,9 @@
 //! Reference: `tokenizers`' BertWordPieceTokenizer over the same vocabulary
 //! (python/gen_gguf_encoders.py, tests/gguf_encoders.rs).
 
-use super::gguf_tokenizer::token_id;
 use crate::error::{InferError, Result};
 use crate::io::gguf::{GgufFile, MetaValue};
+use crate::io::gguf_vocab::token_id;
 use serde_json::{json, Value};
 
 fn err(gguf: &GgufFile, reason: String) -> InferError {

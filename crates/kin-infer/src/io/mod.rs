@@ -6,6 +6,7 @@ pub mod gguf_convert;
 pub mod gguf_export;
 mod gguf_spm;
 pub mod gguf_tokenizer;
+mod gguf_vocab;
 mod gguf_wordpiece;
 pub mod golden;
 pub mod hub;
