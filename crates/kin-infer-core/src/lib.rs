@@ -12,6 +12,7 @@ pub mod gpu;
 pub mod io;
 pub mod kernels;
 pub mod nn;
+pub mod op_args;
 pub mod resource;
 pub mod threads;
 pub mod units;

@@ -13,8 +13,8 @@ use super::{
 use crate::error::Result;
 use crate::io::safetensors::TensorData;
 use crate::kernels::{self, math, Kernels, Tier, WeightFormat};
-use crate::nn::pooling::{Pooling, PoolingMode};
-use crate::nn::rope::RotaryChunk;
+use crate::op_args::pooling::{Pooling, PoolingMode};
+use crate::op_args::rotary::RotaryChunk;
 use rayon::prelude::*;
 use std::sync::OnceLock;
 

@@ -33,8 +33,8 @@ use crate::io::safetensors::{MatrixData, TensorData};
 use crate::io::Activation;
 use crate::kernels::ggml::GgmlType;
 use crate::kernels::{PackedMatrix, Tier, WeightFormat};
-use crate::nn::pooling::Pooling;
-use crate::nn::rope::RotaryChunk;
+use crate::op_args::pooling::Pooling;
+use crate::op_args::rotary::RotaryChunk;
 use std::ops::{Bound, RangeBounds};
 
 /// Where a tensor's floats live. One variant per backend compiled in; the CPU's is a plain

@@ -7,7 +7,8 @@ pub mod embeddings;
 pub mod encoder;
 pub mod ffn;
 pub mod norm;
-pub mod pooling;
+// Pooling modes are backend op arguments (op_args); kept at this path for the models.
+pub use crate::op_args::pooling;
 pub mod rope;
 pub mod rope_config;
 

@@ -8,8 +8,8 @@ use crate::backend::{
 };
 use crate::error::{InferError, Result};
 use crate::kernels::{Tier, WeightFormat};
-use crate::nn::pooling::{Pooling, PoolingMode};
-use crate::nn::rope::RotaryChunk;
+use crate::op_args::pooling::{Pooling, PoolingMode};
+use crate::op_args::rotary::RotaryChunk;
 
 /// One column group of a prepared matrix: `n` rows of `k` on the device, torch's layout, in
 /// f32 (`fmt` 0) or kept in the stored format the kernels read (`wgsl.rs`'s `wq`: bf16, f16
