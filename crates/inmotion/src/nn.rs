@@ -5,12 +5,19 @@
 
 use crate::error::Result;
 use crate::weights::Store;
-use kin_infer_core::backend::Backend;
+use kin_infer_core::backend::{Backend, DeviceMatrix, StoredRows};
 use kin_infer_core::nn::{LayerNorm, Linear};
 
 /// A torch-layout weight (`out` rows of `inp`) and its bias on the backend.
 pub fn linear(be: &dyn Backend, w: &[f32], b: Vec<f32>, inp: usize) -> Linear {
-    Linear::from_parts(be, be.prepare_matrix(&[w], inp), Some(b))
+    Linear::from_parts(be, f32_matrix(be, w, inp), Some(b))
+}
+
+/// f32 rows of `inp` values onto the backend (callers shape them as whole rows, so this
+/// cannot fail).
+pub fn f32_matrix(be: &dyn Backend, w: &[f32], inp: usize) -> DeviceMatrix {
+    be.prepare_weights(&[StoredRows::F32(w)], inp)
+        .expect("f32 weights are whole rows")
 }
 
 /// `{prefix}.weight` of `wshape` (whose product over dims ≥ 1 is the input width; a conv
@@ -36,15 +43,15 @@ pub fn load_matrix(
     st: &Store,
     name: &str,
     wshape: &[usize],
-) -> Result<kin_infer_core::backend::DeviceMatrix> {
+) -> Result<DeviceMatrix> {
     let inp = wshape[1..].iter().product();
     if let Some((format, bytes)) = st.blocks(name, wshape)? {
-        if let Ok(m) = be.prepare_matrix_blocks(&[&bytes], inp, format) {
+        if let Ok(m) = be.prepare_weights(&[StoredRows::Blocks(format, &bytes)], inp) {
             st.note_kept(m.stored_bytes());
             return Ok(m);
         }
     }
-    st.with(name, wshape, |w| be.prepare_matrix(&[w], inp))
+    st.with(name, wshape, |w| f32_matrix(be, w, inp))
 }
 
 /// LayerNorm `{prefix}.weight` / `{prefix}.bias` of width `d`.

@@ -40,7 +40,7 @@ impl Conv {
 
     fn new(be: &dyn Backend, w: &[f32], b: Vec<f32>, cin: usize, kernel: usize) -> Conv {
         Conv {
-            w: be.prepare_matrix(&[w], kernel * cin),
+            w: crate::nn::f32_matrix(be, w, kernel * cin),
             b: be.upload(b),
             cin,
             kernel,

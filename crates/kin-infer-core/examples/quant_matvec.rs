@@ -14,7 +14,7 @@
 //! git history as `examples/q4_decode_proto.rs` (commit e56d87a).
 
 use kin_infer_core::kernels::ggml::GgmlType;
-use kin_infer_core::kernels::{for_tier, Tier};
+use kin_infer_core::kernels::{for_tier, StoredRows, Tier, WeightFormat};
 use std::time::Instant;
 
 fn main() {
@@ -89,7 +89,8 @@ fn main() {
             }
             let Ok(kern) = for_tier(tier) else { continue };
             let packed_f32 = kern.pack_rows(&wf, n, k, k);
-            let packed_q = kern.pack_rows_quant(&[&q], k, t).expect("whole blocks");
+            let rows = StoredRows::Blocks(WeightFormat::from_ggml(t), &q);
+            let packed_q = kern.pack_weights(&[rows], k).expect("whole blocks");
             let (mut want, mut got) = (vec![0.0f32; n], vec![0.0f32; n]);
             let tf = time(&mut || kern.matmul(&a, k, 1, &packed_f32, None, &mut want, n));
             let tq = time(&mut || kern.matmul(&a, k, 1, &packed_q, None, &mut got, n));

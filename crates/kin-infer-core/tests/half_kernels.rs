@@ -3,7 +3,7 @@
 //! of the generic tier's f32 packing of the widened weight (random shapes with odd tails,
 //! strides, KC blocking, bias, threads, foreign panel widths). Unsupported tiers are skipped.
 
-use kin_infer_core::kernels::{for_tier, Kernels, PackedMatrix, Tier, WeightFormat};
+use kin_infer_core::kernels::{for_tier, Kernels, PackedMatrix, StoredRows, Tier, WeightFormat};
 use proptest::prelude::*;
 
 fn tiers() -> Vec<Kernels> {
@@ -109,12 +109,20 @@ fn run(
     c
 }
 
-fn pack_half(kern: &Kernels, w: &[u16], n: usize, k: usize, bf16: bool) -> PackedMatrix {
+fn half_format(bf16: bool) -> WeightFormat {
     if bf16 {
-        kern.pack_rows_bf16(w, n, k, k)
+        WeightFormat::Bf16
     } else {
-        kern.pack_rows_f16(w, n, k, k)
+        WeightFormat::F16
     }
+}
+
+fn pack_half(kern: &Kernels, w: &[u16], n: usize, k: usize, bf16: bool) -> PackedMatrix {
+    let m = kern
+        .pack_weights(&[StoredRows::Half(half_format(bf16), w)], k)
+        .unwrap();
+    assert_eq!(m.n(), n);
+    m
 }
 
 fn check(m: usize, k: usize, n: usize, pad: usize, seed: u64, with_bias: bool, bf16: bool) {
@@ -149,11 +157,12 @@ fn check(m: usize, k: usize, n: usize, pad: usize, seed: u64, with_bias: bool, b
 
         // Concat packing of two parts equals the single packing.
         let split = (n / 2) * k;
-        let cat = if bf16 {
-            kern.pack_rows_concat_bf16(&[&wbits[..split], &wbits[split..]], k)
-        } else {
-            kern.pack_rows_concat_f16(&[&wbits[..split], &wbits[split..]], k)
-        };
+        let f = half_format(bf16);
+        let parts = [
+            StoredRows::Half(f, &wbits[..split]),
+            StoredRows::Half(f, &wbits[split..]),
+        ];
+        let cat = kern.pack_weights(&parts, k).unwrap();
         let got = run(&kern, &a, lda, m, &cat, bias, ldc);
         assert_same("half concat packing", kern.tier(), &got, &want);
 
@@ -238,7 +247,7 @@ fn f16_all_values_widen_exactly() {
         .map(|&b| 1.0f32.mul_add(half::f16::from_bits(b).to_f32(), 0.0))
         .collect();
     for kern in tiers() {
-        let hp = kern.pack_rows_f16(&bits, n, k, k);
+        let hp = pack_half(&kern, &bits, n, k, false);
         let got = run(&kern, &a, k, 1, &hp, None, n);
         assert_same("f16 all values", kern.tier(), &got, &want);
     }

@@ -6,7 +6,7 @@
 //! across threads, and for panels packed by another tier.
 
 use kin_infer_core::kernels::ggml::GgmlType;
-use kin_infer_core::kernels::{for_tier, Kernels, PackedMatrix, Tier, WeightFormat};
+use kin_infer_core::kernels::{for_tier, Kernels, PackedMatrix, StoredRows, Tier, WeightFormat};
 
 fn tiers() -> Vec<Kernels> {
     let all: Vec<Kernels> = Tier::ALL
@@ -33,6 +33,11 @@ impl Rng {
     fn f32(&mut self) -> f32 {
         (self.next() % 20001) as f32 / 10000.0 - 1.0
     }
+}
+
+/// Rows of ggml type `t` as stored.
+fn blocks(t: GgmlType, bytes: &[u8]) -> StoredRows<'_> {
+    StoredRows::Blocks(WeightFormat::from_ggml(t), bytes)
 }
 
 /// Byte offsets of each block type's f16 scale fields (ggml-common.h), which random blocks
@@ -150,7 +155,7 @@ fn check_with(
     let gen = for_tier(Tier::Generic).unwrap();
     let want = product(&gen, &a, m, &gen.pack_rows(&wf, n, k, k), bias);
     for kern in tiers() {
-        let q = kern.pack_rows_quant(&[&w], k, t).unwrap();
+        let q = kern.pack_weights(&[blocks(t, &w)], k).unwrap();
         assert_eq!(q.format(), WeightFormat::Quant(t));
         let padded_f32 = n.div_ceil(q.panel_width()) * q.panel_width() * k * 4;
         assert!(
@@ -241,7 +246,7 @@ fn threads_change_no_bits() {
                     .build()
                     .unwrap();
                 for kern in tiers() {
-                    let q = kern.pack_rows_quant(&[&w], k, t).unwrap();
+                    let q = kern.pack_weights(&[blocks(t, &w)], k).unwrap();
                     let got = pool.install(|| product(&kern, &a, rows, &q, None));
                     assert_bits(&format!("{} threads {threads}", t.name()), &got, &want);
                 }
@@ -275,13 +280,12 @@ fn foreign_panel_widths_and_get() {
         let want = product(&gen, &a, 4, &gen.pack_rows(&wf, n, k, k), None);
         for packer in tiers() {
             let q = packer
-                .pack_rows_quant(
+                .pack_weights(
                     &[
-                        &w[..20 * t.row_bytes(k).unwrap()],
-                        &w[20 * t.row_bytes(k).unwrap()..],
+                        blocks(t, &w[..20 * t.row_bytes(k).unwrap()]),
+                        blocks(t, &w[20 * t.row_bytes(k).unwrap()..]),
                     ],
                     k,
-                    t,
                 )
                 .unwrap();
             for j in 0..n {
@@ -314,12 +318,12 @@ fn foreign_panel_widths_and_get() {
 fn rows_that_are_not_whole_blocks_are_a_typed_error() {
     let gen = for_tier(Tier::Generic).unwrap();
     let e = gen
-        .pack_rows_quant(&[&[0u8; 36]], 48, GgmlType::Q8_0)
+        .pack_weights(&[blocks(GgmlType::Q8_0, &[0u8; 36])], 48)
         .err()
         .unwrap();
     assert!(e.to_string().contains("whole blocks"), "{e}");
     let e = gen
-        .pack_rows_quant(&[&[0u8; 35]], 32, GgmlType::Q8_0)
+        .pack_weights(&[blocks(GgmlType::Q8_0, &[0u8; 35])], 32)
         .err()
         .unwrap();
     assert!(e.to_string().contains("not whole rows"), "{e}");

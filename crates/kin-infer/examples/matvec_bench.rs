@@ -4,7 +4,7 @@
 //!
 //! `KIN_INFER_THREADS` (default 1), `KIN_BENCH_REPS` (default 5). Prints one line per case.
 
-use kin_infer::kernels::kernels;
+use kin_infer::kernels::{kernels, StoredRows, WeightFormat};
 use std::time::Instant;
 
 fn main() {
@@ -30,7 +30,10 @@ fn main() {
     let count = 64;
     let f32s: Vec<_> = (0..count).map(|_| k.pack_rows(&w, n, kk, kk)).collect();
     let halves: Vec<_> = (0..count)
-        .map(|_| k.pack_rows_bf16(&bits, n, kk, kk))
+        .map(|_| {
+            k.pack_weights(&[StoredRows::Half(WeightFormat::Bf16, &bits)], kk)
+                .expect("whole rows")
+        })
         .collect();
     let mut buf = vec![0u8; 256 << 20];
     let src = vec![1u8; 256 << 20];

@@ -7,12 +7,12 @@ use super::conv;
 use super::cpu_views::{cpu_groups, host, host_mut};
 use super::deberta;
 use super::{
-    Act, AttnBias, AttnShape, DeviceMatrix, GpuCompute, Inner, KvView, Positions, SeqSpan, Storage,
-    Tensor, View, ViewMut,
+    by_format, Act, AttnBias, AttnShape, DeviceMatrix, GpuCompute, Inner, KvView, Positions,
+    SeqSpan, Storage, Tensor, View, ViewMut,
 };
 use crate::error::Result;
 use crate::io::safetensors::TensorData;
-use crate::kernels::{self, math, Kernels, Tier, WeightFormat};
+use crate::kernels::{self, math, Kernels, StoredRows, Tier};
 use crate::op_args::pooling::{Pooling, PoolingMode};
 use crate::op_args::rotary::RotaryChunk;
 use rayon::prelude::*;
@@ -208,40 +208,14 @@ impl GpuCompute for CpuCompute {
         host_mut(dst).copy_from_slice(host(&src));
     }
 
-    fn prepare_matrix(&self, parts: &[&[f32]], k: usize) -> DeviceMatrix {
-        let packed = self.k.pack_rows_concat(parts, k);
-        DeviceMatrix {
-            n: packed.n(),
-            k,
-            inner: Inner::Cpu(vec![packed]),
-        }
-    }
-
-    fn prepare_matrix_half(
-        &self,
-        parts: &[&[u16]],
-        k: usize,
-        format: WeightFormat,
-    ) -> DeviceMatrix {
-        let packed = self.k.pack_rows_concat_half(parts, k, format);
-        DeviceMatrix {
-            n: packed.n(),
-            k,
-            inner: Inner::Cpu(vec![packed]),
-        }
-    }
-
-    fn prepare_matrix_blocks(
-        &self,
-        parts: &[&[u8]],
-        k: usize,
-        format: WeightFormat,
-    ) -> Result<DeviceMatrix> {
-        let packed = self.k.pack_rows_blocks(parts, k, format)?;
-        Ok(DeviceMatrix {
-            n: packed.n(),
-            k,
-            inner: Inner::Cpu(vec![packed]),
+    fn prepare_weights(&self, parts: &[StoredRows], k: usize) -> Result<DeviceMatrix> {
+        by_format(parts, |run| {
+            let packed = self.k.pack_weights(run, k)?;
+            Ok(DeviceMatrix {
+                n: packed.n(),
+                k,
+                inner: Inner::Cpu(vec![packed]),
+            })
         })
     }
 

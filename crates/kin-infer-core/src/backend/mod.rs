@@ -29,10 +29,10 @@ pub use cpu::CpuCompute;
 pub use deberta::DisentangledTerms;
 
 use crate::error::{InferError, Result};
-use crate::io::safetensors::{MatrixData, TensorData};
+use crate::io::safetensors::TensorData;
 use crate::io::Activation;
-use crate::kernels::ggml::GgmlType;
-use crate::kernels::{PackedMatrix, Tier, WeightFormat};
+pub use crate::kernels::StoredRows;
+use crate::kernels::{PackedMatrix, Tier};
 use crate::op_args::pooling::Pooling;
 use crate::op_args::rotary::RotaryChunk;
 use std::ops::{Bound, RangeBounds};
@@ -315,6 +315,21 @@ pub struct KvView<'a> {
     pub capacity: usize,
 }
 
+/// [`GpuCompute::prepare_weights`] for a backend that prepares one format at a time:
+/// consecutive parts of one format are prepared together by `prepare`, and a change of format
+/// starts a new column group (a llama.cpp file may store a layer's q and k as Q4_K beside a
+/// Q6_K v). Every output column is computed on its own, so the grouping changes no bits.
+pub(crate) fn by_format(
+    parts: &[StoredRows],
+    prepare: impl FnMut(&[StoredRows]) -> Result<DeviceMatrix>,
+) -> Result<DeviceMatrix> {
+    let groups = parts
+        .chunk_by(|a, b| a.format() == b.format())
+        .map(prepare)
+        .collect::<Result<Vec<_>>>()?;
+    Ok(DeviceMatrix::concat(groups))
+}
+
 /// Operations a transformer forward pass needs, on backend-owned [`Tensor`]s laid out
 /// row-major, one row per token of a packed batch (no padding rows). Every op computes each
 /// row alone (batch invariance) and in one fixed order (bit-reproducibility).
@@ -362,60 +377,16 @@ pub trait GpuCompute: Send + Sync {
     fn copy(&self, src: View, dst: ViewMut);
 
     // ---- weights ------------------------------------------------------------------------
-    /// Prepares torch `Linear` weights sharing the input width `k` (each `rows × k`) as one
-    /// matrix whose outputs are the parts' rows in order, for [`GpuCompute::linear`].
-    fn prepare_matrix(&self, parts: &[&[f32]], k: usize) -> DeviceMatrix;
-    /// [`GpuCompute::prepare_matrix`] over weights stored as raw bf16/f16 bits, kept in that
-    /// type where the backend can (the CPU widens them inside its micro-kernels).
-    fn prepare_matrix_half(&self, parts: &[&[u16]], k: usize, format: WeightFormat)
-        -> DeviceMatrix;
-    /// [`GpuCompute::prepare_matrix`] over rows of a ggml block type (each row whole
-    /// blocks), kept quantized where the backend can; an error when `k` is not whole blocks.
-    fn prepare_matrix_quant(&self, parts: &[&[u8]], k: usize, t: GgmlType) -> Result<DeviceMatrix> {
-        self.prepare_matrix_blocks(parts, k, WeightFormat::from_ggml(t))
-    }
-    /// [`GpuCompute::prepare_matrix_quant`] for any block format (ggml's, or integer affine
-    /// blocks: `kernels::affine`).
-    fn prepare_matrix_blocks(
-        &self,
-        parts: &[&[u8]],
-        k: usize,
-        format: WeightFormat,
-    ) -> Result<DeviceMatrix>;
-    /// Prepares weights as loaded ([`MatrixData`]), each in its storage: consecutive parts of
-    /// one format are packed together, and a change of format starts a new column group (a
-    /// llama.cpp file may store a layer's q and k as Q4_K beside a Q6_K v). Every output
-    /// column is computed on its own, so the grouping changes no bits.
-    fn prepare_weights(&self, parts: &[&MatrixData], k: usize) -> DeviceMatrix {
-        let mut groups = Vec::new();
-        let mut i = 0;
-        while i < parts.len() {
-            let f = parts[i].format();
-            let n = parts[i..].iter().take_while(|p| p.format() == f).count();
-            let run = &parts[i..i + n];
-            let wide = || {
-                let wide: Vec<_> = run.iter().map(|p| p.to_f32()).collect();
-                let refs: Vec<&[f32]> = wide.iter().map(|v| &**v).collect();
-                self.prepare_matrix(&refs, k)
-            };
-            groups.push(match f {
-                WeightFormat::Bf16 | WeightFormat::F16 => {
-                    let bits: Vec<&[u16]> = run.iter().filter_map(|p| p.half_bits()).collect();
-                    self.prepare_matrix_half(&bits, k, f)
-                }
-                // A block matrix the backend cannot keep (rows not whole blocks: the readers
-                // refuse those first) runs on its dequantized values: the same bits.
-                WeightFormat::Quant(_) | WeightFormat::Affine(_) => {
-                    let rows: Vec<&[u8]> = run.iter().filter_map(|p| p.quant_rows()).collect();
-                    self.prepare_matrix_blocks(&rows, k, f)
-                        .unwrap_or_else(|_| wide())
-                }
-                WeightFormat::F32 => wide(),
-            });
-            i += n;
-        }
-        DeviceMatrix::concat(groups)
-    }
+    /// Prepares torch `Linear` weights sharing the input width `k` (each part `rows × k`, in
+    /// its stored format: [`StoredRows`]) as one matrix whose outputs are the parts' rows in
+    /// order, for [`GpuCompute::linear`]. Each part stays in its storage where the backend
+    /// can (the CPU widens half precision and dequantizes blocks inside its micro-kernels);
+    /// backends that prepare one format at a time share [`by_format`].
+    ///
+    /// # Errors
+    /// A part not whole rows of `k`, or block rows that are not whole blocks (the readers
+    /// refuse such tensors first).
+    fn prepare_weights(&self, parts: &[StoredRows], k: usize) -> Result<DeviceMatrix>;
 
     // ---- ops ----------------------------------------------------------------------------
     /// `out[r] = x[r] · wᵀ + bias` for `rows` rows (`x` holds `rows · w.k()`, `out`

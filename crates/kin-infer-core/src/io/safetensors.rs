@@ -8,7 +8,7 @@
 use super::gguf::GgufFile;
 use crate::error::{InferError, Result};
 use crate::kernels::ggml::GgmlType;
-use crate::kernels::WeightFormat;
+use crate::kernels::{StoredRows, WeightFormat};
 use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
 use std::collections::{BTreeMap, HashMap};
@@ -123,53 +123,39 @@ impl TensorData {
     }
 }
 
-/// A weight matrix as stored: f32, raw bf16/f16 bits that stay half precision in memory
-/// and are widened inside the GEMM micro-kernels (exactly, so the products are the f32 bits),
-/// or the rows of a ggml block type (each row whole blocks), which stay quantized likewise.
-pub enum MatrixData {
+/// A weight matrix as stored, owned: f32, raw bf16/f16 bits that stay half precision in
+/// memory and are widened inside the GEMM micro-kernels (exactly, so the products are the f32
+/// bits), or the rows of a block format (each row whole blocks), which stay quantized
+/// likewise. [`StoredMatrix::rows`] is the view the backend seam prepares.
+pub enum StoredMatrix {
     F32(TensorData),
     Half(WeightFormat, Vec<u16>),
-    Quant(GgmlType, Vec<u8>),
+    Blocks(WeightFormat, Vec<u8>),
 }
 
-impl MatrixData {
+impl StoredMatrix {
+    /// The stored rows, for `prepare_weights`.
+    pub fn rows(&self) -> StoredRows<'_> {
+        match self {
+            StoredMatrix::F32(t) => StoredRows::F32(t.as_slice()),
+            StoredMatrix::Half(f, bits) => StoredRows::Half(*f, bits),
+            StoredMatrix::Blocks(f, bytes) => StoredRows::Blocks(*f, bytes),
+        }
+    }
+
     /// The values widened (or dequantized by the reference) to f32.
     pub fn to_f32(&self) -> std::borrow::Cow<'_, [f32]> {
-        match self {
-            MatrixData::F32(t) => std::borrow::Cow::Borrowed(t.as_slice()),
-            MatrixData::Half(f, bits) => bits.iter().map(|b| f.widen(*b)).collect(),
-            MatrixData::Quant(t, bytes) => std::borrow::Cow::Owned(t.dequantize_to_vec(bytes)),
-        }
-    }
-
-    /// The raw 16-bit patterns of a half-precision matrix.
-    pub fn half_bits(&self) -> Option<&[u16]> {
-        match self {
-            MatrixData::Half(_, bits) => Some(bits),
-            _ => None,
-        }
-    }
-
-    /// The stored rows of a block-quantized matrix.
-    pub fn quant_rows(&self) -> Option<&[u8]> {
-        match self {
-            MatrixData::Quant(_, bytes) => Some(bytes),
-            _ => None,
-        }
+        self.rows().to_f32()
     }
 
     /// The storage format.
     pub fn format(&self) -> WeightFormat {
-        match self {
-            MatrixData::F32(_) => WeightFormat::F32,
-            MatrixData::Half(f, _) => *f,
-            MatrixData::Quant(t, _) => WeightFormat::from_ggml(*t),
-        }
+        self.rows().format()
     }
 
     /// The same matrix with its rows (each `row_len` values) reordered: row `i` of the result
     /// is row `from(i)` of this one. Moves stored rows, so a quantized row stays as stored.
-    pub fn permute_rows(self, row_len: usize, from: impl Fn(usize) -> usize) -> MatrixData {
+    pub fn permute_rows(self, row_len: usize, from: impl Fn(usize) -> usize) -> StoredMatrix {
         fn gather<T: Copy>(v: &[T], unit: usize, from: &dyn Fn(usize) -> usize) -> Vec<T> {
             let rows = v.len().checked_div(unit).unwrap_or(0);
             let mut out = Vec::with_capacity(v.len());
@@ -179,11 +165,13 @@ impl MatrixData {
             out
         }
         match self {
-            MatrixData::F32(t) => MatrixData::F32(TensorData::Owned(gather(&t, row_len, &from))),
-            MatrixData::Half(f, bits) => MatrixData::Half(f, gather(&bits, row_len, &from)),
-            MatrixData::Quant(t, bytes) => {
-                let unit = t.row_bytes(row_len).unwrap_or(0);
-                MatrixData::Quant(t, gather(&bytes, unit, &from))
+            StoredMatrix::F32(t) => {
+                StoredMatrix::F32(TensorData::Owned(gather(&t, row_len, &from)))
+            }
+            StoredMatrix::Half(f, bits) => StoredMatrix::Half(f, gather(&bits, row_len, &from)),
+            StoredMatrix::Blocks(f, bytes) => {
+                let unit = f.row_bytes(row_len).unwrap_or(0);
+                StoredMatrix::Blocks(f, gather(&bytes, unit, &from))
             }
         }
     }
@@ -445,22 +433,25 @@ impl WeightStore {
 
     /// Reads a weight matrix in its storage type: BF16/F16 as raw bits (not widened), F32 as
     /// [`WeightStore::read`] does.
-    pub fn read_matrix(&self, name: &str, expected: &[usize]) -> Result<MatrixData> {
+    pub fn read_matrix(&self, name: &str, expected: &[usize]) -> Result<StoredMatrix> {
         let half = match self.tensors.get(name).and_then(|e| e.dtype.ggml()) {
             Some(GgmlType::BF16) => WeightFormat::Bf16,
             Some(GgmlType::F16) => WeightFormat::F16,
             Some(t) if t != GgmlType::F32 => {
                 let (e, shard) = self.entry(name, expected)?;
-                return Ok(MatrixData::Quant(t, shard.map[e.start..e.end].to_vec()));
+                return Ok(StoredMatrix::Blocks(
+                    WeightFormat::from_ggml(t),
+                    shard.map[e.start..e.end].to_vec(),
+                ));
             }
-            _ => return Ok(MatrixData::F32(self.read(name, expected)?)),
+            _ => return Ok(StoredMatrix::F32(self.read(name, expected)?)),
         };
         let (e, shard) = self.entry(name, expected)?;
         let bits = shard.map[e.start..e.end]
             .chunks_exact(2)
             .map(|c| u16::from_le_bytes([c[0], c[1]]))
             .collect();
-        Ok(MatrixData::Half(half, bits))
+        Ok(StoredMatrix::Half(half, bits))
     }
 
     /// The storage dtype of the first floating tensor, for `describe`.
@@ -517,7 +508,7 @@ impl<'a> Weights<'a> {
     }
 
     /// Reads a weight matrix in its storage type ([`WeightStore::read_matrix`]).
-    pub fn get_matrix(&self, name: &str, shape: &[usize]) -> Result<MatrixData> {
+    pub fn get_matrix(&self, name: &str, shape: &[usize]) -> Result<StoredMatrix> {
         self.store.read_matrix(&self.resolve(name)?, shape)
     }
 

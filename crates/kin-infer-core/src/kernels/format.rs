@@ -250,6 +250,15 @@ impl WeightFormat {
         elems / self.block_len() * self.panel_block_bytes()
     }
 
+    /// Bytes of a stored row of `n` values: `None` when `n` is not whole blocks or the size
+    /// overflows.
+    pub fn row_bytes(self, n: usize) -> Option<usize> {
+        if !n.is_multiple_of(self.block_len()) {
+            return None;
+        }
+        (n / self.block_len()).checked_mul(self.block_bytes())
+    }
+
     /// Whether values are stored as 16-bit patterns (the half-precision panels).
     pub const fn is_half(self) -> bool {
         matches!(self.traits(), Some(f) if matches!(f.layout, Layout::Half))

@@ -15,7 +15,7 @@
 //! every code ggml defines) and sizes a tensor with [`GgmlType::row_bytes`], which checks the
 //! row is whole blocks and does not overflow.
 
-use super::format::{FormatTraits, FORMATS};
+use super::format::{FormatTraits, WeightFormat, FORMATS};
 use super::gemm::{bf16_to_f32, f16_to_f32};
 
 /// The ggml tensor types this engine reads: only an id. Everything about a type (code,
@@ -131,10 +131,7 @@ impl GgmlType {
     /// Bytes of a row of `n` values: `None` when `n` is not whole blocks or the size
     /// overflows (a reader turns either into an error naming the tensor).
     pub fn row_bytes(self, n: usize) -> Option<usize> {
-        if !n.is_multiple_of(self.block_len()) {
-            return None;
-        }
-        (n / self.block_len()).checked_mul(self.block_bytes())
+        WeightFormat::from_ggml(self).row_bytes(n)
     }
 
     /// [`GgmlType::dequantize`] into a new vector (`bytes` whole blocks).

@@ -43,6 +43,7 @@ mod packed;
 mod panels;
 pub mod quantize;
 mod quantize_k;
+mod stored;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx2;
 #[cfg(target_arch = "x86_64")]
@@ -231,9 +232,9 @@ pub(crate) struct Ops {
 
 use format::PerFormat;
 pub use format::WeightFormat;
-use packed::half_packed;
 pub use packed::PackedMatrix;
 pub(crate) use panels::copy_short;
+pub use stored::StoredRows;
 
 /// The dispatch table.
 pub struct Kernels {
@@ -307,142 +308,6 @@ impl Kernels {
             nr,
             buf: panels::Panels::f32(panels::pack_col_slices(nr, k, n, row)),
         }
-    }
-
-    /// Packs several torch `Linear` weights sharing the input width `k` (each `rows × k`,
-    /// contiguous) as one matrix whose output columns are the parts' rows in order: one GEMM
-    /// then computes, e.g., q, k and v together, each element exactly as it would alone.
-    pub fn pack_rows_concat(&self, parts: &[&[f32]], k: usize) -> PackedMatrix {
-        let rows: Vec<&[f32]> = parts
-            .iter()
-            .flat_map(|p| {
-                assert!(
-                    k > 0 && p.len() % k == 0,
-                    "pack_rows_concat: part is not rows × k"
-                );
-                p.chunks_exact(k)
-            })
-            .collect();
-        self.f32_panels(k, rows.len(), |j| rows[j])
-    }
-
-    /// [`Self::pack_rows`] for a bf16 weight given as raw bits: the panels stay bf16 and the
-    /// micro-kernel widens them (exactly), so `matmul` returns the bits of the f32 packing of
-    /// the widened weight with half the memory traffic.
-    pub fn pack_rows_bf16(&self, w: &[u16], n: usize, k: usize, ldw: usize) -> PackedMatrix {
-        self.pack_rows_half(w, n, k, ldw, WeightFormat::Bf16)
-    }
-
-    /// [`Self::pack_rows`] for an IEEE f16 weight given as raw bits (see [`Self::pack_rows_bf16`]).
-    pub fn pack_rows_f16(&self, w: &[u16], n: usize, k: usize, ldw: usize) -> PackedMatrix {
-        self.pack_rows_half(w, n, k, ldw, WeightFormat::F16)
-    }
-
-    /// [`Self::pack_rows_concat`] for bf16 weights given as raw bits (see [`Self::pack_rows_bf16`]).
-    pub fn pack_rows_concat_bf16(&self, parts: &[&[u16]], k: usize) -> PackedMatrix {
-        self.pack_rows_concat_half(parts, k, WeightFormat::Bf16)
-    }
-
-    /// [`Self::pack_rows_concat`] for IEEE f16 weights given as raw bits.
-    pub fn pack_rows_concat_f16(&self, parts: &[&[u16]], k: usize) -> PackedMatrix {
-        self.pack_rows_concat_half(parts, k, WeightFormat::F16)
-    }
-
-    fn pack_rows_half(
-        &self,
-        w: &[u16],
-        n: usize,
-        k: usize,
-        ldw: usize,
-        fmt: WeightFormat,
-    ) -> PackedMatrix {
-        if n > 0 && k > 0 {
-            assert!(
-                ldw >= k && w.len() >= (n - 1) * ldw + k,
-                "pack_rows: w too short"
-            );
-        }
-        let panels = panels::pack_col_slices(self.ops.nr, k, n, |j| &w[j * ldw..j * ldw + k]);
-        half_packed(self.ops.nr, k, n, panels, fmt)
-    }
-
-    /// [`Self::pack_rows_concat`] for weights of a 16-bit format given as raw bits.
-    ///
-    /// # Panics
-    /// If `fmt` is not a 16-bit format.
-    pub fn pack_rows_concat_half(
-        &self,
-        parts: &[&[u16]],
-        k: usize,
-        fmt: WeightFormat,
-    ) -> PackedMatrix {
-        let rows: Vec<&[u16]> = parts
-            .iter()
-            .flat_map(|p| {
-                assert!(
-                    k > 0 && p.len() % k == 0,
-                    "pack_rows_concat: part is not rows × k"
-                );
-                p.chunks_exact(k)
-            })
-            .collect();
-        let n = rows.len();
-        let panels = panels::pack_col_slices(self.ops.nr, k, n, |j| rows[j]);
-        half_packed(self.ops.nr, k, n, panels, fmt)
-    }
-
-    /// Packs weights stored in a ggml block type (`parts` concatenated: each part whole rows
-    /// of `k` values as the file stores them, a row's blocks contiguous) as `n = rows`
-    /// columns of B. The panels stay quantized (`blocks.rs`); products over them give the
-    /// bits of the f32 product over the reference-dequantized matrix.
-    ///
-    /// # Errors
-    /// `k` not a whole number of the type's blocks, or a part not whole rows.
-    pub fn pack_rows_quant(
-        &self,
-        parts: &[&[u8]],
-        k: usize,
-        t: ggml::GgmlType,
-    ) -> Result<PackedMatrix> {
-        self.pack_rows_blocks(parts, k, WeightFormat::from_ggml(t))
-    }
-
-    /// [`Self::pack_rows_quant`] for any block format (ggml's, or integer affine blocks).
-    ///
-    /// # Errors
-    /// `fmt` not a block format, `k` not whole blocks, or a part not whole rows.
-    pub fn pack_rows_blocks(
-        &self,
-        parts: &[&[u8]],
-        k: usize,
-        fmt: WeightFormat,
-    ) -> Result<PackedMatrix> {
-        let (bl, bb) = (fmt.block_len(), fmt.block_bytes());
-        let row_bytes = (fmt.is_block() && k > 0 && k.is_multiple_of(bl)).then(|| k / bl * bb);
-        let Some(rb) = row_bytes else {
-            return Err(InferError::Unsupported(format!(
-                "a {} weight matrix with rows of {k} values (block-quantized rows must be whole blocks of {bl})",
-                fmt.name(),
-            )));
-        };
-        let mut rows: Vec<&[u8]> = Vec::new();
-        for p in parts {
-            if !p.len().is_multiple_of(rb) {
-                return Err(InferError::Unsupported(format!(
-                    "a {} weight part of {} bytes is not whole rows of {rb} bytes",
-                    fmt.name(),
-                    p.len()
-                )));
-            }
-            rows.extend(p.chunks_exact(rb));
-        }
-        let n = rows.len();
-        let nr = self.ops.nr;
-        let buf = panels::Panels {
-            format: fmt,
-            data: panels::PanelData::Blocks(blocks::pack(fmt, nr, k, n, |j| rows[j])),
-        };
-        Ok(PackedMatrix { k, n, nr, buf })
     }
 
     /// [`Self::pack_rows`] into `dst`, reusing its allocation when large enough.

@@ -6,6 +6,7 @@
 //! weights are `linear.weight` / `linear.bias` (and `residual.weight` for a projected
 //! residual) in `N_Dense/model.safetensors`.
 
+use crate::backend::StoredRows;
 use crate::backend::{Act, DeviceMatrix, GpuCompute, Tensor, View};
 use crate::error::{InferError, Result};
 use crate::io::safetensors::{WeightStore, Weights};
@@ -98,12 +99,12 @@ impl Dense {
         };
         let residual = if cfg.use_residual && i != o {
             let r = w.get("residual.weight", &[o, i])?;
-            Some(be.prepare_matrix(&[r.as_slice()], i))
+            Some(be.prepare_weights(&[StoredRows::F32(&r)], i)?)
         } else {
             None
         };
         Ok(Dense {
-            weight: be.prepare_matrix(&[lw.as_slice()], i),
+            weight: be.prepare_weights(&[StoredRows::F32(&lw)], i)?,
             cfg: cfg.clone(),
             bias,
             residual,

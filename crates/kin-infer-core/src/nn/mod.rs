@@ -17,7 +17,7 @@ pub use norm::{Norm, RmsNorm};
 
 use crate::backend::{DeviceMatrix, GpuCompute, Tensor, View, ViewMut};
 use crate::error::Result;
-use crate::io::safetensors::Weights;
+use crate::io::safetensors::{StoredMatrix, Weights};
 
 /// `y = x · Wᵀ + b` with a torch-layout weight (`out` rows of `in`).
 pub struct Linear {
@@ -68,9 +68,9 @@ impl Linear {
                 b.extend_from_slice(&w.get(&format!("{name}.bias"), &[out_dim])?);
             }
         }
-        let parts: Vec<&_> = weights.iter().collect();
+        let parts: Vec<_> = weights.iter().map(StoredMatrix::rows).collect();
         Ok(Linear {
-            weight: be.prepare_weights(&parts, in_dim),
+            weight: be.prepare_weights(&parts, in_dim)?,
             bias: bias.then(|| be.upload(b)),
         })
     }
@@ -88,7 +88,7 @@ impl Linear {
         let weight = w.get_matrix(name, &[out_dim, in_dim])?;
         Ok(Self::from_parts(
             be,
-            be.prepare_weights(&[&weight], in_dim),
+            be.prepare_weights(&[weight.rows()], in_dim)?,
             bias,
         ))
     }

@@ -5,7 +5,8 @@
 
 use kin_infer_core::backend::{Act, CpuCompute, GpuCompute, Positions, SeqSpan, Tensor};
 use kin_infer_core::kernels::ggml::GgmlType;
-use kin_infer_core::kernels::quantize::quantize;
+use kin_infer_core::kernels::quantize::{can_quantize, quantize};
+use kin_infer_core::kernels::{StoredRows, WeightFormat};
 use kin_infer_core::nn::pooling::{Pooling, PoolingMode};
 use kin_infer_core::nn::rope::Rotary;
 
@@ -56,7 +57,9 @@ pub fn linear_and_matmul(g: &dyn GpuCompute) {
         let x = be.upload(rand(rows * k, 1));
         let w1 = rand(7 * k, 2);
         let w2 = rand((n - 7) * k, 3);
-        let m = be.prepare_matrix(&[&w1, &w2], k);
+        let m = be
+            .prepare_weights(&[StoredRows::F32(&w1), StoredRows::F32(&w2)], k)
+            .unwrap();
         let bias = be.upload(rand(n, 4));
         let mut out = be.zeros(rows * n);
         be.linear(x.view(), rows, &m, Some(&bias), out.at_mut(..));
@@ -71,22 +74,14 @@ pub fn linear_and_matmul(g: &dyn GpuCompute) {
         read(be, &out)
     });
     // Every type with a reference quantizer (Q2_K and Q3_K have none).
-    for t in [
-        GgmlType::Q8_0,
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q4_K,
-        GgmlType::Q5_K,
-        GgmlType::Q6_K,
-    ] {
+    for t in GgmlType::ALL.into_iter().filter(|&t| can_quantize(t)) {
         both(g, &format!("linear {t:?}"), |be| {
             let k = 512; // two k-quant super-blocks (eight 32-blocks) per row
             let w = rand(8 * k, 7);
             let mut bytes = Vec::new();
             quantize(t, &w, &mut bytes);
-            let m = be.prepare_matrix_quant(&[&bytes], k, t).unwrap();
+            let rows = StoredRows::Blocks(WeightFormat::from_ggml(t), &bytes);
+            let m = be.prepare_weights(&[rows], k).unwrap();
             let x = be.upload(rand(3 * k, 8));
             let mut out = be.zeros(3 * 8);
             be.linear(x.view(), 3, &m, None, out.at_mut(..));
@@ -99,7 +94,6 @@ pub fn linear_and_matmul(g: &dyn GpuCompute) {
 
 /// bf16 and f16 weights (kept as 16-bit patterns on a GPU): linear and row gathers.
 pub fn half_weights(g: &dyn GpuCompute) {
-    use kin_infer_core::kernels::WeightFormat;
     for format in [WeightFormat::Bf16, WeightFormat::F16] {
         both(g, &format!("linear {}", format.name()), |be| {
             let k = 37; // odd: every other row starts in the middle of a word
@@ -110,7 +104,11 @@ pub fn half_weights(g: &dyn GpuCompute) {
                     _ => half::f16::from_f32(v).to_bits(),
                 })
                 .collect();
-            let m = be.prepare_matrix_half(&[&bits[..4 * k], &bits[4 * k..]], k, format);
+            let parts = [
+                StoredRows::Half(format, &bits[..4 * k]),
+                StoredRows::Half(format, &bits[4 * k..]),
+            ];
+            let m = be.prepare_weights(&parts, k).unwrap();
             let x = be.upload(rand(3 * k, 42));
             let bias = be.upload(rand(9, 43));
             let mut out = be.zeros(3 * 9);
@@ -337,7 +335,11 @@ pub fn attention_and_convolution(g: &dyn GpuCompute) {
         let (channels, kernel, og) = (6, 3, 4);
         let x = be.upload(rand(8 * channels, 34));
         let w: Vec<_> = (0..2)
-            .map(|i| be.prepare_matrix(&[&rand(og * kernel * 3, 35 + i)], kernel * 3))
+            .map(|i| {
+                let w = rand(og * kernel * 3, 35 + i);
+                be.prepare_weights(&[StoredRows::F32(&w)], kernel * 3)
+                    .unwrap()
+            })
             .collect();
         let bias = be.upload(rand(2 * og, 37));
         let mut out = be.zeros(8 * 2 * og);

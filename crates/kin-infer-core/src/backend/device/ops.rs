@@ -3,11 +3,11 @@
 
 use super::{dev, words, Device, DeviceBuf, GpuBackend};
 use crate::backend::{
-    attention::ATTN_CHUNK, deberta, Act, AttnBias, AttnShape, DeviceMatrix, DisentangledTerms,
-    GpuCompute, Inner, KvView, Positions, SeqSpan, Tensor, View, ViewMut,
+    attention::ATTN_CHUNK, by_format, deberta, Act, AttnBias, AttnShape, DeviceMatrix,
+    DisentangledTerms, GpuCompute, Inner, KvView, Positions, SeqSpan, Tensor, View, ViewMut,
 };
 use crate::error::{InferError, Result};
-use crate::kernels::{Tier, WeightFormat};
+use crate::kernels::{StoredRows, Tier, WeightFormat};
 use crate::op_args::pooling::{Pooling, PoolingMode};
 use crate::op_args::rotary::RotaryChunk;
 
@@ -105,6 +105,66 @@ impl<D: Device> GpuBackend<D> {
                 row_bytes,
             }]),
         }
+    }
+
+    /// 16-bit rows kept as their patterns, two to a word; the kernels widen them (exactly).
+    fn half_matrix(&self, run: &[StoredRows], k: usize, format: WeightFormat) -> DeviceMatrix {
+        let halves: Vec<u16> = run
+            .iter()
+            .flat_map(|p| match p {
+                StoredRows::Half(_, bits) => *bits,
+                _ => &[],
+            })
+            .copied()
+            .collect();
+        let n = halves.len().checked_div(k).unwrap_or(0);
+        let w: Vec<u32> = halves
+            .chunks(2)
+            .map(|c| c[0] as u32 | (c.get(1).copied().unwrap_or(0) as u32) << 16)
+            .collect();
+        let code = format.gpu_code().expect("a half format");
+        self.stored(&w, n, k, code, k * 2)
+    }
+
+    /// Block rows kept in ggml's blocks where the kernels read the format, else
+    /// dequantized by the scalar reference at load (the values the CPU's quantized kernels
+    /// multiply by).
+    fn block_matrix(
+        &self,
+        run: &[StoredRows],
+        k: usize,
+        format: WeightFormat,
+    ) -> Result<DeviceMatrix> {
+        let (bl, bb) = (format.block_len(), format.block_bytes());
+        if k == 0 || !k.is_multiple_of(bl) {
+            return Err(InferError::Unsupported(format!(
+                "a {} weight matrix with rows of {k} values (block-quantized rows must be whole blocks of {bl})",
+                format.name()
+            )));
+        }
+        let bytes: Vec<u8> = run
+            .iter()
+            .flat_map(|p| match p {
+                StoredRows::Blocks(_, b) => *b,
+                _ => &[],
+            })
+            .copied()
+            .collect();
+        let row_bytes = k / bl * bb;
+        if !bytes.len().is_multiple_of(row_bytes) {
+            return Err(InferError::Unsupported(format!(
+                "a {} weight of {} bytes is not whole rows of {row_bytes} bytes",
+                format.name(),
+                bytes.len(),
+            )));
+        }
+        if let Some(code) = format.gpu_code() {
+            let n = bytes.len() / row_bytes;
+            return Ok(self.stored(&byte_words(&bytes), n, k, code, row_bytes));
+        }
+        let mut wide = vec![0.0f32; bytes.len() / bb * bl];
+        format.dequantize(&bytes, &mut wide);
+        Ok(self.matrix(&wide, k))
     }
 
     /// Rows `ids` of one part as f32 into `out` from element `oo`.
@@ -217,62 +277,15 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         self.copy_words(sb, so, db, d, src.len);
     }
 
-    fn prepare_matrix(&self, parts: &[&[f32]], k: usize) -> DeviceMatrix {
-        self.matrix(&parts.concat(), k)
-    }
-
-    fn prepare_matrix_half(
-        &self,
-        parts: &[&[u16]],
-        k: usize,
-        format: WeightFormat,
-    ) -> DeviceMatrix {
-        // Kept as 16-bit patterns, two to a word; the kernels widen them (exactly).
-        let halves: Vec<u16> = parts.concat();
-        let n = halves.len().checked_div(k).unwrap_or(0);
-        let w: Vec<u32> = halves
-            .chunks(2)
-            .map(|c| c[0] as u32 | (c.get(1).copied().unwrap_or(0) as u32) << 16)
-            .collect();
-        let code = format.gpu_code().expect("a half format");
-        self.stored(&w, n, k, code, k * 2)
-    }
-
-    fn prepare_matrix_blocks(
-        &self,
-        parts: &[&[u8]],
-        k: usize,
-        format: WeightFormat,
-    ) -> Result<DeviceMatrix> {
-        let (bl, bb) = (format.block_len(), format.block_bytes());
-        if k == 0 || !k.is_multiple_of(bl) {
-            return Err(InferError::Unsupported(format!(
-                "a {} weight matrix with rows of {k} values (block-quantized rows must be whole blocks of {bl})",
-                format.name()
-            )));
-        }
-        let bytes: Vec<u8> = parts.concat();
-        if let Some(code) = format.gpu_code() {
-            // Kept in ggml's blocks; the kernels dequantize as they read.
-            let row_bytes = k / bl * bb;
-            if bytes.len().is_multiple_of(row_bytes) {
-                let n = bytes.len() / row_bytes;
-                return Ok(self.stored(&byte_words(&bytes), n, k, code, row_bytes));
+    fn prepare_weights(&self, parts: &[StoredRows], k: usize) -> Result<DeviceMatrix> {
+        by_format(parts, |run| match run[0] {
+            StoredRows::F32(_) => {
+                let wide: Vec<_> = run.iter().map(StoredRows::to_f32).collect();
+                Ok(self.matrix(&wide.concat(), k))
             }
-        }
-        // Other block formats are dequantized by the scalar reference at load (the values
-        // the CPU's quantized kernels multiply by).
-        if !bytes.len().is_multiple_of(k / bl * bb) {
-            return Err(InferError::Unsupported(format!(
-                "a {} weight of {} bytes is not whole rows of {} bytes",
-                format.name(),
-                bytes.len(),
-                k / bl * bb
-            )));
-        }
-        let mut wide = vec![0.0f32; bytes.len() / bb * bl];
-        format.dequantize(&bytes, &mut wide);
-        Ok(self.matrix(&wide, k))
+            StoredRows::Half(format, _) => Ok(self.half_matrix(run, k, format)),
+            StoredRows::Blocks(format, _) => self.block_matrix(run, k, format),
+        })
     }
 
     fn linear(&self, x: View, rows: usize, w: &DeviceMatrix, bias: Option<&Tensor>, out: ViewMut) {

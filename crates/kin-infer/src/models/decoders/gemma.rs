@@ -362,7 +362,7 @@ impl Gemma {
                 for (name, rows) in [("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)] {
                     parts.push(w.get_matrix(&tw(name), &[rows, h])?);
                 }
-                let slices: Vec<&_> = parts.iter().collect();
+                let slices: Vec<_> = parts.iter().map(|m| m.rows()).collect();
                 // Gemma: the post-attention norm is the pre-feed-forward norm. Gemma 2: it
                 // normalizes the attention output, and the feed-forward has its own two.
                 let residual = if cfg.v2 {
@@ -378,7 +378,7 @@ impl Gemma {
                 };
                 Ok(Block {
                     attn_norm: norm(&tw("attn_norm"))?,
-                    qkv: Linear::from_parts(be, be.prepare_weights(&slices, h), None),
+                    qkv: Linear::from_parts(be, be.prepare_weights(&slices, h)?, None),
                     o: Linear::load_with(be, w, &[&t("attn_output")], q_dim, h, false)?,
                     residual,
                     mlp: Mlp::Gated(GatedFfn::load(

@@ -21,10 +21,11 @@
 
 use super::block::{Block, Embedding, Mlp, Residual, Rope, Stack};
 use super::{token_ids, Decoder, DecoderSpec};
+use crate::backend::StoredRows;
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
-use crate::io::safetensors::{MatrixData, WeightStore, Weights};
+use crate::io::safetensors::{StoredMatrix, WeightStore, Weights};
 use crate::io::source::{Layout, WeightSource};
 use crate::nn::ffn::FfnAct;
 use crate::nn::{LayerNorm, Linear, Norm};
@@ -188,7 +189,7 @@ fn conv1d(
     let bias = w.get(&format!("{name}.bias"), &[out_dim])?.to_vec();
     Ok(Linear::from_parts(
         be,
-        be.prepare_matrix(&[&t], in_dim),
+        be.prepare_weights(&[StoredRows::F32(&t)], in_dim)?,
         Some(bias),
     ))
 }
@@ -234,8 +235,8 @@ impl Gpt2 {
         let h = cfg.hidden;
         let embd = format!("{}.weight", src.global("token_embd"));
         let embed = match w.get_matrix(&embd, &[cfg.vocab, h])? {
-            MatrixData::F32(t) => Embedding::Table(be.upload(t.to_vec())),
-            stored => Embedding::Matrix(be.prepare_weights(&[&stored], h)),
+            StoredMatrix::F32(t) => Embedding::Table(be.upload(t.to_vec())),
+            stored => Embedding::Matrix(be.prepare_weights(&[stored.rows()], h)?),
         };
         let linear = |name: &str, i: usize, o: usize| {
             if conv1d_weights {

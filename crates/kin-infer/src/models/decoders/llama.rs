@@ -37,7 +37,7 @@ use super::{
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
-use crate::io::safetensors::{MatrixData, WeightStore};
+use crate::io::safetensors::{StoredMatrix, WeightStore};
 use crate::io::source::{Layout, WeightSource};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::{RopeScaling, Rotary};
@@ -400,8 +400,8 @@ impl Llama {
             Embedding::Head
         } else {
             match w.get_matrix(&embd, &[cfg.vocab, h])? {
-                MatrixData::F32(t) => Embedding::Table(be.upload(t.to_vec())),
-                stored => Embedding::Matrix(be.prepare_weights(&[&stored], h)),
+                StoredMatrix::F32(t) => Embedding::Table(be.upload(t.to_vec())),
+                stored => Embedding::Matrix(be.prepare_weights(&[stored.rows()], h)?),
             }
         };
         let blocks = (0..cfg.layers)
@@ -422,7 +422,7 @@ impl Llama {
                         bias.extend_from_slice(&w.get(&format!("{}.bias", t(name)), &[rows])?);
                     }
                 }
-                let slices: Vec<&_> = parts.iter().collect();
+                let slices: Vec<_> = parts.iter().map(|m| m.rows()).collect();
                 let rms = |name: &str| {
                     RmsNorm::load(be, w, &format!("{}.weight", t(name)), h, cfg.eps).map(Norm::Rms)
                 };
@@ -430,7 +430,7 @@ impl Llama {
                     attn_norm: rms("attn_norm")?,
                     qkv: Linear::from_parts(
                         be,
-                        be.prepare_weights(&slices, h),
+                        be.prepare_weights(&slices, h)?,
                         cfg.qkv_bias.then_some(bias),
                     ),
                     o: Linear::load_with(be, w, &[&t("attn_output")], q_dim, h, false)?,

@@ -435,7 +435,7 @@ impl Phi {
                         parts.push(w.get_matrix(&format!("{}.weight", t(name)), &[rows, h])?);
                         bias.extend_from_slice(&w.get(&format!("{}.bias", t(name)), &[rows])?);
                     }
-                    let slices: Vec<&_> = parts.iter().collect();
+                    let slices: Vec<_> = parts.iter().map(|m| m.rows()).collect();
                     let linear =
                         |name: &str, i, o| Linear::load_with(be, w, &[&t(name)], i, o, true);
                     Block {
@@ -446,7 +446,7 @@ impl Phi {
                             h,
                             cfg.eps,
                         )?),
-                        qkv: Linear::from_parts(be, be.prepare_weights(&slices, h), Some(bias)),
+                        qkv: Linear::from_parts(be, be.prepare_weights(&slices, h)?, Some(bias)),
                         o: linear("attn_output", q_dim, h)?,
                         residual: Residual::Parallel,
                         mlp: Mlp::Plain {

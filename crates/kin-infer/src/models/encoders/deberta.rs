@@ -20,6 +20,7 @@
 mod attention;
 mod config;
 
+use crate::backend::StoredRows;
 use crate::backend::{AttnBias, DeviceMatrix, GpuCompute, SeqSpan, Tensor};
 use crate::error::Result;
 use crate::io::safetensors::WeightStore;
@@ -154,7 +155,11 @@ impl DebertaModel {
                 },
                 proj: if e != h {
                     let t = w.get(&g("token_embd_proj"), &[h, e])?;
-                    Some(Linear::from_parts(be, be.prepare_matrix(&[&t], e), None))
+                    Some(Linear::from_parts(
+                        be,
+                        be.prepare_weights(&[StoredRows::F32(&t)], e)?,
+                        None,
+                    ))
                 } else {
                     None
                 },
@@ -253,7 +258,7 @@ fn load_in_proj(
     bias.extend_from_slice(&w.get(&t("attn_v_bias"), &[h])?);
     Ok(Linear::from_parts(
         be,
-        be.prepare_matrix(&[&rows], h),
+        be.prepare_weights(&[StoredRows::F32(&rows)], h)?,
         Some(bias),
     ))
 }
@@ -276,7 +281,7 @@ fn rel_tables(
         let wt = w.get(&format!("{base}.weight"), &[h, h])?;
         let p = Linear::from_parts(
             be,
-            be.prepare_matrix(&[&wt], h),
+            be.prepare_weights(&[StoredRows::F32(&wt)], h)?,
             if bias {
                 Some(w.get(&format!("{base}.bias"), &[h])?.to_vec())
             } else {
@@ -357,9 +362,9 @@ fn load_conv(
                     }
                 }
             }
-            be.prepare_matrix(&[&rows], k * cg)
+            be.prepare_weights(&[StoredRows::F32(&rows)], k * cg)
         })
-        .collect();
+        .collect::<Result<_>>()?;
     Ok(Conv {
         cfg: c.clone(),
         groups,
