@@ -1,9 +1,9 @@
 //! `kin-infer convert`: a decoder GGUF file written as a Hugging Face model directory (the
-//! library's `io::gguf_convert`), with a progress line on a terminal and a one-line summary.
+//! library's `convert::gguf_convert`), with a progress line on a terminal and a one-line summary.
 
 use anyhow::{bail, Result};
 use clap::Args;
-use kin_infer::io::gguf_convert::{self, ConvertOptions, OutDtype};
+use kin_infer::convert::gguf_convert::{self, ConvertOptions, OutDtype};
 use serde_json::json;
 use std::io::Write;
 use std::path::PathBuf;

@@ -1,9 +1,9 @@
 //! `kin-infer quantize`: a Hugging Face decoder checkpoint written as a GGUF file in a block
-//! type (the library's `io::gguf_export`), with a progress line on stderr.
+//! type (the library's `convert::gguf_export`), with a progress line on stderr.
 
 use anyhow::{bail, Result};
 use clap::Args;
-use kin_infer::io::gguf_export;
+use kin_infer::convert::gguf_export;
 use kin_infer::kernels::ggml::GgmlType;
 use serde_json::json;
 use std::path::PathBuf;
@@ -139,7 +139,8 @@ fn progress(quiet: bool) -> impl FnMut(usize, usize) {
 
 fn run_safetensors(a: &QuantizeArgs, ty: GgmlType) -> Result<u8> {
     let t0 = std::time::Instant::now();
-    let r = kin_infer::io::st_quantize::export_report(&a.model, &a.out, ty, progress(a.quiet))?;
+    let r =
+        kin_infer::convert::st_quantize::export_report(&a.model, &a.out, ty, progress(a.quiet))?;
     let (tensors, quantized) = (r.tensors, r.quantized);
     let v = json!({
         "model": a.model.display().to_string(),

@@ -8,6 +8,7 @@
 
 pub use kin_infer_core::{backend, error, gpu, kernels, nn, resource, threads};
 
+pub mod convert;
 pub mod corpus;
 pub mod embed;
 #[doc(hidden)]

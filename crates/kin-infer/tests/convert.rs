@@ -1,4 +1,4 @@
-//! `kin-infer convert` (`io::gguf_convert`): a decoder GGUF written back as a Hugging Face
+//! `kin-infer convert` (`convert::gguf_convert`): a decoder GGUF written back as a Hugging Face
 //! directory.
 //! - every llama / qwen2 decoder GGUF fixture (F32 and Q8_0 / Q4_0 / Q4_1) converted to F32
 //!   gives the GGUF's logits bit for bit, full pass and token by token;
@@ -11,10 +11,10 @@
 
 mod support;
 
+use kin_infer::convert::gguf_convert::{convert, ConvertOptions, OutDtype};
 use kin_infer::generate::chat::{ChatMessage, ChatTemplate};
 use kin_infer::generate::stream::GenTokenizer;
 use kin_infer::gpu::create_compute;
-use kin_infer::io::gguf_convert::{convert, ConvertOptions, OutDtype};
 use kin_infer::io::safetensors::WeightStore;
 use kin_infer::models::decoders::load_decoder;
 use kin_infer::ErrorKind;

@@ -1,4 +1,4 @@
-//! `kin-infer quantize`'s writer (io::gguf_export) against the `gguf` package:
+//! `kin-infer quantize`'s writer (convert::gguf_export) against the `gguf` package:
 //! a fixture checkpoint exported to F32 / Q8_0 / Q4_0 / Q4_1 holds, tensor for tensor, the
 //! names, types, dims and **bytes** that python/gen_gguf_decoders.py wrote with GGUFWriter and
 //! gguf.quants' reference quantizers (llama.cpp's q/k permutation included), and the same
@@ -6,9 +6,9 @@
 
 mod support;
 
+use kin_infer::convert::gguf_export;
 use kin_infer::gpu::create_compute;
 use kin_infer::io::gguf::GgufFile;
-use kin_infer::io::gguf_export;
 use kin_infer::kernels::ggml::GgmlType;
 use kin_infer::models::decoders::load_decoder;
 use std::path::PathBuf;
@@ -160,8 +160,8 @@ fn unsupported_inputs_are_typed_errors() {
 /// permutation changes no block).
 #[test]
 fn the_safetensors_variant_loads_quantized_and_matches_the_gguf() {
+    use kin_infer::convert::st_quantize;
     use kin_infer::io::safetensors::WeightStore;
-    use kin_infer::io::st_quantize;
     let out_dir = scratch("st");
     let be = create_compute(None).unwrap();
     for (q, ty) in [

@@ -2,8 +2,6 @@
 //! `config.json`, sentence-transformers module configs, golden files, the Hugging Face cache.
 
 pub mod config;
-pub mod gguf_convert;
-pub mod gguf_export;
 mod gguf_spm;
 pub mod gguf_tokenizer;
 mod gguf_vocab;
@@ -12,7 +10,6 @@ pub mod golden;
 pub mod hub;
 pub mod input_line;
 pub mod st_config;
-pub mod st_quantize;
 
 pub use kin_infer_core::io::{config_fields, gguf, gguf_writer, safetensors, source};
 

@@ -7,8 +7,8 @@
 //! (`WeightStore` reads the metadata), with the bits of the original run on the dequantized
 //! weights. Any family the engine loads can be written this way.
 
+use crate::convert::gguf_export::Fallback;
 use crate::error::{InferError, Result};
-use crate::io::gguf_export::Fallback;
 use crate::io::safetensors::{WeightStore, GGML_TYPE_KEY};
 use crate::kernels::ggml::GgmlType;
 use crate::kernels::quantize::{can_quantize, quantize};
