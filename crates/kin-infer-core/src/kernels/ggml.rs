@@ -368,6 +368,20 @@ mod tests {
     }
 
     #[test]
+    fn table_rows_agree_with_ggml_names_and_gpu_codes_are_distinct() {
+        // NAMES spells every ggml code (for errors about unread ones); a row may not drift.
+        for f in &FORMATS {
+            assert_eq!(type_name(f.code), Some(f.name), "{}", f.name);
+        }
+        // The GPU kernels switch on `gpu`: two rows with one code would read each other's.
+        let codes: Vec<u32> = FORMATS.iter().filter_map(|f| f.gpu).collect();
+        let mut unique = codes.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), codes.len(), "GPU codes repeat: {codes:?}");
+    }
+
+    #[test]
     fn row_bytes_checks_blocks_and_overflow() {
         assert_eq!(GgmlType::Q4_0.row_bytes(64), Some(36));
         assert_eq!(GgmlType::Q4_0.row_bytes(33), None);
