@@ -73,10 +73,18 @@ const ACCEPTS: &str = "--model takes a model directory, a .gguf file, a config.j
      .safetensors file inside a model directory, a catalogue name (scripts/fetch-model.sh \
      --list) or a Hugging Face repo id (owner/name)";
 
+/// Whether `path` is a GGUF model file (a file named `*.gguf`).
+pub fn is_gguf_file(path: &Path) -> bool {
+    path.is_file()
+        && path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+}
+
 /// The model directory (or `.gguf` file) `spec` names; see the module doc for the order.
 pub fn resolve_model(spec: &str) -> Result<PathBuf> {
     let p = Path::new(spec);
-    if p.is_dir() || crate::models::decoders::is_gguf_file(p) {
+    if p.is_dir() || is_gguf_file(p) {
         return Ok(p.to_path_buf());
     }
     if p.is_file() {
@@ -145,7 +153,7 @@ fn resolve_in_data_dir(name: &str, dir: &Path) -> Result<Option<PathBuf>> {
             err,
         })?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| crate::models::decoders::is_gguf_file(p))
+        .filter(|p| is_gguf_file(p))
         .collect();
     ggufs.sort();
     match ggufs.len() {

@@ -244,13 +244,8 @@ pub fn load_decoder(dir: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>>
     }
 }
 
-/// Whether `path` is a GGUF model file (a file named `*.gguf`).
-pub fn is_gguf_file(path: &Path) -> bool {
-    path.is_file()
-        && path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
-}
+// Where the loaders and the CLI have always found it; it lives in io/ (a fact of the path).
+pub use crate::io::hub::is_gguf_file;
 
 /// Whether `dir/config.json` names a decoder family this build knows (else it is treated as
 /// an encoder, whose loader reports unsupported types).
