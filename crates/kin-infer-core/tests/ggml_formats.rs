@@ -79,7 +79,7 @@ fn every_type_dequantizes_as_gguf_quants_does() {
 /// gguf.quants' for the 32-value types, llama.cpp's own `quantize_row_*_ref` for the K-quants.
 #[test]
 fn quantizers_write_what_gguf_quants_writes() {
-    use kin_infer_core::kernels::quantize::{can_quantize, quantize};
+    use kin_infer_core::kernels::ggml::{can_quantize, quantize};
     let g = goldens();
     let mut checked = 0;
     for t in g["types"].as_array().unwrap() {

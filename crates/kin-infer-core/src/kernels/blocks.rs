@@ -23,10 +23,11 @@
 //! Padding columns of a last partial panel are zero bytes (scale 0.0); their products are
 //! computed and discarded, as for f32 panels.
 
+use super::aligned::AlignedBuf;
 use super::blocks_k;
 use super::format::WeightFormat;
-use super::gemm::{f16_to_f32, AlignedBuf};
 use super::ggml::GgmlType;
+use super::widen::f16_to_f32;
 
 /// Largest block (an affine block of 256 8-bit codes: 264 bytes; ggml's largest, Q6_K, is
 /// 210) rounded up: a stack buffer holds any one block.

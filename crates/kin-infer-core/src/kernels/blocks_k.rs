@@ -30,7 +30,8 @@
 //! f16 times a 6- or 8-bit integer), so a tier computes them in any order with the same bits.
 //! Q4_K and Q5_K keep exactly `nr · block_bytes` bytes per panel block.
 
-use super::ggml::{scale_min, GgmlType};
+use super::dequant::scale_min;
+use super::ggml::GgmlType;
 
 /// Where the code rows start in a panel block of width `nr`.
 pub(crate) const fn codes_at(t: GgmlType, nr: usize) -> usize {

@@ -20,116 +20,10 @@
 //! dequantizer's, so the products are the f32 product's bits over the dequantized matrix.
 
 use super::affine::AffineBlocks;
-use super::ggml::{self, GgmlType, QK_K};
-use super::{gemm, quantize, quantize_k};
-
-/// How a format's values sit in memory, which decides the panel a matrix of it packs into.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
-    /// One f32 per value.
-    F32,
-    /// One 16-bit pattern per value, widened exactly (BF16, F16).
-    Half,
-    /// Blocks of `block_len` values in `block_bytes` bytes (ggml's quantized types).
-    Blocks,
-}
-
-/// One scalar reference dequantizer: one stored block into its `block_len` values.
-pub type DequantizeBlock = fn(&[u8], &mut [f32]);
-/// One reference quantizer: one block of `block_len` values appended as stored bytes.
-pub type QuantizeBlock = fn(&[f32], &mut Vec<u8>);
-
-/// Everything about one stored format (ggml's `type_traits`): a property of a format is a
-/// column here, never a `match` over the formats, so adding a format is adding a row (and
-/// its kernels).
-#[derive(Clone, Copy, Debug)]
-pub struct FormatTraits {
-    /// The id (the row's position in [`FORMATS`]).
-    pub ty: GgmlType,
-    /// The GGUF/ggml type code.
-    pub code: u32,
-    /// ggml's name (`"Q4_K"`), also safetensors' dtype spelling for the element formats.
-    pub name: &'static str,
-    /// Values per block (1 for the element formats).
-    pub block_len: usize,
-    /// Bytes per block as stored (ggml-common.h's `block_*` structs).
-    pub block_bytes: usize,
-    /// Bytes per block in the GEMM's panels: the stored block's, except Q6_K, whose codes
-    /// are widened to a byte each in memory (274 bytes, not 210: its bit planes cost as much
-    /// to unpack as the rest of the row; a byte per code runs at Q8_0's speed).
-    pub panel_block_bytes: usize,
-    /// Storage layout.
-    pub layout: Layout,
-    /// The code the WGSL and CUDA matrix kernels switch on for a weight they read as stored
-    /// (`None`: the GPU backends widen it to f32 at load). F32 is the kernels' code 0.
-    pub gpu: Option<u32>,
-    /// The scalar reference dequantizer every tier's kernel must match bit for bit.
-    pub dequantize: DequantizeBlock,
-    /// ggml's reference quantizer, where this engine writes the format.
-    pub quantize: Option<QuantizeBlock>,
-}
-
-/// A format row: `gpu` and `quantize` in the trailing `Option`s.
-#[allow(clippy::too_many_arguments)]
-const fn row(
-    ty: GgmlType,
-    code: u32,
-    name: &'static str,
-    block_len: usize,
-    block_bytes: usize,
-    layout: Layout,
-    gpu: Option<u32>,
-    dequantize: DequantizeBlock,
-    quantize: Option<QuantizeBlock>,
-) -> FormatTraits {
-    FormatTraits {
-        ty,
-        code,
-        name,
-        block_len,
-        block_bytes,
-        panel_block_bytes: block_bytes,
-        layout,
-        gpu,
-        dequantize,
-        quantize,
-    }
-}
-
-use Layout::{Blocks, Half, F32 as Word};
-
-/// The format table, one row per [`GgmlType`] in its declaration order. Columns: id, ggml
-/// code, name, block length, block bytes, layout, GPU code, reference dequantizer, reference
-/// quantizer (block sizes as ggml-common.h spells them).
-#[rustfmt::skip]
-pub static FORMATS: [FormatTraits; 13] = [
-    row(GgmlType::F32,  0,  "F32",  1,    4,                                   Word,   Some(0),  ggml::f32_le,  None),
-    row(GgmlType::F16,  1,  "F16",  1,    2,                                   Half,   Some(2),  ggml::f16_le,  None),
-    row(GgmlType::BF16, 30, "BF16", 1,    2,                                   Half,   Some(1),  ggml::bf16_le, None),
-    row(GgmlType::Q4_0, 2,  "Q4_0", 32,   2 + 16,                              Blocks, Some(4),  ggml::q4_0,    Some(quantize::q4_0)),
-    row(GgmlType::Q4_1, 3,  "Q4_1", 32,   2 + 2 + 16,                          Blocks, Some(5),  ggml::q4_1,    Some(quantize::q4_1)),
-    row(GgmlType::Q5_0, 6,  "Q5_0", 32,   2 + 4 + 16,                          Blocks, Some(6),  ggml::q5_0,    Some(quantize::q5_0)),
-    row(GgmlType::Q5_1, 7,  "Q5_1", 32,   2 + 2 + 4 + 16,                      Blocks, Some(7),  ggml::q5_1,    Some(quantize::q5_1)),
-    row(GgmlType::Q8_0, 8,  "Q8_0", 32,   2 + 32,                              Blocks, Some(3),  ggml::q8_0,    Some(quantize::q8_0)),
-    row(GgmlType::Q2_K, 10, "Q2_K", QK_K, QK_K / 16 + QK_K / 4 + 2 + 2,        Blocks, None,     ggml::q2_k,    None),
-    row(GgmlType::Q3_K, 11, "Q3_K", QK_K, QK_K / 8 + QK_K / 4 + 12 + 2,        Blocks, None,     ggml::q3_k,    None),
-    row(GgmlType::Q4_K, 12, "Q4_K", QK_K, 2 + 2 + 12 + QK_K / 2,               Blocks, Some(8),  ggml::q4_k,    Some(quantize_k::q4_k)),
-    row(GgmlType::Q5_K, 13, "Q5_K", QK_K, 2 + 2 + 12 + QK_K / 8 + QK_K / 2,    Blocks, Some(9),  ggml::q5_k,    Some(quantize_k::q5_k)),
-    // Q6_K's panels widen its codes to a byte each (see `panel_block_bytes`).
-    FormatTraits {
-        panel_block_bytes: 2 + 16 + QK_K,
-        ..row(GgmlType::Q6_K, 14, "Q6_K", QK_K, QK_K / 2 + QK_K / 4 + QK_K / 16 + 2, Blocks, Some(10), ggml::q6_k, Some(quantize_k::q6_k))
-    },
-];
-
-// The table is indexed by the id: row `i` must be the type whose discriminant is `i`.
-const _: () = {
-    let mut i = 0;
-    while i < FORMATS.len() {
-        assert!(FORMATS[i].ty as usize == i, "FORMATS out of GgmlType order");
-        i += 1;
-    }
-};
+// The table itself is ggml.rs's, beside the id it is indexed by; re-exported where formats are.
+use super::ggml::GgmlType;
+pub use super::ggml::{DequantizeBlock, FormatTraits, Layout, QuantizeBlock, FORMATS};
+use super::widen;
 
 /// Storage of a weight matrix's values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -279,8 +173,8 @@ impl WeightFormat {
     /// On a format that is not 16-bit.
     pub fn widen(self, bits: u16) -> f32 {
         match self {
-            WeightFormat::Bf16 => gemm::bf16_to_f32(bits),
-            WeightFormat::F16 => gemm::f16_to_f32(bits),
+            WeightFormat::Bf16 => widen::bf16_to_f32(bits),
+            WeightFormat::F16 => widen::f16_to_f32(bits),
             WeightFormat::F32 | WeightFormat::Quant(_) | WeightFormat::Affine(_) => {
                 panic!("widen: {} is not a 16-bit format", self.name())
             }

@@ -12,6 +12,7 @@
 //! (KC) depends on k only.
 
 pub(crate) use super::aligned::AlignedBuf;
+pub(crate) use super::widen::{bf16_to_f32, f16_to_f32};
 use super::{Ops, PackedMatrix, WeightFormat};
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -55,18 +56,6 @@ const PREFETCH_MIN_BYTES: usize = 1 << 20;
 /// microseconds, as much as the whole product (attention products are already parallel per
 /// head in the caller).
 const SERIAL_MACS: usize = 1 << 18;
-
-/// bf16 bits to f32 (exact).
-#[inline(always)]
-pub(crate) fn bf16_to_f32(x: u16) -> f32 {
-    f32::from_bits((x as u32) << 16)
-}
-
-/// f16 bits to f32 (exact).
-#[inline(always)]
-pub(crate) fn f16_to_f32(x: u16) -> f32 {
-    half::f16::from_bits(x).to_f32()
-}
 
 /// Stores an accumulator tile (adding the bias if non-null): the generic/NEON epilogue.
 ///

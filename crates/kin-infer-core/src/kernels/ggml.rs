@@ -1,26 +1,20 @@
-//! ggml's tensor types (the codes GGUF files carry): each type's block geometry and a scalar
-//! reference dequantizer, bit for bit the `gguf` Python package's `gguf.quants` (numpy,
-//! maintained with llama.cpp; layouts as in ggml's `ggml-common.h`).
-//!
-//! The references follow numpy's operation order exactly, every step an f32 operation rounded
-//! on its own (Rust never contracts `a * b + c` into an FMA): Q4_1 is `(d * q) + m`, the
-//! k-quants first form the sub-block scale `d * sc` and minimum `dmin * m`, then
-//! `scale * q - min`. Where a product is exact (a half-precision scale times a small integer
-//! always is) the order cannot matter, but it is kept anyway so that a reading of numpy's
-//! code is a reading of this one. Held to the reference by `tests/ggml_formats.rs` against
-//! goldens that `python/gen_ggml_goldens.py` wrote with `gguf` itself.
+//! ggml's tensor types (the codes GGUF files carry) and the format table indexed by them, as
+//! ggml's `type_traits`: [`GgmlType`] is only an id, and every property of a type (code, name,
+//! block geometry, storage layout, GPU code, reference dequantizer and quantizer) is a column
+//! of its row in [`FORMATS`]. Adding a format is a row here plus its kernels. The reference
+//! dequantizers are `dequant.rs` (bit for bit `gguf.quants`), the quantizers `quantize.rs` and
+//! `quantize_k.rs`; [`quantize`] runs a row's quantizer over whole blocks.
 //!
 //! A GGUF reader maps a type code to a [`GgmlType`] (an unknown or unsupported code, e.g. the
 //! IQ* codebooks, becomes a typed error naming the tensor and the type: [`type_name`] spells
 //! every code ggml defines) and sizes a tensor with [`GgmlType::row_bytes`], which checks the
 //! row is whole blocks and does not overflow.
 
-use super::format::{FormatTraits, WeightFormat, FORMATS};
-use super::gemm::{bf16_to_f32, f16_to_f32};
+use super::{dequant, quantize as quantize_ref, quantize_k};
 
 /// The ggml tensor types this engine reads: only an id. Everything about a type (code,
 /// name, geometry, reference dequantizer and quantizer, GPU code) is its row of
-/// [`FORMATS`](super::format::FORMATS), which this enum indexes (the discriminant is the row).
+/// [`FORMATS`], which this enum indexes (the discriminant is the row).
 #[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -40,8 +34,7 @@ pub enum GgmlType {
     Q6_K,
 }
 
-/// Values per k-quant super-block.
-pub const QK_K: usize = 256;
+pub use super::dequant::QK_K;
 
 /// Every ggml type code and its name (ggml.h's `enum ggml_type`), for messages about codes
 /// this engine does not read.
@@ -85,8 +78,140 @@ pub fn type_name(code: u32) -> Option<&'static str> {
     NAMES.iter().find(|(c, _)| *c == code).map(|(_, n)| *n)
 }
 
+/// How a format's values sit in memory, which decides the panel a matrix of it packs into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// One f32 per value.
+    F32,
+    /// One 16-bit pattern per value, widened exactly (BF16, F16).
+    Half,
+    /// Blocks of `block_len` values in `block_bytes` bytes (ggml's quantized types).
+    Blocks,
+}
+
+/// One scalar reference dequantizer: one stored block into its `block_len` values.
+pub type DequantizeBlock = fn(&[u8], &mut [f32]);
+/// One reference quantizer: one block of `block_len` values appended as stored bytes.
+pub type QuantizeBlock = fn(&[f32], &mut Vec<u8>);
+
+/// Everything about one stored format (ggml's `type_traits`): a property of a format is a
+/// column here, never a `match` over the formats, so adding a format is adding a row (and
+/// its kernels).
+#[derive(Clone, Copy, Debug)]
+pub struct FormatTraits {
+    /// The id (the row's position in [`FORMATS`]).
+    pub ty: GgmlType,
+    /// The GGUF/ggml type code.
+    pub code: u32,
+    /// ggml's name (`"Q4_K"`), also safetensors' dtype spelling for the element formats.
+    pub name: &'static str,
+    /// Values per block (1 for the element formats).
+    pub block_len: usize,
+    /// Bytes per block as stored (ggml-common.h's `block_*` structs).
+    pub block_bytes: usize,
+    /// Bytes per block in the GEMM's panels: the stored block's, except Q6_K, whose codes
+    /// are widened to a byte each in memory (274 bytes, not 210: its bit planes cost as much
+    /// to unpack as the rest of the row; a byte per code runs at Q8_0's speed).
+    pub panel_block_bytes: usize,
+    /// Storage layout.
+    pub layout: Layout,
+    /// The code the WGSL and CUDA matrix kernels switch on for a weight they read as stored
+    /// (`None`: the GPU backends widen it to f32 at load). F32 is the kernels' code 0.
+    pub gpu: Option<u32>,
+    /// The scalar reference dequantizer every tier's kernel must match bit for bit.
+    pub dequantize: DequantizeBlock,
+    /// ggml's reference quantizer, where this engine writes the format.
+    pub quantize: Option<QuantizeBlock>,
+}
+
+/// A format row: `gpu` and `quantize` in the trailing `Option`s.
+#[allow(clippy::too_many_arguments)]
+const fn row(
+    ty: GgmlType,
+    code: u32,
+    name: &'static str,
+    block_len: usize,
+    block_bytes: usize,
+    layout: Layout,
+    gpu: Option<u32>,
+    dequantize: DequantizeBlock,
+    quantize: Option<QuantizeBlock>,
+) -> FormatTraits {
+    FormatTraits {
+        ty,
+        code,
+        name,
+        block_len,
+        block_bytes,
+        panel_block_bytes: block_bytes,
+        layout,
+        gpu,
+        dequantize,
+        quantize,
+    }
+}
+
+use Layout::{Blocks, Half, F32 as Word};
+
+/// The format table, one row per [`GgmlType`] in its declaration order. Columns: id, ggml
+/// code, name, block length, block bytes, layout, GPU code, reference dequantizer, reference
+/// quantizer (block sizes as ggml-common.h spells them).
+#[rustfmt::skip]
+pub static FORMATS: [FormatTraits; 13] = [
+    row(GgmlType::F32,  0,  "F32",  1,    4,                                   Word,   Some(0),  dequant::f32_le,  None),
+    row(GgmlType::F16,  1,  "F16",  1,    2,                                   Half,   Some(2),  dequant::f16_le,  None),
+    row(GgmlType::BF16, 30, "BF16", 1,    2,                                   Half,   Some(1),  dequant::bf16_le, None),
+    row(GgmlType::Q4_0, 2,  "Q4_0", 32,   2 + 16,                              Blocks, Some(4),  dequant::q4_0,    Some(quantize_ref::q4_0)),
+    row(GgmlType::Q4_1, 3,  "Q4_1", 32,   2 + 2 + 16,                          Blocks, Some(5),  dequant::q4_1,    Some(quantize_ref::q4_1)),
+    row(GgmlType::Q5_0, 6,  "Q5_0", 32,   2 + 4 + 16,                          Blocks, Some(6),  dequant::q5_0,    Some(quantize_ref::q5_0)),
+    row(GgmlType::Q5_1, 7,  "Q5_1", 32,   2 + 2 + 4 + 16,                      Blocks, Some(7),  dequant::q5_1,    Some(quantize_ref::q5_1)),
+    row(GgmlType::Q8_0, 8,  "Q8_0", 32,   2 + 32,                              Blocks, Some(3),  dequant::q8_0,    Some(quantize_ref::q8_0)),
+    row(GgmlType::Q2_K, 10, "Q2_K", QK_K, QK_K / 16 + QK_K / 4 + 2 + 2,        Blocks, None,     dequant::q2_k,    None),
+    row(GgmlType::Q3_K, 11, "Q3_K", QK_K, QK_K / 8 + QK_K / 4 + 12 + 2,        Blocks, None,     dequant::q3_k,    None),
+    row(GgmlType::Q4_K, 12, "Q4_K", QK_K, 2 + 2 + 12 + QK_K / 2,               Blocks, Some(8),  dequant::q4_k,    Some(quantize_k::q4_k)),
+    row(GgmlType::Q5_K, 13, "Q5_K", QK_K, 2 + 2 + 12 + QK_K / 8 + QK_K / 2,    Blocks, Some(9),  dequant::q5_k,    Some(quantize_k::q5_k)),
+    // Q6_K's panels widen its codes to a byte each (see `panel_block_bytes`).
+    FormatTraits {
+        panel_block_bytes: 2 + 16 + QK_K,
+        ..row(GgmlType::Q6_K, 14, "Q6_K", QK_K, QK_K / 2 + QK_K / 4 + QK_K / 16 + 2, Blocks, Some(10), dequant::q6_k, Some(quantize_k::q6_k))
+    },
+];
+
+// The table is indexed by the id: row `i` must be the type whose discriminant is `i`.
+const _: () = {
+    let mut i = 0;
+    while i < FORMATS.len() {
+        assert!(FORMATS[i].ty as usize == i, "FORMATS out of GgmlType order");
+        i += 1;
+    }
+};
+
+/// Whether [`quantize`] writes `t` (its row of [`FORMATS`] has a reference quantizer).
+pub const fn can_quantize(t: GgmlType) -> bool {
+    t.traits().quantize.is_some()
+}
+
+/// Quantizes `x` (whole blocks of `t`'s 32 or 256 values) into `t`'s blocks, appended to
+/// `out`.
+///
+/// # Panics
+/// If `t` is not one [`can_quantize`] accepts or `x` is not whole blocks (callers check both,
+/// and that the values are finite, first).
+pub fn quantize(t: GgmlType, x: &[f32], out: &mut Vec<u8>) {
+    let f = t.traits();
+    let q = f
+        .quantize
+        .unwrap_or_else(|| panic!("no reference quantizer for {}", f.name));
+    let bl = f.block_len;
+    assert!(x.len().is_multiple_of(bl), "quantize: not whole blocks");
+    out.reserve(x.len() / bl * f.block_bytes);
+    for b in x.chunks_exact(bl) {
+        q(b, out);
+    }
+}
+
 impl GgmlType {
-    /// Every type, in declaration (and [`FORMATS`](super::format::FORMATS) row) order.
+    /// Every type, in declaration (and [`FORMATS`] row) order.
     pub const ALL: [GgmlType; 13] = {
         let mut all = [GgmlType::F32; FORMATS.len()];
         let mut i = 0;
@@ -131,7 +256,10 @@ impl GgmlType {
     /// Bytes of a row of `n` values: `None` when `n` is not whole blocks or the size
     /// overflows (a reader turns either into an error naming the tensor).
     pub fn row_bytes(self, n: usize) -> Option<usize> {
-        WeightFormat::from_ggml(self).row_bytes(n)
+        if !n.is_multiple_of(self.block_len()) {
+            return None;
+        }
+        (n / self.block_len()).checked_mul(self.block_bytes())
     }
 
     /// [`GgmlType::dequantize`] into a new vector (`bytes` whole blocks).
@@ -159,181 +287,6 @@ impl GgmlType {
         for (b, o) in bytes.chunks_exact(bb).zip(out.chunks_exact_mut(bl)) {
             (f.dequantize)(b, o);
         }
-    }
-}
-
-/// One F32 value, little-endian.
-pub(super) fn f32_le(b: &[u8], o: &mut [f32]) {
-    o[0] = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-}
-
-/// One f16 value, widened (exact).
-pub(super) fn f16_le(b: &[u8], o: &mut [f32]) {
-    o[0] = half(b, 0);
-}
-
-/// One bf16 value, widened (exact).
-pub(super) fn bf16_le(b: &[u8], o: &mut [f32]) {
-    o[0] = bf16_to_f32(u16::from_le_bytes([b[0], b[1]]));
-}
-
-/// The f16 at byte `at`, widened (exact).
-#[inline]
-fn half(b: &[u8], at: usize) -> f32 {
-    f16_to_f32(u16::from_le_bytes([b[at], b[at + 1]]))
-}
-
-/// Element `i` (0..32) of a 32-value block's nibbles `qs` (16 bytes): low nibbles are
-/// elements 0..16, high nibbles 16..32.
-#[inline]
-fn nibble(qs: &[u8], i: usize) -> u8 {
-    if i < 16 {
-        qs[i] & 0x0F
-    } else {
-        qs[i - 16] >> 4
-    }
-}
-
-/// `block_q4_0 { d: f16, qs: [u8; 16] }`: `d * (q - 8)`.
-pub(super) fn q4_0(b: &[u8], o: &mut [f32]) {
-    let d = half(b, 0);
-    for (i, v) in o.iter_mut().enumerate() {
-        *v = d * (nibble(&b[2..], i) as i8 - 8) as f32;
-    }
-}
-
-/// `block_q4_1 { d: f16, m: f16, qs: [u8; 16] }`: `(d * q) + m`.
-pub(super) fn q4_1(b: &[u8], o: &mut [f32]) {
-    let (d, m) = (half(b, 0), half(b, 2));
-    for (i, v) in o.iter_mut().enumerate() {
-        *v = (d * nibble(&b[4..], i) as f32) + m;
-    }
-}
-
-/// The fifth bits of a Q5 block: bit `i` of the little-endian u32 at `at` is element `i`'s.
-#[inline]
-fn high_bits(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-/// `block_q5_0 { d: f16, qh: [u8; 4], qs: [u8; 16] }`: `d * (q - 16)`.
-pub(super) fn q5_0(b: &[u8], o: &mut [f32]) {
-    let (d, qh) = (half(b, 0), high_bits(b, 2));
-    for (i, v) in o.iter_mut().enumerate() {
-        let q = nibble(&b[6..], i) | (((qh >> i) & 1) as u8) << 4;
-        *v = d * (q as i8 - 16) as f32;
-    }
-}
-
-/// `block_q5_1 { d: f16, m: f16, qh: [u8; 4], qs: [u8; 16] }`: `(d * q) + m`.
-pub(super) fn q5_1(b: &[u8], o: &mut [f32]) {
-    let (d, m, qh) = (half(b, 0), half(b, 2), high_bits(b, 4));
-    for (i, v) in o.iter_mut().enumerate() {
-        let q = nibble(&b[8..], i) | (((qh >> i) & 1) as u8) << 4;
-        *v = (d * q as f32) + m;
-    }
-}
-
-/// `block_q8_0 { d: f16, qs: [i8; 32] }`: `q * d`.
-pub(super) fn q8_0(b: &[u8], o: &mut [f32]) {
-    let d = half(b, 0);
-    for (v, &q) in o.iter_mut().zip(&b[2..]) {
-        *v = q as i8 as f32 * d;
-    }
-}
-
-/// `block_q2_K { scales: [u8; 16], qs: [u8; 64], d: f16, dmin: f16 }`: 16 sub-blocks of 16,
-/// scale `d * (sc & 15)`, minimum `dmin * (sc >> 4)`; element `e = h·128 + s·32 + l` is
-/// 2 bits `2s` of `qs[h·32 + l]`.
-pub(super) fn q2_k(b: &[u8], o: &mut [f32]) {
-    let (scales, qs) = (&b[..16], &b[16..80]);
-    let (d, dmin) = (half(b, 80), half(b, 82));
-    for (e, v) in o.iter_mut().enumerate() {
-        let (h, s, l) = (e / 128, (e / 32) % 4, e % 32);
-        let q = (qs[h * 32 + l] >> (2 * s)) & 3;
-        let sc = scales[e / 16];
-        let dl = d * (sc & 0x0F) as f32;
-        let ml = dmin * (sc >> 4) as f32;
-        *v = dl * q as f32 - ml;
-    }
-}
-
-/// `block_q3_K { hmask: [u8; 32], qs: [u8; 64], scales: [u8; 12], d: f16 }`: 16 sub-blocks
-/// of 16 with 6-bit signed scales; element `e = h·128 + s·32 + l` is 2 bits `2s` of
-/// `qs[h·32 + l]`, minus 4 where bit `e / 32` of `hmask[e % 32]` is clear.
-pub(super) fn q3_k(b: &[u8], o: &mut [f32]) {
-    let (hmask, qs, sc) = (&b[..32], &b[32..96], &b[96..108]);
-    let d = half(b, 108);
-    let scale = |j: usize| -> f32 {
-        let lo = (sc[j % 8] >> (4 * (j / 8))) & 0x0F;
-        let hi = (sc[8 + j % 4] >> (2 * (j / 4))) & 0x03;
-        ((lo | hi << 4) as i8 - 32) as f32
-    };
-    for (e, v) in o.iter_mut().enumerate() {
-        let (h, s, l) = (e / 128, (e / 32) % 4, e % 32);
-        let ql = ((qs[h * 32 + l] >> (2 * s)) & 3) as i8;
-        let qh = ((hmask[e % 32] >> (e / 32)) & 1) ^ 1;
-        let q = ql - (qh << 2) as i8;
-        let dl = d * scale(e / 16);
-        *v = dl * q as f32;
-    }
-}
-
-/// Q4_K/Q5_K's 12 packed bytes of eight 6-bit scales and mins (`get_scale_min`).
-pub(crate) fn scale_min(sc: &[u8], j: usize) -> (u8, u8) {
-    if j < 4 {
-        (sc[j] & 0x3F, sc[4 + j] & 0x3F)
-    } else {
-        let i = j - 4;
-        (
-            (sc[8 + i] & 0x0F) | ((sc[i] >> 2) & 0x30),
-            (sc[8 + i] >> 4) | ((sc[4 + i] >> 2) & 0x30),
-        )
-    }
-}
-
-/// `block_q4_K { d: f16, dmin: f16, scales: [u8; 12], qs: [u8; 128] }`: 8 sub-blocks of 32;
-/// sub-block `j = 2c + s` is nibble `s` of `qs[c·32 + l]`; `(d * sc) * q - (dmin * m)`.
-pub(super) fn q4_k(b: &[u8], o: &mut [f32]) {
-    let (d, dmin) = (half(b, 0), half(b, 2));
-    let (sc, qs) = (&b[4..16], &b[16..144]);
-    for (e, v) in o.iter_mut().enumerate() {
-        let (j, l) = (e / 32, e % 32);
-        let q = (qs[(j / 2) * 32 + l] >> (4 * (j % 2))) & 0x0F;
-        let (s, m) = scale_min(sc, j);
-        let (ds, dm) = (d * s as f32, dmin * m as f32);
-        *v = ds * q as f32 - dm;
-    }
-}
-
-/// `block_q5_K { d, dmin, scales: [u8; 12], qh: [u8; 32], qs: [u8; 128] }`: Q4_K's nibbles
-/// with bit `j` of `qh[l]` as the fifth bit of sub-block `j`'s element `l`.
-pub(super) fn q5_k(b: &[u8], o: &mut [f32]) {
-    let (d, dmin) = (half(b, 0), half(b, 2));
-    let (sc, qh, qs) = (&b[4..16], &b[16..48], &b[48..176]);
-    for (e, v) in o.iter_mut().enumerate() {
-        let (j, l) = (e / 32, e % 32);
-        let ql = (qs[(j / 2) * 32 + l] >> (4 * (j % 2))) & 0x0F;
-        let q = ql | ((qh[l] >> j) & 1) << 4;
-        let (s, m) = scale_min(sc, j);
-        let (ds, dm) = (d * s as f32, dmin * m as f32);
-        *v = ds * q as f32 - dm;
-    }
-}
-
-/// `block_q6_K { ql: [u8; 128], qh: [u8; 64], scales: [i8; 16], d: f16 }`: element
-/// `e = h·128 + r` (r < 128) takes nibble `r / 64` of `ql[h·64 + r % 64]` and 2 bits
-/// `2·(r / 32)` of `qh[h·32 + r % 32]`, minus 32; times `d * scales[e / 16]`.
-pub(super) fn q6_k(b: &[u8], o: &mut [f32]) {
-    let (ql, qh, scales) = (&b[..128], &b[128..192], &b[192..208]);
-    let d = half(b, 208);
-    for (e, v) in o.iter_mut().enumerate() {
-        let (h, r) = (e / 128, e % 128);
-        let lo = (ql[h * 64 + r % 64] >> (4 * (r / 64))) & 0x0F;
-        let hi = (qh[h * 32 + r % 32] >> (2 * (r / 32))) & 0x03;
-        let q = (lo | hi << 4) as i8 - 32;
-        let ds = d * scales[e / 16] as i8 as f32;
-        *v = ds * q as f32;
     }
 }
 

@@ -30,6 +30,7 @@ pub mod affine;
 mod aligned;
 mod blocks;
 mod blocks_k;
+mod dequant;
 pub mod format;
 mod gemm;
 mod generic;
@@ -44,6 +45,7 @@ mod panels;
 pub mod quantize;
 mod quantize_k;
 mod stored;
+mod widen;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx2;
 #[cfg(target_arch = "x86_64")]

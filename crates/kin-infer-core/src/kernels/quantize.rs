@@ -9,35 +9,10 @@
 //!   on ties), `q = min(15, trunc(x · (1/d) + 8.5))` (`31`, `16.5`);
 //! - Q4_1 / Q5_1: `d = (max − min) / 15` (`/ 31`), `q = min(15, trunc((x − min) · (1/d) + 0.5))`.
 //!
-//! `1/d` is 0 when `d` is 0 (a zero block). Q4_K, Q5_K and Q6_K: `quantize_k.rs` (held to
+//! `1/d` is 0 when `d` is 0 (a zero block). The format table (`ggml::FORMATS`) points at
+//! each; `ggml::quantize` runs a row's quantizer over whole blocks. Q4_K, Q5_K and Q6_K: `quantize_k.rs` (held to
 //! llama.cpp's own C functions). Q2_K and Q3_K are not written: asking for one is a typed
 //! error in the callers.
-
-use super::ggml::GgmlType;
-
-/// Whether [`quantize`] writes `t` (its format row has a reference quantizer).
-pub const fn can_quantize(t: GgmlType) -> bool {
-    t.traits().quantize.is_some()
-}
-
-/// Quantizes `x` (whole blocks of `t`'s 32 or 256 values) into `t`'s blocks, appended to
-/// `out`.
-///
-/// # Panics
-/// If `t` is not one [`can_quantize`] accepts or `x` is not whole blocks (callers check both,
-/// and that the values are finite, first).
-pub fn quantize(t: GgmlType, x: &[f32], out: &mut Vec<u8>) {
-    let f = t.traits();
-    let q = f
-        .quantize
-        .unwrap_or_else(|| panic!("no reference quantizer for {}", f.name));
-    let bl = f.block_len;
-    assert!(x.len().is_multiple_of(bl), "quantize: not whole blocks");
-    out.reserve(x.len() / bl * f.block_bytes);
-    for b in x.chunks_exact(bl) {
-        q(b, out);
-    }
-}
 
 fn f16_bytes(v: f32) -> [u8; 2] {
     half::f16::from_f32(v).to_bits().to_le_bytes()

@@ -5,7 +5,7 @@
 
 use kin_infer_core::backend::{Act, CpuCompute, GpuCompute, Positions, SeqSpan, Tensor};
 use kin_infer_core::kernels::ggml::GgmlType;
-use kin_infer_core::kernels::quantize::{can_quantize, quantize};
+use kin_infer_core::kernels::ggml::{can_quantize, quantize};
 use kin_infer_core::kernels::{StoredRows, WeightFormat};
 use kin_infer_core::nn::pooling::{Pooling, PoolingMode};
 use kin_infer_core::nn::rope::Rotary;

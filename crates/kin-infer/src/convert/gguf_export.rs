@@ -3,7 +3,7 @@
 //! file the way llama.cpp's `convert_hf_to_gguf.py` + `llama-quantize` lay it out: llama.cpp's
 //! tensor names and metadata keys, LLaMA's q/k rows permuted into rotary-pair order (undone
 //! again by `gguf.rs` when loading), every 2-D weight whose rows are whole blocks quantized by
-//! ggml's reference quantizer (`kernels::quantize`), norms and biases F32, the tokenizer
+//! ggml's reference quantizer (`kernels::ggml::quantize`), norms and biases F32, the tokenizer
 //! (`tokenizer.ggml.*`, with the `tokenizer.ggml.pre` llama.cpp would choose for its
 //! pre-tokenizer), BOS/EOS, `add_bos_token` and the chat template.
 //!
@@ -19,7 +19,7 @@ use crate::io::gguf::MetaValue;
 use crate::io::gguf_writer::{self, TensorInfo};
 use crate::io::safetensors::WeightStore;
 use crate::kernels::ggml::GgmlType;
-use crate::kernels::quantize::{can_quantize, quantize};
+use crate::kernels::ggml::{can_quantize, quantize};
 use crate::models::decoders::llama::{self, Family, LlamaConfig};
 use crate::nn::rope::RopeScaling;
 use serde_json::Value;

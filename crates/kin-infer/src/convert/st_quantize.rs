@@ -11,7 +11,7 @@ use crate::convert::gguf_export::Fallback;
 use crate::error::{InferError, Result};
 use crate::io::safetensors::{WeightStore, GGML_TYPE_KEY};
 use crate::kernels::ggml::GgmlType;
-use crate::kernels::quantize::{can_quantize, quantize};
+use crate::kernels::ggml::{can_quantize, quantize};
 use std::collections::HashMap;
 use std::path::Path;
 
