@@ -53,6 +53,8 @@ mod x86_avx512;
 #[cfg(target_arch = "x86_64")]
 mod x86_quant;
 #[cfg(target_arch = "x86_64")]
+mod x86_row4;
+#[cfg(target_arch = "x86_64")]
 mod x86_sse;
 
 use crate::error::{InferError, Result};

@@ -9,6 +9,7 @@ use super::generic;
 use super::ggml::GgmlType;
 use super::math::{self, Lanes};
 use super::x86_quant;
+use super::x86_row4::{self, widen8, BF16, F16, F32};
 use super::{tree16, tree16_max, Ops};
 use std::arch::x86_64::*;
 
@@ -22,7 +23,11 @@ pub(crate) static OPS: Ops = Ops {
         rows_table!(kernel_6x16_half::<true>, [1, 2, 3, 4, 5, 6]),
         rows_table!(kernel_6x16_half::<false>, [1, 2, 3, 4, 5, 6]),
     ],
-    row4: Some([row4_f32, row4_half::<true>, row4_half::<false>]),
+    row4: Some([
+        x86_row4::avx2::<F32>,
+        x86_row4::avx2::<BF16>,
+        x86_row4::avx2::<F16>,
+    ]),
     row4_quant: &[
         (
             GgmlType::Q4_0,
@@ -538,20 +543,6 @@ unsafe fn kernel_6x16<const R: usize>(
     }
 }
 
-/// Widens 8 bf16 (`BF16`) or f16 values at `p` to f32, exactly.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-unsafe fn widen8<const BF16: bool>(p: *const u16) -> __m256 {
-    unsafe {
-        let h = _mm_loadu_si128(p as *const __m128i);
-        if BF16 {
-            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
-        } else {
-            _mm256_cvtph_ps(h)
-        }
-    }
-}
-
 /// AVX2 micro-kernel over bf16/f16 B panels: [`kernel_6x16`] with each B row widened exactly
 /// in registers; contract in [`super::gemm::MicroKernel`]. The tier requires F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -635,88 +626,5 @@ unsafe fn gemv(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
     }
     if j < n {
         generic::gemv(a, &b[j..], ldb, &mut out[j..]);
-    }
-}
-
-/// One row × four panels (64 columns), f32 panels; contract in [`super::gemm::Row4Kernel`].
-/// Eight independent accumulators instead of two: decode is bound by memory, not FMA latency.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn row4_f32(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    bstride: usize,
-    c: *mut f32,
-    load: bool,
-    bias: *const f32,
-) {
-    let b = b.cast::<f32>();
-    unsafe {
-        let mut acc = [_mm256_setzero_ps(); 8];
-        if load {
-            for (i, v) in acc.iter_mut().enumerate() {
-                *v = _mm256_loadu_ps(c.add(8 * i));
-            }
-        }
-        let bq = [b, b.add(bstride), b.add(2 * bstride), b.add(3 * bstride)];
-        for p in 0..kc {
-            let av = _mm256_broadcast_ss(&*a.add(p));
-            for q in 0..4 {
-                let row = bq[q].add(p * NR);
-                acc[2 * q] = _mm256_fmadd_ps(av, _mm256_loadu_ps(row), acc[2 * q]);
-                acc[2 * q + 1] = _mm256_fmadd_ps(av, _mm256_loadu_ps(row.add(8)), acc[2 * q + 1]);
-            }
-        }
-        row4_store(&acc, c, bias);
-    }
-}
-
-/// [`row4_f32`] over bf16/f16 panels, widened exactly in registers.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn row4_half<const BF16: bool>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    bstride: usize,
-    c: *mut f32,
-    load: bool,
-    bias: *const f32,
-) {
-    let b = b.cast::<u16>();
-    unsafe {
-        let mut acc = [_mm256_setzero_ps(); 8];
-        if load {
-            for (i, v) in acc.iter_mut().enumerate() {
-                *v = _mm256_loadu_ps(c.add(8 * i));
-            }
-        }
-        let bq = [b, b.add(bstride), b.add(2 * bstride), b.add(3 * bstride)];
-        for p in 0..kc {
-            let av = _mm256_broadcast_ss(&*a.add(p));
-            for q in 0..4 {
-                let row = bq[q].add(p * NR);
-                let (b0, b1) = (widen8::<BF16>(row), widen8::<BF16>(row.add(8)));
-                acc[2 * q] = _mm256_fmadd_ps(av, b0, acc[2 * q]);
-                acc[2 * q + 1] = _mm256_fmadd_ps(av, b1, acc[2 * q + 1]);
-            }
-        }
-        row4_store(&acc, c, bias);
-    }
-}
-
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-/// Stores `N` accumulator registers of consecutive columns to `c`, adding `bias` (if
-/// non-null) first; shared with the block-format kernels (`x86_quant.rs`).
-pub(super) unsafe fn row4_store<const N: usize>(acc: &[__m256; N], c: *mut f32, bias: *const f32) {
-    unsafe {
-        for (i, v) in acc.iter().enumerate() {
-            let v = if bias.is_null() {
-                *v
-            } else {
-                _mm256_add_ps(*v, _mm256_loadu_ps(bias.add(8 * i)))
-            };
-            _mm256_storeu_ps(c.add(8 * i), v);
-        }
     }
 }

@@ -8,6 +8,7 @@ use super::generic;
 use super::ggml::GgmlType;
 use super::math::{self, Lanes};
 use super::x86_quant;
+use super::x86_row4::{self, widen16, BF16, F16, F32};
 use super::{tree16, tree16_max, Ops};
 use std::arch::x86_64::*;
 
@@ -30,7 +31,11 @@ pub(crate) static OPS: Ops = Ops {
             [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
         ),
     ],
-    row4: Some([row4_f32, row4_half::<true>, row4_half::<false>]),
+    row4: Some([
+        x86_row4::avx512::<F32>,
+        x86_row4::avx512::<BF16>,
+        x86_row4::avx512::<F16>,
+    ]),
     row4_quant: &[
         (
             GgmlType::Q4_0,
@@ -394,20 +399,6 @@ unsafe fn kernel_14x32<const R: usize>(
     }
 }
 
-/// Widens 16 bf16 (`BF16`) or f16 values at `p` to f32, exactly.
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-#[inline]
-unsafe fn widen16<const BF16: bool>(p: *const u16) -> __m512 {
-    unsafe {
-        let h = _mm256_loadu_si256(p as *const __m256i);
-        if BF16 {
-            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
-        } else {
-            _mm512_cvtph_ps(h)
-        }
-    }
-}
-
 /// AVX-512 micro-kernel over bf16/f16 B panels: [`kernel_14x32`] with each B row widened
 /// exactly in registers; contract in [`super::gemm::MicroKernel`].
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
@@ -471,89 +462,6 @@ unsafe fn kernel_14x32_half<const BF16: bool, const R: usize>(
         for r in 0..R {
             _mm512_storeu_ps(c.add(r * ldc), c0[r]);
             _mm512_storeu_ps(c.add(r * ldc + 16), c1[r]);
-        }
-    }
-}
-
-/// One row × four panels (128 columns), f32 panels; contract in [`super::gemm::Row4Kernel`].
-/// Eight independent accumulators instead of two: decode is bound by memory, not FMA latency.
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn row4_f32(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    bstride: usize,
-    c: *mut f32,
-    load: bool,
-    bias: *const f32,
-) {
-    let b = b.cast::<f32>();
-    unsafe {
-        let mut acc = [_mm512_setzero_ps(); 8];
-        if load {
-            for (i, v) in acc.iter_mut().enumerate() {
-                *v = _mm512_loadu_ps(c.add(16 * i));
-            }
-        }
-        let bq = [b, b.add(bstride), b.add(2 * bstride), b.add(3 * bstride)];
-        for p in 0..kc {
-            let av = _mm512_set1_ps(*a.add(p));
-            for q in 0..4 {
-                let row = bq[q].add(p * NR);
-                acc[2 * q] = _mm512_fmadd_ps(av, _mm512_loadu_ps(row), acc[2 * q]);
-                acc[2 * q + 1] = _mm512_fmadd_ps(av, _mm512_loadu_ps(row.add(16)), acc[2 * q + 1]);
-            }
-        }
-        row4_store(&acc, c, bias);
-    }
-}
-
-/// [`row4_f32`] over bf16/f16 panels, widened exactly in registers.
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn row4_half<const BF16: bool>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    bstride: usize,
-    c: *mut f32,
-    load: bool,
-    bias: *const f32,
-) {
-    let b = b.cast::<u16>();
-    unsafe {
-        let mut acc = [_mm512_setzero_ps(); 8];
-        if load {
-            for (i, v) in acc.iter_mut().enumerate() {
-                *v = _mm512_loadu_ps(c.add(16 * i));
-            }
-        }
-        let bq = [b, b.add(bstride), b.add(2 * bstride), b.add(3 * bstride)];
-        for p in 0..kc {
-            let av = _mm512_set1_ps(*a.add(p));
-            for q in 0..4 {
-                let row = bq[q].add(p * NR);
-                let (b0, b1) = (widen16::<BF16>(row), widen16::<BF16>(row.add(16)));
-                acc[2 * q] = _mm512_fmadd_ps(av, b0, acc[2 * q]);
-                acc[2 * q + 1] = _mm512_fmadd_ps(av, b1, acc[2 * q + 1]);
-            }
-        }
-        row4_store(&acc, c, bias);
-    }
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-#[inline]
-/// Stores `N` accumulator registers of consecutive columns to `c`, adding `bias` (if
-/// non-null) first; shared with the block-format kernels (`x86_quant.rs`).
-pub(super) unsafe fn row4_store<const N: usize>(acc: &[__m512; N], c: *mut f32, bias: *const f32) {
-    unsafe {
-        for (i, v) in acc.iter().enumerate() {
-            let v = if bias.is_null() {
-                *v
-            } else {
-                _mm512_add_ps(*v, _mm512_loadu_ps(bias.add(16 * i)))
-            };
-            _mm512_storeu_ps(c.add(16 * i), v);
         }
     }
 }

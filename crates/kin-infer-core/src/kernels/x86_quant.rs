@@ -47,7 +47,7 @@
 
 use super::blocks::{codes_at, high_at, interleaved};
 use super::ggml::GgmlType;
-use super::{x86_avx2, x86_avx512};
+use super::x86_row4::{self, Avx2, Avx512};
 use std::arch::x86_64::*;
 
 const Q4_0: u32 = GgmlType::Q4_0.code();
@@ -330,7 +330,7 @@ pub(super) unsafe fn avx2_row4<const CODE: u32>(
             } else {
                 bias.add(pair * 2 * NR)
             };
-            x86_avx2::row4_store(&acc, cp, bp);
+            x86_row4::store::<Avx2, 4>(&acc, cp, bp);
         }
     }
 }
@@ -582,7 +582,7 @@ pub(super) unsafe fn avx512_row4<const CODE: u32>(
             } else {
                 bias.add(pair * 2 * NR)
             };
-            x86_avx512::row4_store(&acc, cp, bp);
+            x86_row4::store::<Avx512, 4>(&acc, cp, bp);
         }
     }
 }
