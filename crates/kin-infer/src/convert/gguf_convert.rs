@@ -7,7 +7,7 @@
 //! the GGUF loader runs: the config is the object `models::decoders::gguf` fills from the
 //! metadata under the Hub's keys, validated by the family's parser; the tensors go through the
 //! reference dequantizers (`WeightStore::read`, equal to `gguf.quants`), llama.cpp's q/k row
-//! permutation undone with the loader's own row map (`gguf::unpermuted_row`); the tokenizer is
+//! permutation undone with the loader's own row map (`gguf_meta::unpermuted_row`); the tokenizer is
 //! the `tokenizer.json` document the GGUF tokenizer is built from. Written as F32 (the default),
 //! the directory's logits equal the GGUF's bit for bit: the engine's quantized GEMM gives the
 //! bits of the F32 product over the dequantized matrix. F16/BF16 round each value to nearest
@@ -126,7 +126,7 @@ pub fn convert(
 ) -> Result<ConvertReport> {
     check_out(model, out, opts.force)?;
     let (store, gguf) = WeightStore::open_gguf(model)?;
-    let arch = dgguf::architecture(&gguf)?;
+    let arch = crate::models::gguf_meta::architecture(&gguf)?;
     if !SUPPORTED.contains(&arch.as_str()) {
         return Err(InferError::Unsupported(format!(
             "{}: converting GGUF architecture `{arch}` to a Hugging Face directory is not supported yet (supported: {})",
@@ -397,7 +397,7 @@ fn write_safetensors(
         let values: Vec<f32> = match (t.permuted, t.shape.as_slice()) {
             (true, [rows, cols]) => (0..*rows)
                 .flat_map(|r| {
-                    let from = dgguf::unpermuted_row(r, cfg.head_dim);
+                    let from = crate::models::gguf_meta::unpermuted_row(r, cfg.head_dim);
                     values[from * cols..][..*cols].iter().copied()
                 })
                 .collect(),

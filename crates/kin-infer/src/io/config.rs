@@ -85,7 +85,7 @@ impl ModelArchitecture {
             Some(a) => return Ok(a),
             None => {}
         }
-        if crate::models::decoders::SUPPORTED.contains(&model_type.as_str()) {
+        if super::model_kinds::DECODER_MODEL_TYPES.contains(&model_type.as_str()) {
             return Err(wrong_kind(path.parent().unwrap_or(path), &model_type, true));
         }
         Err(InferError::UnsupportedModel {

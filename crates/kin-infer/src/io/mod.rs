@@ -9,6 +9,7 @@ mod gguf_wordpiece;
 pub mod golden;
 pub mod hub;
 pub mod input_line;
+pub mod model_kinds;
 pub mod st_config;
 
 pub use kin_infer_core::io::{config_fields, gguf, gguf_writer, safetensors, source};

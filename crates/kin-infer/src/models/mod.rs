@@ -6,6 +6,7 @@
 
 pub mod decoders;
 pub mod encoders;
+pub mod gguf_meta;
 
 use crate::backend::{GpuCompute, SeqSpan, Tensor};
 use crate::error::{InferError, Result};

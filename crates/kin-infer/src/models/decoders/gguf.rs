@@ -24,8 +24,10 @@ use crate::backend::GpuCompute;
 use crate::error::{InferError, Result};
 use crate::io::config_fields::ConfigSource;
 use crate::io::gguf::{GgufFile, MetaValue};
+use crate::io::model_kinds::{gguf_architectures, gguf_kind, ModelKind};
 use crate::io::safetensors::WeightStore;
 use crate::io::source::Layout;
+use crate::models::gguf_meta::{architecture, copy_key, gguf_err};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -55,9 +57,6 @@ pub(crate) static LAYOUT: Layout = Layout {
         ("post_ffw_norm", "post_ffw_norm"),
     ],
 };
-
-/// `general.architecture` values this build loads.
-pub const SUPPORTED: &[&str] = &["llama", "qwen2", "gemma", "gemma2", "phi3", "phi2", "gpt2"];
 
 /// Loads the decoder a GGUF file holds.
 pub fn load(path: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>> {
@@ -98,108 +97,14 @@ pub fn load(path: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>> {
 }
 
 fn unsupported(gguf: &GgufFile, arch: &str) -> InferError {
-    if crate::models::encoders::gguf::SUPPORTED.contains(&arch) {
+    if gguf_kind(arch) == Some(ModelKind::Encoder) {
         return crate::io::config::wrong_kind(gguf.path(), arch, false);
     }
     InferError::Unsupported(format!(
         "{}: GGUF architecture `{arch}` is not supported yet (supported: {})",
         gguf.path().display(),
-        SUPPORTED.join(", ")
+        gguf_architectures(ModelKind::Decoder).join(", ")
     ))
-}
-
-pub(crate) fn gguf_err(gguf: &GgufFile, reason: String) -> InferError {
-    InferError::Gguf {
-        path: gguf.path().to_path_buf(),
-        reason,
-    }
-}
-
-/// `general.architecture`, required.
-pub fn architecture(gguf: &GgufFile) -> Result<String> {
-    match gguf.get("general.architecture") {
-        Some(MetaValue::Str(s)) => Ok(s.clone()),
-        Some(v) => Err(gguf_err(
-            gguf,
-            format!(
-                "`general.architecture` is a {}, expected a string",
-                v.type_name()
-            ),
-        )),
-        None => Err(gguf_err(
-            gguf,
-            "no `general.architecture`: not a model file llama.cpp would load".into(),
-        )),
-    }
-}
-
-/// A metadata value as JSON (numbers keep their value; arrays are refused, as no config field
-/// read here is one).
-pub(crate) fn scalar(v: &MetaValue) -> Option<Value> {
-    Some(match v {
-        MetaValue::Str(s) => json!(s),
-        MetaValue::Bool(b) => json!(b),
-        MetaValue::F32(x) => json!(*x as f64),
-        MetaValue::F64(x) => json!(x),
-        MetaValue::Array(_) => return None,
-        other => match other.as_u64() {
-            Some(u) => json!(u),
-            None => json!(match *other {
-                MetaValue::I8(x) => x as i64,
-                MetaValue::I16(x) => x as i64,
-                MetaValue::I32(x) => x as i64,
-                MetaValue::I64(x) => x,
-                _ => return None,
-            }),
-        },
-    })
-}
-
-/// The Hub fields that are floats wherever a GGUF key fills them: their key must hold a
-/// float (llama.cpp refuses a mistyped key too).
-const FLOAT_FIELDS: &[&str] = &[
-    "rope_theta",
-    "rms_norm_eps",
-    "layer_norm_eps",
-    "layer_norm_epsilon",
-    "attn_logit_softcapping",
-    "final_logit_softcapping",
-];
-
-/// Copies GGUF key `key`'s value, when the file has it, into the config object `obj` as `hub`,
-/// and records in `keys` that `hub` comes from `key`, so that every error about the field
-/// (a missing one included) names the GGUF key. An array is an error naming the key; so is
-/// a float NaN or infinite, or a float field (`FLOAT_FIELDS`) of another type
-/// ([`GgufFile::float`]): JSON has no NaN, so such a value would be copied as `null`, which
-/// the config reader takes for absent, and the field would silently get its default (a
-/// NaN `rope.freq_base` ran a theta-1e6 model at 10000). Each field's range (an epsilon
-/// >= 0, a base > 1) is checked by its family, in the error naming the GGUF key.
-pub(crate) fn copy_key(
-    gguf: &GgufFile,
-    keys: &mut BTreeMap<String, String>,
-    obj: &mut Map<String, Value>,
-    hub: &str,
-    key: &str,
-) -> Result<()> {
-    keys.insert(hub.to_string(), key.to_string());
-    let Some(v) = gguf.get(key) else {
-        return Ok(());
-    };
-    let value = if FLOAT_FIELDS.contains(&hub) || v.as_f64().is_some() {
-        match gguf.float(key)? {
-            Some(x) => json!(x),
-            None => return Ok(()),
-        }
-    } else {
-        scalar(v).ok_or_else(|| {
-            gguf_err(
-                gguf,
-                format!("`{key}` is an array; a single value is expected"),
-            )
-        })?
-    };
-    obj.insert(hub.into(), value);
-    Ok(())
 }
 
 /// The config object of the LLaMA-layout families, under the Hub's keys, from `arch.*` and
@@ -443,14 +348,4 @@ fn head_dim(obj: &Map<String, Value>) -> Option<usize> {
     let h = obj.get("hidden_size")?.as_u64()?;
     let n = obj.get("num_attention_heads")?.as_u64()?;
     (n > 0 && h % n == 0).then(|| (h / n) as usize)
-}
-
-/// Row `r`'s source in a q or k projection that llama.cpp's converter permuted: per head of
-/// `head_dim` rows, the converter stored transformers' row `j · d/2 + i` (half `j`, pair `i`)
-/// at `2i + j`.
-pub(crate) fn unpermuted_row(r: usize, head_dim: usize) -> usize {
-    let (head, rem) = (r / head_dim, r % head_dim);
-    let half = head_dim / 2;
-    let (j, i) = (rem / half, rem % half);
-    head * head_dim + 2 * i + j
 }

@@ -414,7 +414,7 @@ impl Llama {
                     let m = w.get_matrix(&format!("{}.weight", t(name)), &[rows, h])?;
                     parts.push(if qk_permuted && name != "attn_v" {
                         let hd = cfg.head_dim;
-                        m.permute_rows(h, |r| super::gguf::unpermuted_row(r, hd))
+                        m.permute_rows(h, |r| crate::models::gguf_meta::unpermuted_row(r, hd))
                     } else {
                         m
                     });

@@ -254,7 +254,7 @@ pub fn is_decoder_dir(dir: &Path) -> bool {
     // does not parse goes to the decoder loader, which reports why.
     if is_gguf_file(dir) {
         return crate::io::gguf::GgufFile::open(dir)
-            .map(|g| !crate::models::encoders::gguf::is_encoder(&g))
+            .map(|g| !crate::models::gguf_meta::is_encoder(&g))
             .unwrap_or(true);
     }
     crate::io::read_json::<serde_json::Value>(&dir.join("config.json"))
@@ -267,10 +267,8 @@ pub fn is_decoder_dir(dir: &Path) -> bool {
         .is_some_and(|t| SUPPORTED.contains(&t.as_str()))
 }
 
-/// Decoder `model_type` values, in the order errors list them.
-pub const SUPPORTED: &[&str] = &[
-    "llama", "mistral", "qwen2", "gpt2", "phi", "phi3", "gemma", "gemma2",
-];
+/// Decoder `model_type` values, in the order errors list them (the kinds table's).
+pub const SUPPORTED: &[&str] = crate::io::model_kinds::DECODER_MODEL_TYPES;
 
 /// The size fields LLaMA-like configs share, read and checked in one order.
 pub(crate) struct CommonSizes {

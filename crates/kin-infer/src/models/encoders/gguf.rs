@@ -15,9 +15,11 @@ use crate::error::{InferError, Result};
 use crate::io::config::{BertConfig, ModelArchitecture};
 use crate::io::config_fields::ConfigSource;
 use crate::io::gguf::{GgufFile, MetaValue};
+use crate::io::model_kinds::{gguf_architectures, gguf_kind, ModelKind};
 use crate::io::safetensors::WeightStore;
 use crate::io::source::Layout;
-use crate::models::decoders::gguf::{architecture, copy_key};
+pub use crate::models::gguf_meta::is_encoder;
+use crate::models::gguf_meta::{architecture, copy_key};
 use crate::models::Encoder;
 use crate::nn::pooling::{Pooling, PoolingMode};
 use serde_json::{json, Map, Value};
@@ -46,26 +48,17 @@ static LAYOUT: Layout = Layout {
     ],
 };
 
-/// `general.architecture` values this build loads as encoders.
-pub const SUPPORTED: &[&str] = &["bert"];
-
-/// Whether the GGUF file holds an encoder (`bert.attention.causal` false, or an encoder
-/// architecture).
-pub fn is_encoder(gguf: &GgufFile) -> bool {
-    architecture(gguf).is_ok_and(|a| SUPPORTED.contains(&a.as_str()))
-}
-
 /// Loads the encoder a GGUF file holds.
 pub fn load(gguf: &GgufFile, store: &WeightStore, be: &dyn GpuCompute) -> Result<Box<dyn Encoder>> {
     let arch = architecture(gguf)?;
-    if crate::models::decoders::gguf::SUPPORTED.contains(&arch.as_str()) {
+    if gguf_kind(&arch) == Some(ModelKind::Decoder) {
         return Err(crate::io::config::wrong_kind(gguf.path(), &arch, true));
     }
     if arch != "bert" {
         return Err(InferError::Unsupported(format!(
             "{}: GGUF encoder architecture `{arch}` is not supported yet (supported: {})",
             gguf.path().display(),
-            SUPPORTED.join(", ")
+            gguf_architectures(ModelKind::Encoder).join(", ")
         )));
     }
     if matches!(
