@@ -16,6 +16,8 @@ Fixed seed: reruns are byte-identical. Per type, `cases` holds
   dequantization: the blocks a real quantizer writes, and the goldens our quantizer (next) is
   held to.
 
+- IQ4_NL (added later, its own seed): `dequantize` cases only (no quantizer is written).
+
 - `kind: "quantize"` for Q4_K, Q5_K, Q6_K (no numpy quantizer in gguf): the bytes of
   llama.cpp's own `quantize_row_<type>_ref` (ggml-quants.c), called through ctypes in the
   library of the `xllamacpp` wheel (its CPU build of llama.cpp), on random rows (a zero row, a
@@ -42,6 +44,7 @@ DEFAULT_OUT = os.path.join(HERE, "..", "tests", "fixtures", "ggml", "blocks.json
 HALF_FIELDS = {
     T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0],
     T.Q2_K: [80, 82], T.Q3_K: [108], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
+    T.IQ4_NL: [0],
 }
 QUANTIZABLE = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
 ELEMENT = {T.F32: np.float32, T.F16: np.float16, T.BF16: None}
@@ -137,6 +140,12 @@ def main():
             "reference": f"llama.cpp quantize_row_{entry['type'].lower().replace('_k', '_K')}_ref (xllamacpp)",
             "source": src.tobytes().hex(), "blocks": q.tobytes().hex(), "values": deq.tobytes().hex(),
         })
+    # Types added later draw from their own seed, so the cases above keep their bytes.
+    for seed, t in [(20261204, T.IQ4_NL)]:
+        block_len, block_bytes = gguf.GGML_QUANT_SIZES[t]
+        blocks = random_blocks(np.random.default_rng(seed), t, 12)
+        out["types"].append({"type": t.name, "code": int(t), "block_len": block_len,
+                             "block_bytes": block_bytes, "cases": [case_dequantize(t, blocks)]})
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)

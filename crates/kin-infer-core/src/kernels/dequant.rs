@@ -56,6 +56,19 @@ pub(crate) fn q4_0(b: &[u8], o: &mut [f32]) {
     }
 }
 
+/// IQ4_NL's 16 non-linear levels (ggml-common.h's `kvalues_iq4nl`).
+const IQ4_NL_LEVELS: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// `block_iq4_nl { d: f16, qs: [u8; 16] }`: `d * level[q]`, with Q4_0's nibble order.
+pub(crate) fn iq4_nl(b: &[u8], o: &mut [f32]) {
+    let d = half(b, 0);
+    for (i, v) in o.iter_mut().enumerate() {
+        *v = d * IQ4_NL_LEVELS[nibble(&b[2..], i) as usize] as f32;
+    }
+}
+
 /// `block_q4_1 { d: f16, m: f16, qs: [u8; 16] }`: `(d * q) + m`.
 pub(crate) fn q4_1(b: &[u8], o: &mut [f32]) {
     let (d, m) = (half(b, 0), half(b, 2));

@@ -32,6 +32,7 @@ pub enum GgmlType {
     Q4_K,
     Q5_K,
     Q6_K,
+    IQ4_NL,
 }
 
 pub use super::dequant::QK_K;
@@ -157,7 +158,7 @@ use Layout::{Blocks, Half, F32 as Word};
 /// code, name, block length, block bytes, layout, GPU code, reference dequantizer, reference
 /// quantizer (block sizes as ggml-common.h spells them).
 #[rustfmt::skip]
-pub static FORMATS: [FormatTraits; 13] = [
+pub static FORMATS: [FormatTraits; 14] = [
     row(GgmlType::F32,  0,  "F32",  1,    4,                                   Word,   Some(0),  dequant::f32_le,  None),
     row(GgmlType::F16,  1,  "F16",  1,    2,                                   Half,   Some(2),  dequant::f16_le,  None),
     row(GgmlType::BF16, 30, "BF16", 1,    2,                                   Half,   Some(1),  dequant::bf16_le, None),
@@ -175,6 +176,7 @@ pub static FORMATS: [FormatTraits; 13] = [
         panel_block_bytes: 2 + 16 + QK_K,
         ..row(GgmlType::Q6_K, 14, "Q6_K", QK_K, QK_K / 2 + QK_K / 4 + QK_K / 16 + 2, Blocks, Some(10), dequant::q6_k, Some(quantize_k::q6_k))
     },
+    row(GgmlType::IQ4_NL, 20, "IQ4_NL", 32, 2 + 16,                            Blocks, None,     dequant::iq4_nl,  None),
 ];
 
 // The table is indexed by the id: row `i` must be the type whose discriminant is `i`.
@@ -212,7 +214,7 @@ pub fn quantize(t: GgmlType, x: &[f32], out: &mut Vec<u8>) {
 
 impl GgmlType {
     /// Every type, in declaration (and [`FORMATS`] row) order.
-    pub const ALL: [GgmlType; 13] = {
+    pub const ALL: [GgmlType; 14] = {
         let mut all = [GgmlType::F32; FORMATS.len()];
         let mut i = 0;
         while i < all.len() {
