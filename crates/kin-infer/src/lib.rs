@@ -3,8 +3,9 @@
 //!
 //! Data flows one way: bytes ([`io`]) → typed config and weights, validated once at load →
 //! model structs ([`models`]) built from shared blocks ([`nn`]) running on a compute backend
-//! ([`backend::GpuCompute`], the one seam every op goes through: the CPU today, over the
-//! [`kernels`] dispatch table) → pipelines ([`embed::Embedder`]) → the CLI.
+//! ([`backend::GpuCompute`], the one seam every op goes through: the CPU over the [`kernels`]
+//! dispatch table, or a GPU) → pipelines ([`embed::Embedder`]) → the CLI. No module imports
+//! one below it (`scripts/check-layering.py`; the layer order is in ARCHITECTURE.md).
 
 pub use kin_infer_core::{backend, error, gpu, kernels, nn, resource, threads};
 

@@ -19,8 +19,9 @@
 //! it as [`InferError::Device`](crate::error::InferError::Device).
 
 mod ops;
+mod upload;
 
-pub use ops::DeviceMatrixPart;
+pub use upload::DeviceMatrixPart;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;

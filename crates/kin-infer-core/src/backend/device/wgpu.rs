@@ -138,11 +138,7 @@ impl WgpuDevice {
         cache
             .entry(op)
             .or_insert_with(|| {
-                let body = wgsl::SHADERS
-                    .iter()
-                    .find(|(name, _)| *name == op)
-                    .map(|(_, b)| *b)
-                    .unwrap_or_else(|| panic!("no shader `{op}`"));
+                let body = wgsl::shader(op).unwrap_or_else(|| panic!("no shader `{op}`"));
                 let module = self
                     .device
                     .create_shader_module(wgpu::ShaderModuleDescriptor {
