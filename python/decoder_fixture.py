@@ -1,17 +1,90 @@
 """What every decoder fixture generator (python/gen_fixtures_{llama,llama_rope,mistral_qwen2,
-gpt2,phi,gemma}.py) does the same way: drop generation_config.json, build `logits` and greedy
-`generate` cases with transformers, write the golden, and the command line."""
+gpt2,phi,gemma}.py) does the same way: build the tiny model from a seed, save it, draw the
+prompts, build `logits` and greedy `generate` cases with transformers, write the golden, and
+the command line.
+
+The committed fixtures must stay byte-identical, so the random streams here are the ones the
+generators always used: `torch.manual_seed(seed)` before the model is built, then one
+`torch.randn` per parameter in sorted-name order from a `torch.Generator` seeded the same, and
+the prompts from `random.Random(seed)`."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
+from fixture_common import TOL, fresh_dir
 from golden_json import f32_list, package_versions, write_golden
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 NEW_TOKENS = 8
+# Prompt ids start above the special ids (pad 0 and the bos / eos pair at 1 and 2).
+FIRST_PROMPT_ID = 3
+
+
+def random_decoder(torch, model_cls, config, seed, init):
+    """`model_cls(config)` in float32 eval mode with eager attention (the reference the engine
+    is held to), every parameter set to `init(name, param, r)` for a fresh `r = randn` of its
+    shape; a tied head is re-tied to the embedding table afterwards."""
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = model_cls(config).float().eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for pname, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+            r = torch.randn(p.shape, generator=g, dtype=torch.float32)
+            p.copy_(init(pname, p, r))
+        if config.tie_word_embeddings:
+            model.tie_weights()
+    return model
+
+
+def rms_decoder_init(tied, bias_scale=None):
+    """The `random_decoder` init of an RMSNorm decoder: norm scales near 1, projections
+    `randn / sqrt(fan_in)`, biases (with `bias_scale`) `bias_scale * randn`, the embedding
+    table `randn` (`0.2 * randn` when `tied`)."""
+    def init(pname, p, r):
+        if "norm" in pname:
+            return 1.0 + 0.2 * r
+        if "embed_tokens" in pname:
+            # A tied table is also the head: a small scale keeps the residual stream from
+            # being dominated by the input token (greedy would just repeat it).
+            return 0.2 * r if tied else r
+        if bias_scale is not None and pname.endswith(".bias"):
+            return bias_scale * r
+        return r / (p.shape[-1] ** 0.5)
+    return init
+
+
+def save_decoder(model, out_root, name, **save_kwargs):
+    """`out_root/name`, emptied, with the model's safetensors and config.json; returns it."""
+    d = fresh_dir(out_root, name)
+    model.save_pretrained(d, safe_serialization=True, **save_kwargs)
+    drop_generation_config(d)
+    return d
+
+
+def random_prompts(rng, vocab, lengths):
+    """One prompt of random non-special ids per length, drawn from `rng` in order."""
+    return [[rng.randrange(FIRST_PROMPT_ID, vocab) for _ in range(n)] for n in lengths]
+
+
+def decoder_cases(torch, model, prompts, gen_prompts=None, before_each=None, **generate_kw):
+    """The `logits` case of every prompt, then the `generate` case of every `gen_prompts`
+    (default: the same prompts); `before_each()` runs before each case (a model with state
+    across calls is reset by it)."""
+    cases = []
+    with torch.no_grad():
+        for kind, ids_list in (("logits", prompts), ("generate", prompts if gen_prompts is None else gen_prompts)):
+            for ids in ids_list:
+                if before_each is not None:
+                    before_each()
+                if kind == "logits":
+                    cases.append(logits_case(torch, model, ids))
+                else:
+                    cases.append(generate_case(torch, model, ids, **generate_kw))
+    return cases
 
 
 def drop_generation_config(d):
@@ -48,8 +121,8 @@ def generate_case(torch, model, ids, min_gap=None, label=None):
                 max_new_tokens=NEW_TOKENS, expected_tokens=[new])
 
 
-def write_decoder_golden(d, tol, cases, script, name):
-    write_golden(os.path.join(d, "golden.json"), tol, cases,
+def write_decoder_golden(d, cases, script, name):
+    write_golden(os.path.join(d, "golden.json"), TOL, cases,
                  extra=dict(generator=f"python/{script}", fixture=name,
                             versions=package_versions()))
     print(f"wrote {d}")

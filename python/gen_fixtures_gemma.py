@@ -26,21 +26,12 @@ position) and `generate` cases (greedy, max_new_tokens 8, no stop on EOS).
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-import decoder_fixture  # noqa: E402
-from decoder_fixture import (  # noqa: E402
-    drop_generation_config, generate_case, logits_case, write_decoder_golden,
+import decoder_fixture
+from decoder_fixture import (
+    decoder_cases, random_decoder, random_prompts, save_decoder, write_decoder_golden,
 )
-
-TOL = 1e-4
 
 FIXTURES = {
     "gemma_tied": dict(
@@ -99,22 +90,15 @@ def make(torch, fx, cfg):
         bos_token_id=2, eos_token_id=1, pad_token_id=0,
         attention_bias=False, tie_word_embeddings=True,
     )
-    config._attn_implementation = "eager"
-    torch.manual_seed(fx["seed"])
-    model = M(config).float().eval()
-    g = torch.Generator().manual_seed(fx["seed"])
-    with torch.no_grad():
-        for pname, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
-            r = torch.randn(p.shape, generator=g, dtype=torch.float32)
-            if "norm" in pname:
-                p.copy_(0.2 * r)  # (1 + w) near 1
-            elif "embed_tokens" in pname:
-                # The tied table (also the head) is small: it is multiplied by sqrt(hidden) on
-                # the way in, and a large one makes greedy repeat the input token.
-                p.copy_(fx["embed_scale"] * r)
-            else:
-                p.copy_(fx["proj_scale"] * r / (p.shape[-1] ** 0.5))
-        model.tie_weights()
+    def init(pname, p, r):
+        if "norm" in pname:
+            return 0.2 * r  # (1 + w) near 1
+        if "embed_tokens" in pname:
+            # The tied table (also the head) is small: it is multiplied by sqrt(hidden) on
+            # the way in, and a large one makes greedy repeat the input token.
+            return fx["embed_scale"] * r
+        return fx["proj_scale"] * r / (p.shape[-1] ** 0.5)
+    model = random_decoder(torch, M, config, fx["seed"], init)
     return model
 
 
@@ -122,30 +106,19 @@ def build(torch, name, fx, out_root):
     model = make(torch, fx, fx["config"])
     config = model.config
 
-    d = os.path.join(out_root, name)
-    if os.path.exists(d):
-        shutil.rmtree(d)
-    os.makedirs(d)
-    model.save_pretrained(d, safe_serialization=True)
-    drop_generation_config(d)
-
-    rng = random.Random(fx["seed"])
-    vocab = config.vocab_size
-    cases = []
-    prompts = [[rng.randrange(3, vocab) for _ in range(n)] for n in fx["prompt_lengths"]]
-    with torch.no_grad():
-        cases += [logits_case(torch, model, ids) for ids in prompts]
-        if fx["family"] == "gemma2":
-            # The softcaps must matter, else the fixture would not test them.
+    d = save_decoder(model, out_root, name)
+    prompts = random_prompts(random.Random(fx["seed"]), config.vocab_size, fx["prompt_lengths"])
+    # Greedy must not hinge on a near tie (our logits agree to ~1e-5).
+    cases = decoder_cases(torch, model, prompts, min_gap=1e-3, label=name)
+    if fx["family"] == "gemma2":
+        # The softcaps must matter, else the fixture would not test them.
+        with torch.no_grad():
             for off in ("attn_logit_softcapping", "final_logit_softcapping"):
-                cfg = dict(fx["config"], **{off: None})
-                other = make(torch, fx, cfg)
+                other = make(torch, fx, dict(fx["config"], **{off: None}))
                 ids = prompts[-1]
                 diff = (other(torch.tensor([ids])).logits - model(torch.tensor([ids])).logits)
                 assert diff.abs().max().item() > 1e-2, (off, diff.abs().max().item())
-        # Greedy must not hinge on a near tie (our logits agree to ~1e-5).
-        cases += [generate_case(torch, model, ids, min_gap=1e-3, label=name) for ids in prompts]
-    write_decoder_golden(d, TOL, cases, "gen_fixtures_gemma.py", name)
+    write_decoder_golden(d, cases, "gen_fixtures_gemma.py", name)
 
 
 def main(argv=None):

@@ -21,19 +21,11 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-import decoder_fixture  # noqa: E402
-from decoder_fixture import (  # noqa: E402
-    drop_generation_config, generate_case, logits_case, write_decoder_golden,
+import decoder_fixture
+from decoder_fixture import (
+    decoder_cases, random_decoder, random_prompts, save_decoder, write_decoder_golden,
 )
-
-TOL = 1e-4
 
 FIXTURES = {
     "gpt2_small": dict(
@@ -64,32 +56,19 @@ def build(torch, name, fx, out_root):
         **fx["config"], activation_function="gelu_new", bos_token_id=1, eos_token_id=2,
         pad_token_id=0, tie_word_embeddings=True,
     )
-    config._attn_implementation = "eager"
-    torch.manual_seed(fx["seed"])
-    model = GPT2LMHeadModel(config).float().eval()
-    g = torch.Generator().manual_seed(fx["seed"])
-    with torch.no_grad():
-        for pname, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
-            r = torch.randn(p.shape, generator=g, dtype=torch.float32)
-            if ".ln_" in pname and pname.endswith(".weight"):
-                p.copy_(1.0 + 0.2 * r)
-            elif pname.endswith(".bias"):
-                p.copy_(0.1 * r)
-            elif pname.endswith("wte.weight") or pname.endswith("wpe.weight"):
-                # wte is also the head: a small scale keeps the residual stream from being
-                # dominated by the input token (greedy would just repeat it).
-                p.copy_(0.2 * r)
-            else:
-                # Conv1D weights are [in, out].
-                p.copy_(r / (p.shape[0] ** 0.5))
-        model.tie_weights()
-
-    d = os.path.join(out_root, name)
-    if os.path.exists(d):
-        shutil.rmtree(d)
-    os.makedirs(d)
-    model.save_pretrained(d, safe_serialization=True)
-    drop_generation_config(d)
+    def init(pname, p, r):
+        if ".ln_" in pname and pname.endswith(".weight"):
+            return 1.0 + 0.2 * r
+        if pname.endswith(".bias"):
+            return 0.1 * r
+        if pname.endswith("wte.weight") or pname.endswith("wpe.weight"):
+            # wte is also the head: a small scale keeps the residual stream from being
+            # dominated by the input token (greedy would just repeat it).
+            return 0.2 * r
+        # Conv1D weights are [in, out].
+        return r / (p.shape[0] ** 0.5)
+    model = random_decoder(torch, GPT2LMHeadModel, config, fx["seed"], init)
+    d = save_decoder(model, out_root, name)
     if fx["strip_prefix"]:
         from safetensors.torch import load_file, save_file
 
@@ -99,14 +78,10 @@ def build(torch, name, fx, out_root):
         assert "wte.weight" in renamed and "lm_head.weight" not in renamed, sorted(renamed)
         save_file(dict(sorted(renamed.items())), path, metadata={"format": "pt"})
 
-    rng = random.Random(fx["seed"])
-    vocab = fx["config"]["vocab_size"]
-    cases = []
-    prompts = [[rng.randrange(3, vocab) for _ in range(n)] for n in fx["prompt_lengths"]]
-    with torch.no_grad():
-        cases += [logits_case(torch, model, ids) for ids in prompts]
-        cases += [generate_case(torch, model, ids) for ids in prompts]
-    write_decoder_golden(d, TOL, cases, "gen_fixtures_gpt2.py", name)
+    prompts = random_prompts(random.Random(fx["seed"]), fx["config"]["vocab_size"],
+                             fx["prompt_lengths"])
+    cases = decoder_cases(torch, model, prompts)
+    write_decoder_golden(d, cases, "gen_fixtures_gpt2.py", name)
 
 
 def main(argv=None):

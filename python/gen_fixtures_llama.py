@@ -24,21 +24,13 @@ logits per prompt position) and `generate` cases (greedy, max_new_tokens 8, no s
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-import decoder_fixture  # noqa: E402
-from decoder_fixture import (  # noqa: E402
-    drop_generation_config, generate_case, logits_case, write_decoder_golden,
+import decoder_fixture
+from decoder_fixture import (
+    decoder_cases, random_decoder, random_prompts, rms_decoder_init, save_decoder,
+    write_decoder_golden,
 )
-
-TOL = 1e-4
 
 FIXTURES = {
     "llama_gqa": dict(
@@ -93,32 +85,11 @@ def build(torch, name, fx, out_root):
         bos_token_id=1, eos_token_id=2, pad_token_id=0,
         attention_bias=False, mlp_bias=False, hidden_act="silu",
     )
-    config._attn_implementation = "eager"
-    torch.manual_seed(fx["seed"])
-    model = LlamaForCausalLM(config).float().eval()
-    g = torch.Generator().manual_seed(fx["seed"])
-    with torch.no_grad():
-        for pname, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
-            r = torch.randn(p.shape, generator=g, dtype=torch.float32)
-            if "norm" in pname:
-                p.copy_(1.0 + 0.2 * r)
-            elif "embed_tokens" in pname:
-                # A tied table is also the head: a small scale keeps the residual stream from
-                # being dominated by the input token (greedy would just repeat it).
-                p.copy_(0.2 * r if config.tie_word_embeddings else r)
-            else:
-                p.copy_(r / (p.shape[-1] ** 0.5))
-        if config.tie_word_embeddings:
-            model.tie_weights()
-
-    d = os.path.join(out_root, name)
-    if os.path.exists(d):
-        shutil.rmtree(d)
-    os.makedirs(d)
+    model = random_decoder(torch, LlamaForCausalLM, config, fx["seed"],
+                           rms_decoder_init(config.tie_word_embeddings))
     if fx.get("dtype") == "bf16":
         model = model.to(torch.bfloat16)
-    model.save_pretrained(d, safe_serialization=True,
-                          max_shard_size=fx.get("max_shard_size", "5GB"))
+    d = save_decoder(model, out_root, name, max_shard_size=fx.get("max_shard_size", "5GB"))
     # Goldens in float32 on exactly the stored values (bf16 widens exactly). A fresh model
     # takes the widened weights: `.to(bfloat16)` also rounded the rotary `inv_freq` buffer,
     # which a checkpoint does not carry (the engine computes it in f32, as transformers does).
@@ -126,16 +97,9 @@ def build(torch, name, fx, out_root):
         stored = {k: v.float() for k, v in model.state_dict().items()}
         model = LlamaForCausalLM(config).float().eval()
         model.load_state_dict(stored)
-    drop_generation_config(d)
 
-    rng = random.Random(fx["seed"])
-    vocab = cfg["vocab_size"]
-    cases = []
-    prompts = [[rng.randrange(3, vocab) for _ in range(n)] for n in fx["prompt_lengths"]]
-    with torch.no_grad():
-        cases += [logits_case(torch, model, ids) for ids in prompts]
-        cases += [generate_case(torch, model, ids) for ids in prompts]
-    write_decoder_golden(d, TOL, cases, "gen_fixtures_llama.py", name)
+    prompts = random_prompts(random.Random(fx["seed"]), cfg["vocab_size"], fx["prompt_lengths"])
+    write_decoder_golden(d, decoder_cases(torch, model, prompts), "gen_fixtures_llama.py", name)
 
 
 def main(argv=None):

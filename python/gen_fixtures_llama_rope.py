@@ -30,19 +30,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-import decoder_fixture  # noqa: E402
-from decoder_fixture import (  # noqa: E402
-    drop_generation_config, generate_case, logits_case, write_decoder_golden,
+import decoder_fixture
+from decoder_fixture import (
+    decoder_cases, random_decoder, random_prompts, rms_decoder_init, save_decoder,
+    write_decoder_golden,
 )
 
-TOL = 1e-4
 BASE = dict(
     vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
     num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6, tie_word_embeddings=False,
@@ -94,26 +88,8 @@ def build(torch, name, fx, out_root):
         bos_token_id=1, eos_token_id=2, pad_token_id=0,
         attention_bias=False, mlp_bias=False, hidden_act="silu",
     )
-    config._attn_implementation = "eager"
-    torch.manual_seed(fx["seed"])
-    model = LlamaForCausalLM(config).float().eval()
-    g = torch.Generator().manual_seed(fx["seed"])
-    with torch.no_grad():
-        for pname, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
-            r = torch.randn(p.shape, generator=g, dtype=torch.float32)
-            if "norm" in pname:
-                p.copy_(1.0 + 0.2 * r)
-            elif "embed_tokens" in pname:
-                p.copy_(r)
-            else:
-                p.copy_(r / (p.shape[-1] ** 0.5))
-
-    d = os.path.join(out_root, name)
-    if os.path.exists(d):
-        shutil.rmtree(d)
-    os.makedirs(d)
-    model.save_pretrained(d, safe_serialization=True)
-    drop_generation_config(d)
+    model = random_decoder(torch, LlamaForCausalLM, config, fx["seed"], rms_decoder_init(False))
+    d = save_decoder(model, out_root, name)
     if fx["hub_spelling"]:
         path = os.path.join(d, "config.json")
         with open(path) as f:
@@ -125,18 +101,9 @@ def build(torch, name, fx, out_root):
             json.dump(c, f, indent=2, sort_keys=True)
             f.write("\n")
 
-    rng = random.Random(fx["seed"])
-    vocab = BASE["vocab_size"]
-    cases = []
-    prompts = [[rng.randrange(3, vocab) for _ in range(n)] for n in fx["prompt_lengths"]]
-    with torch.no_grad():
-        for ids in prompts:
-            reset_rotary(model)
-            cases.append(logits_case(torch, model, ids))
-        for ids in prompts:
-            reset_rotary(model)
-            cases.append(generate_case(torch, model, ids))
-    write_decoder_golden(d, TOL, cases, "gen_fixtures_llama_rope.py", name)
+    prompts = random_prompts(random.Random(fx["seed"]), BASE["vocab_size"], fx["prompt_lengths"])
+    cases = decoder_cases(torch, model, prompts, before_each=lambda: reset_rotary(model))
+    write_decoder_golden(d, cases, "gen_fixtures_llama_rope.py", name)
 
 
 def main(argv=None):

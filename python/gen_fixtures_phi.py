@@ -34,21 +34,12 @@ logits per prompt position) and `generate` cases (greedy, max_new_tokens 8, no s
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-
-import decoder_fixture  # noqa: E402
-from decoder_fixture import (  # noqa: E402
-    drop_generation_config, generate_case, logits_case, write_decoder_golden,
+import decoder_fixture
+from decoder_fixture import (
+    decoder_cases, random_decoder, random_prompts, save_decoder, write_decoder_golden,
 )
-
-TOL = 1e-4
 ORIG = 24
 
 FIXTURES = {
@@ -94,39 +85,21 @@ def build(torch, name, fx, out_root):
     else:
         from transformers import Phi3Config as Config, Phi3ForCausalLM as Model
     config = Config(**cfg, bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    config._attn_implementation = "eager"
-    torch.manual_seed(fx["seed"])
-    model = Model(config).float().eval()
-    g = torch.Generator().manual_seed(fx["seed"])
-    with torch.no_grad():
-        for pname, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
-            r = torch.randn(p.shape, generator=g, dtype=torch.float32)
-            if "norm" in pname and pname.endswith("weight"):
-                p.copy_(1.0 + 0.2 * r)
-            elif pname.endswith("bias"):
-                p.copy_(0.1 * r)
-            elif "embed_tokens" in pname:
-                p.copy_(r)
-            else:
-                p.copy_(r / (p.shape[-1] ** 0.5))
-
-    d = os.path.join(out_root, name)
-    if os.path.exists(d):
-        shutil.rmtree(d)
-    os.makedirs(d)
-    model.save_pretrained(d, safe_serialization=True)
-    drop_generation_config(d)
-
+    def init(pname, p, r):
+        if "norm" in pname and pname.endswith("weight"):
+            return 1.0 + 0.2 * r
+        if pname.endswith("bias"):
+            return 0.1 * r
+        if "embed_tokens" in pname:
+            return r
+        return r / (p.shape[-1] ** 0.5)
+    model = random_decoder(torch, Model, config, fx["seed"], init)
+    d = save_decoder(model, out_root, name)
     rng = random.Random(fx["seed"])
-    vocab = cfg["vocab_size"]
-    cases = []
-    rand = lambda n: [rng.randrange(3, vocab) for _ in range(n)]  # noqa: E731
-    prompts = [rand(n) for n in fx["prompt_lengths"]]
-    gen_prompts = [rand(n) for n in fx["generate_lengths"]]
-    with torch.no_grad():
-        cases += [logits_case(torch, model, ids) for ids in prompts]
-        cases += [generate_case(torch, model, ids) for ids in gen_prompts]
-    write_decoder_golden(d, TOL, cases, "gen_fixtures_phi.py", name)
+    prompts = random_prompts(rng, cfg["vocab_size"], fx["prompt_lengths"])
+    gen_prompts = random_prompts(rng, cfg["vocab_size"], fx["generate_lengths"])
+    cases = decoder_cases(torch, model, prompts, gen_prompts)
+    write_decoder_golden(d, cases, "gen_fixtures_phi.py", name)
 
 
 def main(argv=None):
