@@ -109,6 +109,65 @@ pub trait Encoder: Send + Sync {
     ) -> Result<Tensor>;
 }
 
+/// A loaded encoder family: what the pipeline asks of every family (its spec and weight
+/// prefix) held once here, around the family's forward pass.
+pub struct Loaded<M> {
+    spec: EncoderSpec,
+    prefix: String,
+    /// The family's model.
+    pub model: M,
+}
+
+impl<M> Loaded<M> {
+    pub(crate) fn new(spec: EncoderSpec, prefix: &str, model: M) -> Self {
+        Loaded {
+            spec,
+            prefix: prefix.to_string(),
+            model,
+        }
+    }
+}
+
+/// One packed batch as a family's forward pass reads it: the sequences, their token types,
+/// and the spans [`pack_spans`] lays them out at (`total` rows).
+pub(crate) struct Batch<'a> {
+    pub seqs: &'a [&'a [u32]],
+    pub type_ids: Option<&'a [&'a [u32]]>,
+    pub spans: Vec<SeqSpan>,
+    pub total: usize,
+}
+
+/// A family's forward pass over a packed batch (the contract of [`Encoder::forward`]).
+pub(crate) trait Forward: Send + Sync {
+    fn forward(&self, be: &dyn GpuCompute, batch: &Batch) -> Result<Tensor>;
+}
+
+impl<M: Forward> Encoder for Loaded<M> {
+    fn spec(&self) -> &EncoderSpec {
+        &self.spec
+    }
+
+    fn weight_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn forward(
+        &self,
+        be: &dyn GpuCompute,
+        seqs: &[&[u32]],
+        type_ids: Option<&[&[u32]]>,
+    ) -> Result<Tensor> {
+        let (spans, total) = pack_spans(seqs);
+        let batch = Batch {
+            seqs,
+            type_ids,
+            spans,
+            total,
+        };
+        self.model.forward(be, &batch)
+    }
+}
+
 /// Lays a batch out as one packed buffer: each sequence's rows follow the previous one's,
 /// with no padding. Returns each sequence's span and the total row count.
 pub(crate) fn pack_spans(seqs: &[&[u32]]) -> (Vec<SeqSpan>, usize) {

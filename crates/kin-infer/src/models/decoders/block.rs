@@ -12,7 +12,7 @@
 //! the same row computes inside a longer chunk, and incremental decoding equals the full pass.
 
 use super::cache::{Buffers, KvCache, Scratch, ScratchDims};
-use super::{DecoderSpec, LogitsRows};
+use super::{BatchScratch, Decoder, DecoderSpec, LogitsRows};
 use crate::backend::{
     AttnShape, DeviceMatrix, GpuCompute, KvView, Positions, Tensor, View, ViewMut,
 };
@@ -481,36 +481,37 @@ impl Mlp {
     }
 }
 
-/// The `Decoder` impl of a family, which is a `DecoderSpec` plus a [`Stack`] (every family is:
-/// the forward pass and the batched decode step are the stack's).
-macro_rules! stack_decoder {
-    ($t:ty) => {
-        impl $crate::models::decoders::Decoder for $t {
-            fn spec(&self) -> &$crate::models::decoders::DecoderSpec {
-                &self.spec
-            }
-
-            fn forward<'c>(
-                &self,
-                be: &dyn $crate::backend::GpuCompute,
-                ids: &[u32],
-                cache: &'c mut $crate::models::decoders::KvCache,
-                rows: $crate::models::decoders::LogitsRows,
-            ) -> $crate::error::Result<&'c [f32]> {
-                self.stack.forward(be, &self.spec, ids, cache, rows)
-            }
-
-            fn decode_batch<'s>(
-                &self,
-                be: &dyn $crate::backend::GpuCompute,
-                ids: &[u32],
-                caches: &mut [&mut $crate::models::decoders::KvCache],
-                scratch: &'s mut $crate::models::decoders::BatchScratch,
-            ) -> $crate::error::Result<&'s [f32]> {
-                self.stack
-                    .decode_batch(be, &self.spec, ids, caches, &mut scratch.0)
-            }
-        }
-    };
+/// A loaded decoder, whatever its family: its spec and the [`Stack`] the family's loader
+/// built (a family file is config parsing and tensor names; the forward pass and the batched
+/// decode step are the stack's, written once).
+pub struct DecoderModel {
+    pub(crate) spec: DecoderSpec,
+    pub(crate) stack: Stack,
 }
-pub(crate) use stack_decoder;
+
+impl Decoder for DecoderModel {
+    fn spec(&self) -> &DecoderSpec {
+        &self.spec
+    }
+
+    fn forward<'c>(
+        &self,
+        be: &dyn GpuCompute,
+        ids: &[u32],
+        cache: &'c mut KvCache,
+        rows: LogitsRows,
+    ) -> Result<&'c [f32]> {
+        self.stack.forward(be, &self.spec, ids, cache, rows)
+    }
+
+    fn decode_batch<'s>(
+        &self,
+        be: &dyn GpuCompute,
+        ids: &[u32],
+        caches: &mut [&mut KvCache],
+        scratch: &'s mut BatchScratch,
+    ) -> Result<&'s [f32]> {
+        self.stack
+            .decode_batch(be, &self.spec, ids, caches, &mut scratch.0)
+    }
+}

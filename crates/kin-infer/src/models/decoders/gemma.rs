@@ -27,7 +27,7 @@
 //! `pre_feedforward_layernorm`, `post_feedforward_layernorm`), `model.norm.weight`,
 //! `lm_head.weight` (only when untied).
 
-use super::block::{Block, Embedding, Mlp, Residual, Rope, Stack};
+use super::block::{Block, DecoderModel, Embedding, Mlp, Residual, Rope, Stack};
 use super::{attention_dims, attention_kind, sliding_note, token_ids, Decoder, DecoderSpec};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
@@ -292,167 +292,153 @@ fn one_plus(w: &[f32]) -> Vec<f32> {
     w.iter().map(|&g| 1.0 + g).collect()
 }
 
-/// A loaded Gemma / Gemma 2 model.
-pub struct Gemma {
-    spec: DecoderSpec,
-    stack: Stack,
-}
-
 /// Loads a Gemma model from `config` and `store` (the Hub's layout).
 pub fn load(
     config: &ConfigSource,
     store: &WeightStore,
     be: &dyn GpuCompute,
 ) -> Result<Box<dyn Decoder>> {
-    Ok(Box::new(Gemma::load(config, store, be)?))
+    Ok(Box::new(load_with(config, store, None, false, be)?))
 }
 
-impl Gemma {
-    fn load(config: &ConfigSource, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
-        Self::load_with(config, store, None, false, be)
-    }
-
-    /// [`Gemma::load`] through another container's `layout` (default: the Hub's, per
-    /// version); `norms_plus_one`: the norm weights are stored as `1 + w` already, as
-    /// llama.cpp's converter writes them (its RMSNorm multiplies by the weight alone).
-    pub(crate) fn load_with(
-        config: &ConfigSource,
-        store: &WeightStore,
-        layout: Option<&'static Layout>,
-        norms_plus_one: bool,
-        be: &dyn GpuCompute,
-    ) -> Result<Self> {
-        let f = config.fields()?;
-        let cfg = GemmaConfig::parse(&f)?;
-        let layout = layout.unwrap_or(if cfg.v2 {
-            &LAYOUT_2
+/// [`load`] through another container's `layout` (default: the Hub's, per
+/// version); `norms_plus_one`: the norm weights are stored as `1 + w` already, as
+/// llama.cpp's converter writes them (its RMSNorm multiplies by the weight alone).
+pub(crate) fn load_with(
+    config: &ConfigSource,
+    store: &WeightStore,
+    layout: Option<&'static Layout>,
+    norms_plus_one: bool,
+    be: &dyn GpuCompute,
+) -> Result<DecoderModel> {
+    let f = config.fields()?;
+    let cfg = GemmaConfig::parse(&f)?;
+    let layout = layout.unwrap_or(if cfg.v2 {
+        &LAYOUT_2
+    } else {
+        &super::llama::LAYOUT
+    });
+    let src = WeightSource::open(store, layout)?;
+    let w = src.weights();
+    let embd = format!("{}.weight", src.global("token_embd"));
+    let (h, q_dim, kv_dim) = (
+        cfg.hidden,
+        cfg.heads * cfg.head_dim,
+        cfg.kv_heads * cfg.head_dim,
+    );
+    // Unscaled: the stack scales the gathered rows. A tied table is the head's own
+    // weight (its rows read back exactly, in the stored format: f32, or a GGUF's blocks).
+    let embed = if cfg.tied {
+        Embedding::Head
+    } else {
+        Embedding::Table(be.upload(w.get(&embd, &[cfg.vocab, h])?.to_vec()))
+    };
+    let norm = |name: &str| -> Result<Norm> {
+        let w = w.get(name, &[h])?;
+        let weight = if norms_plus_one {
+            w.to_vec()
         } else {
-            &super::llama::LAYOUT
-        });
-        let src = WeightSource::open(store, layout)?;
-        let w = src.weights();
-        let embd = format!("{}.weight", src.global("token_embd"));
-        let (h, q_dim, kv_dim) = (
-            cfg.hidden,
-            cfg.heads * cfg.head_dim,
-            cfg.kv_heads * cfg.head_dim,
-        );
-        // Unscaled: the stack scales the gathered rows. A tied table is the head's own
-        // weight (its rows read back exactly, in the stored format: f32, or a GGUF's blocks).
-        let embed = if cfg.tied {
-            Embedding::Head
-        } else {
-            Embedding::Table(be.upload(w.get(&embd, &[cfg.vocab, h])?.to_vec()))
+            one_plus(&w)
         };
-        let norm = |name: &str| -> Result<Norm> {
-            let w = w.get(name, &[h])?;
-            let weight = if norms_plus_one {
-                w.to_vec()
-            } else {
-                one_plus(&w)
-            };
-            Ok(Norm::Rms(RmsNorm::from_weight(be, weight, cfg.eps)))
-        };
-        let blocks = (0..cfg.layers)
-            .into_par_iter()
-            .map(|i| -> Result<Block> {
-                let t = |name: &str| src.layer(i, name);
-                let tw = |name: &str| format!("{}.weight", t(name));
-                let mut parts = Vec::with_capacity(3);
-                for (name, rows) in [("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)] {
-                    parts.push(w.get_matrix(&tw(name), &[rows, h])?);
+        Ok(Norm::Rms(RmsNorm::from_weight(be, weight, cfg.eps)))
+    };
+    let blocks = (0..cfg.layers)
+        .into_par_iter()
+        .map(|i| -> Result<Block> {
+            let t = |name: &str| src.layer(i, name);
+            let tw = |name: &str| format!("{}.weight", t(name));
+            let mut parts = Vec::with_capacity(3);
+            for (name, rows) in [("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)] {
+                parts.push(w.get_matrix(&tw(name), &[rows, h])?);
+            }
+            let slices: Vec<_> = parts.iter().map(|m| m.rows()).collect();
+            // Gemma: the post-attention norm is the pre-feed-forward norm. Gemma 2: it
+            // normalizes the attention output, and the feed-forward has its own two.
+            let residual = if cfg.v2 {
+                Residual::Sandwich {
+                    post_attn: norm(&tw("post_attention_norm"))?,
+                    pre_ffn: norm(&tw("ffn_norm"))?,
+                    post_ffn: norm(&tw("post_ffw_norm"))?,
                 }
-                let slices: Vec<_> = parts.iter().map(|m| m.rows()).collect();
-                // Gemma: the post-attention norm is the pre-feed-forward norm. Gemma 2: it
-                // normalizes the attention output, and the feed-forward has its own two.
-                let residual = if cfg.v2 {
-                    Residual::Sandwich {
-                        post_attn: norm(&tw("post_attention_norm"))?,
-                        pre_ffn: norm(&tw("ffn_norm"))?,
-                        post_ffn: norm(&tw("post_ffw_norm"))?,
-                    }
-                } else {
-                    Residual::Sequential {
-                        ffn_norm: norm(&tw("ffn_norm"))?,
-                    }
-                };
-                Ok(Block {
-                    attn_norm: norm(&tw("attn_norm"))?,
-                    qkv: Linear::from_parts(be, be.prepare_weights(&slices, h)?, None),
-                    o: Linear::load_with(be, w, &[&t("attn_output")], q_dim, h, false)?,
-                    residual,
-                    mlp: Mlp::Gated(GatedFfn::load(
-                        be,
-                        w,
-                        &[&t("ffn_gate"), &t("ffn_up")],
-                        &t("ffn_down"),
-                        h,
-                        cfg.intermediate,
-                        false,
-                        false,
-                        cfg.act,
-                    )?),
-                    attn: AttnShape {
-                        heads: cfg.heads,
-                        kv_heads: cfg.kv_heads,
-                        head_dim: cfg.head_dim,
-                        scale: cfg.scale,
-                        window: cfg.windows[i],
-                        softcap: cfg.attn_softcap,
-                    },
-                })
+            } else {
+                Residual::Sequential {
+                    ffn_norm: norm(&tw("ffn_norm"))?,
+                }
+            };
+            Ok(Block {
+                attn_norm: norm(&tw("attn_norm"))?,
+                qkv: Linear::from_parts(be, be.prepare_weights(&slices, h)?, None),
+                o: Linear::load_with(be, w, &[&t("attn_output")], q_dim, h, false)?,
+                residual,
+                mlp: Mlp::Gated(GatedFfn::load(
+                    be,
+                    w,
+                    &[&t("ffn_gate"), &t("ffn_up")],
+                    &t("ffn_down"),
+                    h,
+                    cfg.intermediate,
+                    false,
+                    false,
+                    cfg.act,
+                )?),
+                attn: AttnShape {
+                    heads: cfg.heads,
+                    kv_heads: cfg.kv_heads,
+                    head_dim: cfg.head_dim,
+                    scale: cfg.scale,
+                    window: cfg.windows[i],
+                    softcap: cfg.attn_softcap,
+                },
             })
-            .collect::<Result<Vec<_>>>()?;
-        let final_norm = norm(&format!("{}.weight", src.global("output_norm")))?;
-        let lm_head = if cfg.tied {
-            Linear::tied(be, w, &embd, h, cfg.vocab, None)?
-        } else {
-            Linear::load_with(be, w, &[&src.global("output")], h, cfg.vocab, false)?
-        };
-        let rotary = Rotary::new(cfg.head_dim, cfg.rope_theta, false, cfg.max_positions);
-        let mut attention = attention_kind(cfg.heads, cfg.kv_heads);
-        if let Some(c) = cfg.attn_softcap {
-            attention.push_str(&format!(", logit softcap {c}"));
-        }
-        attention.push_str(&sliding_note(&cfg.windows));
-        let mut ffn = cfg.act.glu_name().to_string();
-        if cfg.v2 {
-            ffn.push_str(", sandwich norms");
-        }
-        let spec = DecoderSpec {
-            model_type: if cfg.v2 { "gemma2" } else { "gemma" }.into(),
-            hidden_size: h,
-            num_hidden_layers: cfg.layers,
-            num_attention_heads: cfg.heads,
-            num_key_value_heads: cfg.kv_heads,
-            head_dim: cfg.head_dim,
-            intermediate_size: cfg.intermediate,
-            vocab_size: cfg.vocab,
-            max_sequence_length: cfg.max_positions,
-            eos_token_ids: cfg.eos.clone(),
-            bos_token_id: cfg.bos,
-            tied_embeddings: cfg.tied,
-            positions: format!("rotary (theta {})", cfg.rope_theta),
-            attention,
-            ffn,
-            dtype: cfg.dtype.clone(),
-        };
-        let stack = Stack {
-            hidden: h,
-            heads: cfg.heads,
-            kv_heads: cfg.kv_heads,
-            head_dim: cfg.head_dim,
-            vocab: cfg.vocab,
-            embed,
-            embed_scale: Some((h as f64).sqrt() as f32),
-            rope: Rope::Rotary(rotary),
-            blocks,
-            final_norm,
-            lm_head,
-            final_softcap: cfg.final_softcap,
-        };
-        Ok(Gemma { spec, stack })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let final_norm = norm(&format!("{}.weight", src.global("output_norm")))?;
+    let lm_head = if cfg.tied {
+        Linear::tied(be, w, &embd, h, cfg.vocab, None)?
+    } else {
+        Linear::load_with(be, w, &[&src.global("output")], h, cfg.vocab, false)?
+    };
+    let rotary = Rotary::new(cfg.head_dim, cfg.rope_theta, false, cfg.max_positions);
+    let mut attention = attention_kind(cfg.heads, cfg.kv_heads);
+    if let Some(c) = cfg.attn_softcap {
+        attention.push_str(&format!(", logit softcap {c}"));
     }
+    attention.push_str(&sliding_note(&cfg.windows));
+    let mut ffn = cfg.act.glu_name().to_string();
+    if cfg.v2 {
+        ffn.push_str(", sandwich norms");
+    }
+    let spec = DecoderSpec {
+        model_type: if cfg.v2 { "gemma2" } else { "gemma" }.into(),
+        hidden_size: h,
+        num_hidden_layers: cfg.layers,
+        num_attention_heads: cfg.heads,
+        num_key_value_heads: cfg.kv_heads,
+        head_dim: cfg.head_dim,
+        intermediate_size: cfg.intermediate,
+        vocab_size: cfg.vocab,
+        max_sequence_length: cfg.max_positions,
+        eos_token_ids: cfg.eos.clone(),
+        bos_token_id: cfg.bos,
+        tied_embeddings: cfg.tied,
+        positions: format!("rotary (theta {})", cfg.rope_theta),
+        attention,
+        ffn,
+        dtype: cfg.dtype.clone(),
+    };
+    let stack = Stack {
+        hidden: h,
+        heads: cfg.heads,
+        kv_heads: cfg.kv_heads,
+        head_dim: cfg.head_dim,
+        vocab: cfg.vocab,
+        embed,
+        embed_scale: Some((h as f64).sqrt() as f32),
+        rope: Rope::Rotary(rotary),
+        blocks,
+        final_norm,
+        lm_head,
+        final_softcap: cfg.final_softcap,
+    };
+    Ok(DecoderModel { spec, stack })
 }
-
-super::block::stack_decoder!(Gemma);

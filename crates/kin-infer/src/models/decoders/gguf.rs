@@ -66,26 +66,26 @@ pub fn load(path: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>> {
     match arch.as_str() {
         "llama" | "qwen2" => {
             let permuted = arch == "llama";
-            Ok(Box::new(llama::Llama::load_with(
+            Ok(Box::new(llama::load_with(
                 &config, &store, &LAYOUT, permuted, be,
             )?))
         }
         // llama.cpp's Gemma converters store the norms as `1 + w`, and rope in transformers'
         // (NeoX) layout: nothing to permute.
-        "gemma" | "gemma2" => Ok(Box::new(gemma::Gemma::load_with(
+        "gemma" | "gemma2" => Ok(Box::new(gemma::load_with(
             &config,
             &store,
             Some(&LAYOUT),
             true,
             be,
         )?)),
-        "phi3" | "phi2" => Ok(Box::new(phi::Phi::load_with(
+        "phi3" | "phi2" => Ok(Box::new(phi::load_with(
             &config,
             &store,
             Some(&LAYOUT),
             be,
         )?)),
-        "gpt2" => Ok(Box::new(gpt2::Gpt2::load_with(
+        "gpt2" => Ok(Box::new(gpt2::load_with(
             &config,
             &store,
             &gpt2::GGUF_LAYOUT,

@@ -19,7 +19,7 @@
 //! `x += c_proj(attn(c_attn(ln_1(x))) ∪ cache)`, then `x += c_proj(gelu(c_fc(ln_2(x))))`;
 //! logits `= ln_f(x) · wteᵀ`.
 
-use super::block::{Block, Embedding, Mlp, Residual, Rope, Stack};
+use super::block::{Block, DecoderModel, Embedding, Mlp, Residual, Rope, Stack};
 use super::{token_ids, Decoder, DecoderSpec};
 use crate::backend::StoredRows;
 use crate::backend::{AttnShape, GpuCompute};
@@ -194,131 +194,113 @@ fn conv1d(
     ))
 }
 
-/// A loaded GPT-2 model.
-pub struct Gpt2 {
-    spec: DecoderSpec,
-    stack: Stack,
-}
-
 /// Loads a GPT-2 model from `config` (its parsed `config.json` is `v`) and `store`.
 pub fn load(
     config: &ConfigSource,
     store: &WeightStore,
     be: &dyn GpuCompute,
 ) -> Result<Box<dyn Decoder>> {
-    Ok(Box::new(Gpt2::load(config, store, be)?))
+    Ok(Box::new(load_with(config, store, &LAYOUT, true, be)?))
 }
 
-impl Gpt2 {
-    pub(crate) fn load(
-        config: &ConfigSource,
-        store: &WeightStore,
-        be: &dyn GpuCompute,
-    ) -> Result<Self> {
-        Self::load_with(config, store, &LAYOUT, true, be)
-    }
-
-    /// [`Gpt2::load`] through another container's `layout`; `conv1d`: the projection weights
-    /// are stored `[in, out]` (Hugging Face) rather than `[out, in]` (GGUF), whose matrices then
-    /// stay in their stored format.
-    pub(crate) fn load_with(
-        config: &ConfigSource,
-        store: &WeightStore,
-        layout: &'static Layout,
-        conv1d_weights: bool,
-        be: &dyn GpuCompute,
-    ) -> Result<Self> {
-        let f = config.fields()?;
-        let cfg = Gpt2Config::parse(&f)?;
-        let src = WeightSource::open(store, layout)?;
-        let w = src.weights();
-        let h = cfg.hidden;
-        let embd = format!("{}.weight", src.global("token_embd"));
-        let embed = match w.get_matrix(&embd, &[cfg.vocab, h])? {
-            StoredMatrix::F32(t) => Embedding::Table(be.upload(t.to_vec())),
-            stored => Embedding::Matrix(be.prepare_weights(&[stored.rows()], h)?),
-        };
-        let linear = |name: &str, i: usize, o: usize| {
-            if conv1d_weights {
-                conv1d(be, w, name, i, o)
-            } else {
-                Linear::load_with(be, w, &[name], i, o, true)
-            }
-        };
-        let wpe = format!("{}.weight", src.global("position_embd"));
-        let wpe = be.upload(w.get(&wpe, &[cfg.positions, h])?.to_vec());
-        let ln = |name: &str| LayerNorm::load(be, w, name, h, cfg.eps).map(Norm::Layer);
-        let blocks = (0..cfg.layers)
-            .into_par_iter()
-            .map(|i| -> Result<Block> {
-                let t = |name: &str| src.layer(i, name);
-                Ok(Block {
-                    attn_norm: ln(&t("attn_norm"))?,
-                    qkv: linear(&t("attn_qkv"), h, 3 * h)?,
-                    o: linear(&t("attn_output"), h, h)?,
-                    residual: Residual::Sequential {
-                        ffn_norm: ln(&t("ffn_norm"))?,
-                    },
-                    mlp: Mlp::Plain {
-                        fc1: linear(&t("ffn_up"), h, cfg.inner)?,
-                        act: cfg.act,
-                        fc2: linear(&t("ffn_down"), cfg.inner, h)?,
-                        width: cfg.inner,
-                    },
-                    attn: AttnShape {
-                        heads: cfg.heads,
-                        kv_heads: cfg.heads,
-                        head_dim: cfg.head_dim,
-                        scale: cfg.attn_scale(i),
-                        window: None,
-                        softcap: None,
-                    },
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let final_norm = ln(&src.global("output_norm"))?;
-        let lm_head = if cfg.tied {
-            Linear::tied(be, w, &embd, h, cfg.vocab, None)?
+/// [`load`] through another container's `layout`; `conv1d`: the projection weights
+/// are stored `[in, out]` (Hugging Face) rather than `[out, in]` (GGUF), whose matrices then
+/// stay in their stored format.
+pub(crate) fn load_with(
+    config: &ConfigSource,
+    store: &WeightStore,
+    layout: &'static Layout,
+    conv1d_weights: bool,
+    be: &dyn GpuCompute,
+) -> Result<DecoderModel> {
+    let f = config.fields()?;
+    let cfg = Gpt2Config::parse(&f)?;
+    let src = WeightSource::open(store, layout)?;
+    let w = src.weights();
+    let h = cfg.hidden;
+    let embd = format!("{}.weight", src.global("token_embd"));
+    let embed = match w.get_matrix(&embd, &[cfg.vocab, h])? {
+        StoredMatrix::F32(t) => Embedding::Table(be.upload(t.to_vec())),
+        stored => Embedding::Matrix(be.prepare_weights(&[stored.rows()], h)?),
+    };
+    let linear = |name: &str, i: usize, o: usize| {
+        if conv1d_weights {
+            conv1d(be, w, name, i, o)
         } else {
-            // `lm_head` sits beside `transformer.`, not under it.
-            let head = src.global("output");
-            let top = Weights::with_prefixes(store, &[""], &format!("{head}.weight"))?;
-            Linear::load_with(be, &top, &[&head], h, cfg.vocab, false)?
-        };
-        let spec = DecoderSpec {
-            model_type: "gpt2".into(),
-            hidden_size: h,
-            num_hidden_layers: cfg.layers,
-            num_attention_heads: cfg.heads,
-            num_key_value_heads: cfg.heads,
-            head_dim: cfg.head_dim,
-            intermediate_size: cfg.inner,
-            vocab_size: cfg.vocab,
-            max_sequence_length: cfg.positions,
-            eos_token_ids: cfg.eos.clone(),
-            bos_token_id: cfg.bos,
-            tied_embeddings: cfg.tied,
-            positions: format!("learned absolute ({} positions)", cfg.positions),
-            attention: format!("causal, multi-head ({} heads)", cfg.heads),
-            ffn: format!("{} MLP", cfg.act.name()),
-            dtype: cfg.dtype.clone(),
-        };
-        let stack = Stack {
-            hidden: h,
-            heads: cfg.heads,
-            kv_heads: cfg.heads,
-            head_dim: cfg.head_dim,
-            vocab: cfg.vocab,
-            embed,
-            embed_scale: None,
-            rope: Rope::Learned(wpe),
-            blocks,
-            final_norm,
-            lm_head,
-            final_softcap: None,
-        };
-        Ok(Gpt2 { spec, stack })
-    }
+            Linear::load_with(be, w, &[name], i, o, true)
+        }
+    };
+    let wpe = format!("{}.weight", src.global("position_embd"));
+    let wpe = be.upload(w.get(&wpe, &[cfg.positions, h])?.to_vec());
+    let ln = |name: &str| LayerNorm::load(be, w, name, h, cfg.eps).map(Norm::Layer);
+    let blocks = (0..cfg.layers)
+        .into_par_iter()
+        .map(|i| -> Result<Block> {
+            let t = |name: &str| src.layer(i, name);
+            Ok(Block {
+                attn_norm: ln(&t("attn_norm"))?,
+                qkv: linear(&t("attn_qkv"), h, 3 * h)?,
+                o: linear(&t("attn_output"), h, h)?,
+                residual: Residual::Sequential {
+                    ffn_norm: ln(&t("ffn_norm"))?,
+                },
+                mlp: Mlp::Plain {
+                    fc1: linear(&t("ffn_up"), h, cfg.inner)?,
+                    act: cfg.act,
+                    fc2: linear(&t("ffn_down"), cfg.inner, h)?,
+                    width: cfg.inner,
+                },
+                attn: AttnShape {
+                    heads: cfg.heads,
+                    kv_heads: cfg.heads,
+                    head_dim: cfg.head_dim,
+                    scale: cfg.attn_scale(i),
+                    window: None,
+                    softcap: None,
+                },
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let final_norm = ln(&src.global("output_norm"))?;
+    let lm_head = if cfg.tied {
+        Linear::tied(be, w, &embd, h, cfg.vocab, None)?
+    } else {
+        // `lm_head` sits beside `transformer.`, not under it.
+        let head = src.global("output");
+        let top = Weights::with_prefixes(store, &[""], &format!("{head}.weight"))?;
+        Linear::load_with(be, &top, &[&head], h, cfg.vocab, false)?
+    };
+    let spec = DecoderSpec {
+        model_type: "gpt2".into(),
+        hidden_size: h,
+        num_hidden_layers: cfg.layers,
+        num_attention_heads: cfg.heads,
+        num_key_value_heads: cfg.heads,
+        head_dim: cfg.head_dim,
+        intermediate_size: cfg.inner,
+        vocab_size: cfg.vocab,
+        max_sequence_length: cfg.positions,
+        eos_token_ids: cfg.eos.clone(),
+        bos_token_id: cfg.bos,
+        tied_embeddings: cfg.tied,
+        positions: format!("learned absolute ({} positions)", cfg.positions),
+        attention: format!("causal, multi-head ({} heads)", cfg.heads),
+        ffn: format!("{} MLP", cfg.act.name()),
+        dtype: cfg.dtype.clone(),
+    };
+    let stack = Stack {
+        hidden: h,
+        heads: cfg.heads,
+        kv_heads: cfg.heads,
+        head_dim: cfg.head_dim,
+        vocab: cfg.vocab,
+        embed,
+        embed_scale: None,
+        rope: Rope::Learned(wpe),
+        blocks,
+        final_norm,
+        lm_head,
+        final_softcap: None,
+    };
+    Ok(DecoderModel { spec, stack })
 }
-
-super::block::stack_decoder!(Gpt2);

@@ -219,7 +219,7 @@ pub fn load_decoder(dir: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>>
     match model_type.as_str() {
         "llama" | "mistral" | "qwen2" => {
             let store = WeightStore::open_dir(dir)?;
-            Ok(Box::new(llama::Llama::load(&source, &store, be)?))
+            Ok(Box::new(llama::load(&source, &store, be)?))
         }
         "gpt2" => {
             let store = WeightStore::open_dir(dir)?;

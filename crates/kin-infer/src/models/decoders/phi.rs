@@ -36,7 +36,7 @@
 //! frequency sets or cos/sin factor), with `nn::rope`'s deterministic f64 routines and the same
 //! f32 rounding steps as PyTorch.
 
-use super::block::{Block, Embedding, Mlp, Residual, Rope, Stack};
+use super::block::{Block, DecoderModel, Embedding, Mlp, Residual, Rope, Stack};
 use super::{
     attention_dims, attention_kind, common_sizes, token_ids, CommonSizes, Decoder, DecoderSpec,
 };
@@ -370,199 +370,173 @@ fn rotary(c: &PhiConfig) -> SwitchedRotary {
     }
 }
 
-/// A loaded Phi or Phi-3 model.
-pub struct Phi {
-    spec: DecoderSpec,
-    stack: Stack,
-}
-
 /// Loads a Phi / Phi-3 model from `config` (parsed as `v`) and `store`.
 pub fn load(
     config: &ConfigSource,
     store: &WeightStore,
     be: &dyn GpuCompute,
 ) -> Result<Box<dyn Decoder>> {
-    Ok(Box::new(Phi::load(config, store, be)?))
+    Ok(Box::new(load_with(config, store, None, be)?))
 }
 
-impl Phi {
-    pub(crate) fn load(
-        config: &ConfigSource,
-        store: &WeightStore,
-        be: &dyn GpuCompute,
-    ) -> Result<Self> {
-        Self::load_with(config, store, None, be)
-    }
-
-    /// [`Phi::load`] through another container's `layout` (default: the Hub's, per family;
-    /// GGUF's names are the logical names, fused Phi-3 tensors included).
-    pub(crate) fn load_with(
-        config: &ConfigSource,
-        store: &WeightStore,
-        layout: Option<&'static Layout>,
-        be: &dyn GpuCompute,
-    ) -> Result<Self> {
-        let f = config.fields()?;
-        let cfg = PhiConfig::parse(&f)?;
-        let phi = cfg.family == Family::Phi;
-        let layout = layout.unwrap_or(if phi { &LAYOUT } else { &LAYOUT_3 });
-        let src = WeightSource::open(store, layout)?;
-        let w = src.weights();
-        let embd = format!("{}.weight", src.global("token_embd"));
-        let h = cfg.hidden;
-        let q_dim = cfg.heads * cfg.head_dim;
-        let kv_dim = cfg.kv_heads * cfg.head_dim;
-        let qkv_dim = q_dim + 2 * kv_dim;
-        let embed = be.upload(w.get(&embd, &[cfg.vocab, h])?.to_vec());
-        let shape = AttnShape {
-            heads: cfg.heads,
-            kv_heads: cfg.kv_heads,
-            head_dim: cfg.head_dim,
-            scale: (cfg.head_dim as f64).powf(-0.5) as f32,
-            window: cfg.window,
-            softcap: None,
-        };
-        let rms = |name: &str| RmsNorm::load(be, w, name, h, cfg.eps).map(Norm::Rms);
-        let blocks = (0..cfg.layers)
-            .into_par_iter()
-            .map(|i| -> Result<Block> {
-                let t = |name: &str| src.layer(i, name);
-                Ok(if phi {
-                    let mut parts = Vec::with_capacity(3);
-                    let mut bias = Vec::with_capacity(qkv_dim);
-                    for (name, rows) in [("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)]
-                    {
-                        parts.push(w.get_matrix(&format!("{}.weight", t(name)), &[rows, h])?);
-                        bias.extend_from_slice(&w.get(&format!("{}.bias", t(name)), &[rows])?);
-                    }
-                    let slices: Vec<_> = parts.iter().map(|m| m.rows()).collect();
-                    let linear =
-                        |name: &str, i, o| Linear::load_with(be, w, &[&t(name)], i, o, true);
-                    Block {
-                        attn_norm: Norm::Layer(LayerNorm::load(
-                            be,
-                            w,
-                            &t("attn_norm"),
-                            h,
-                            cfg.eps,
-                        )?),
-                        qkv: Linear::from_parts(be, be.prepare_weights(&slices, h)?, Some(bias)),
-                        o: linear("attn_output", q_dim, h)?,
-                        residual: Residual::Parallel,
-                        mlp: Mlp::Plain {
-                            fc1: linear("ffn_up", h, cfg.intermediate)?,
-                            act: cfg.act,
-                            fc2: linear("ffn_down", cfg.intermediate, h)?,
-                            width: cfg.intermediate,
-                        },
-                        attn: shape,
-                    }
-                } else {
-                    Block {
-                        attn_norm: rms(&format!("{}.weight", t("attn_norm")))?,
-                        qkv: Linear::load_with(be, w, &[&t("attn_qkv")], h, qkv_dim, false)?,
-                        o: Linear::load_with(be, w, &[&t("attn_output")], q_dim, h, false)?,
-                        residual: Residual::Sequential {
-                            ffn_norm: rms(&format!("{}.weight", t("ffn_norm")))?,
-                        },
-                        mlp: Mlp::Gated(GatedFfn::load(
-                            be,
-                            w,
-                            &[&t("ffn_up")],
-                            &t("ffn_down"),
-                            h,
-                            cfg.intermediate,
-                            false,
-                            false,
-                            FfnAct::Silu,
-                        )?),
-                        attn: shape,
-                    }
-                })
+/// [`load`] through another container's `layout` (default: the Hub's, per family;
+/// GGUF's names are the logical names, fused Phi-3 tensors included).
+pub(crate) fn load_with(
+    config: &ConfigSource,
+    store: &WeightStore,
+    layout: Option<&'static Layout>,
+    be: &dyn GpuCompute,
+) -> Result<DecoderModel> {
+    let f = config.fields()?;
+    let cfg = PhiConfig::parse(&f)?;
+    let phi = cfg.family == Family::Phi;
+    let layout = layout.unwrap_or(if phi { &LAYOUT } else { &LAYOUT_3 });
+    let src = WeightSource::open(store, layout)?;
+    let w = src.weights();
+    let embd = format!("{}.weight", src.global("token_embd"));
+    let h = cfg.hidden;
+    let q_dim = cfg.heads * cfg.head_dim;
+    let kv_dim = cfg.kv_heads * cfg.head_dim;
+    let qkv_dim = q_dim + 2 * kv_dim;
+    let embed = be.upload(w.get(&embd, &[cfg.vocab, h])?.to_vec());
+    let shape = AttnShape {
+        heads: cfg.heads,
+        kv_heads: cfg.kv_heads,
+        head_dim: cfg.head_dim,
+        scale: (cfg.head_dim as f64).powf(-0.5) as f32,
+        window: cfg.window,
+        softcap: None,
+    };
+    let rms = |name: &str| RmsNorm::load(be, w, name, h, cfg.eps).map(Norm::Rms);
+    let blocks = (0..cfg.layers)
+        .into_par_iter()
+        .map(|i| -> Result<Block> {
+            let t = |name: &str| src.layer(i, name);
+            Ok(if phi {
+                let mut parts = Vec::with_capacity(3);
+                let mut bias = Vec::with_capacity(qkv_dim);
+                for (name, rows) in [("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)] {
+                    parts.push(w.get_matrix(&format!("{}.weight", t(name)), &[rows, h])?);
+                    bias.extend_from_slice(&w.get(&format!("{}.bias", t(name)), &[rows])?);
+                }
+                let slices: Vec<_> = parts.iter().map(|m| m.rows()).collect();
+                let linear = |name: &str, i, o| Linear::load_with(be, w, &[&t(name)], i, o, true);
+                Block {
+                    attn_norm: Norm::Layer(LayerNorm::load(be, w, &t("attn_norm"), h, cfg.eps)?),
+                    qkv: Linear::from_parts(be, be.prepare_weights(&slices, h)?, Some(bias)),
+                    o: linear("attn_output", q_dim, h)?,
+                    residual: Residual::Parallel,
+                    mlp: Mlp::Plain {
+                        fc1: linear("ffn_up", h, cfg.intermediate)?,
+                        act: cfg.act,
+                        fc2: linear("ffn_down", cfg.intermediate, h)?,
+                        width: cfg.intermediate,
+                    },
+                    attn: shape,
+                }
+            } else {
+                Block {
+                    attn_norm: rms(&format!("{}.weight", t("attn_norm")))?,
+                    qkv: Linear::load_with(be, w, &[&t("attn_qkv")], h, qkv_dim, false)?,
+                    o: Linear::load_with(be, w, &[&t("attn_output")], q_dim, h, false)?,
+                    residual: Residual::Sequential {
+                        ffn_norm: rms(&format!("{}.weight", t("ffn_norm")))?,
+                    },
+                    mlp: Mlp::Gated(GatedFfn::load(
+                        be,
+                        w,
+                        &[&t("ffn_up")],
+                        &t("ffn_down"),
+                        h,
+                        cfg.intermediate,
+                        false,
+                        false,
+                        FfnAct::Silu,
+                    )?),
+                    attn: shape,
+                }
             })
-            .collect::<Result<Vec<_>>>()?;
-        let final_norm = if phi {
-            Norm::Layer(LayerNorm::load(
-                be,
-                w,
-                &src.global("output_norm"),
-                h,
-                cfg.eps,
-            )?)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let final_norm = if phi {
+        Norm::Layer(LayerNorm::load(
+            be,
+            w,
+            &src.global("output_norm"),
+            h,
+            cfg.eps,
+        )?)
+    } else {
+        rms(&format!("{}.weight", src.global("output_norm")))?
+    };
+    // Phi's head has a bias (also when its weight is tied), Phi-3's none.
+    let lm_head = if cfg.tied {
+        let bias = if phi {
+            let head_bias = format!("{}.bias", src.global("output"));
+            Some(w.get(&head_bias, &[cfg.vocab])?.to_vec())
         } else {
-            rms(&format!("{}.weight", src.global("output_norm")))?
+            None
         };
-        // Phi's head has a bias (also when its weight is tied), Phi-3's none.
-        let lm_head = if cfg.tied {
-            let bias = if phi {
-                let head_bias = format!("{}.bias", src.global("output"));
-                Some(w.get(&head_bias, &[cfg.vocab])?.to_vec())
-            } else {
-                None
-            };
-            Linear::tied(be, w, &embd, h, cfg.vocab, bias)?
-        } else {
-            Linear::load_with(be, w, &[&src.global("output")], h, cfg.vocab, phi)?
-        };
-        let mut attention = attention_kind(cfg.heads, cfg.kv_heads);
-        if phi {
-            attention.push_str(", q/k/v/dense biases, parallel with the MLP");
-        }
-        if let Some(win) = cfg.window {
-            attention.push_str(&format!(", sliding window {win}"));
-        }
-        let mut positions = format!("rotary (theta {}", cfg.rope_theta);
-        if cfg.rotary_dim < cfg.head_dim {
-            positions.push_str(&format!(
-                ", {} of {} features per head",
-                cfg.rotary_dim, cfg.head_dim
-            ));
-        }
-        if let Some(lr) = &cfg.longrope {
-            positions.push_str(&format!(
-                ", longrope: original context {}, attention factor {}",
-                lr.original_max, lr.attention_factor
-            ));
-        }
-        positions.push(')');
-        let spec = DecoderSpec {
-            model_type: if phi { "phi" } else { "phi3" }.into(),
-            hidden_size: h,
-            num_hidden_layers: cfg.layers,
-            num_attention_heads: cfg.heads,
-            num_key_value_heads: cfg.kv_heads,
-            head_dim: cfg.head_dim,
-            intermediate_size: cfg.intermediate,
-            vocab_size: cfg.vocab,
-            max_sequence_length: cfg.max_positions,
-            eos_token_ids: cfg.eos.clone(),
-            bos_token_id: cfg.bos,
-            tied_embeddings: cfg.tied,
-            positions,
-            attention,
-            ffn: if phi {
-                format!("fc1 → {} → fc2", cfg.act.name())
-            } else {
-                "SwiGLU (fused gate_up)".into()
-            },
-            dtype: cfg.dtype.clone(),
-        };
-        let stack = Stack {
-            hidden: h,
-            heads: cfg.heads,
-            kv_heads: cfg.kv_heads,
-            head_dim: cfg.head_dim,
-            vocab: cfg.vocab,
-            embed: Embedding::Table(embed),
-            embed_scale: None,
-            rope: Rope::Switched(rotary(&cfg)),
-            blocks,
-            final_norm,
-            lm_head,
-            final_softcap: None,
-        };
-        Ok(Phi { spec, stack })
+        Linear::tied(be, w, &embd, h, cfg.vocab, bias)?
+    } else {
+        Linear::load_with(be, w, &[&src.global("output")], h, cfg.vocab, phi)?
+    };
+    let mut attention = attention_kind(cfg.heads, cfg.kv_heads);
+    if phi {
+        attention.push_str(", q/k/v/dense biases, parallel with the MLP");
     }
+    if let Some(win) = cfg.window {
+        attention.push_str(&format!(", sliding window {win}"));
+    }
+    let mut positions = format!("rotary (theta {}", cfg.rope_theta);
+    if cfg.rotary_dim < cfg.head_dim {
+        positions.push_str(&format!(
+            ", {} of {} features per head",
+            cfg.rotary_dim, cfg.head_dim
+        ));
+    }
+    if let Some(lr) = &cfg.longrope {
+        positions.push_str(&format!(
+            ", longrope: original context {}, attention factor {}",
+            lr.original_max, lr.attention_factor
+        ));
+    }
+    positions.push(')');
+    let spec = DecoderSpec {
+        model_type: if phi { "phi" } else { "phi3" }.into(),
+        hidden_size: h,
+        num_hidden_layers: cfg.layers,
+        num_attention_heads: cfg.heads,
+        num_key_value_heads: cfg.kv_heads,
+        head_dim: cfg.head_dim,
+        intermediate_size: cfg.intermediate,
+        vocab_size: cfg.vocab,
+        max_sequence_length: cfg.max_positions,
+        eos_token_ids: cfg.eos.clone(),
+        bos_token_id: cfg.bos,
+        tied_embeddings: cfg.tied,
+        positions,
+        attention,
+        ffn: if phi {
+            format!("fc1 → {} → fc2", cfg.act.name())
+        } else {
+            "SwiGLU (fused gate_up)".into()
+        },
+        dtype: cfg.dtype.clone(),
+    };
+    let stack = Stack {
+        hidden: h,
+        heads: cfg.heads,
+        kv_heads: cfg.kv_heads,
+        head_dim: cfg.head_dim,
+        vocab: cfg.vocab,
+        embed: Embedding::Table(embed),
+        embed_scale: None,
+        rope: Rope::Switched(rotary(&cfg)),
+        blocks,
+        final_norm,
+        lm_head,
+        final_softcap: None,
+    };
+    Ok(DecoderModel { spec, stack })
 }
-
-super::block::stack_decoder!(Phi);

@@ -12,7 +12,7 @@ use crate::io::config::{Activation, ModelArchitecture};
 use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
-use crate::models::{pack_spans, Encoder, EncoderSpec};
+use crate::models::{Batch, Encoder, EncoderSpec, Forward, Loaded};
 use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
 use crate::nn::{LayerNorm, Linear};
@@ -153,11 +153,9 @@ struct Embeddings {
 /// An ALBERT encoder.
 pub struct AlbertModel {
     cfg: AlbertConfig,
-    spec: EncoderSpec,
     emb: Embeddings,
     /// `[group][inner layer]`
     groups: Vec<Vec<PostLnLayer>>,
-    prefix: String,
 }
 
 /// Loads an ALBERT encoder from `config` (its `config.json`) and `store`.
@@ -166,7 +164,7 @@ pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<B
 }
 
 impl AlbertModel {
-    pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
+    pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<Loaded<Self>> {
         let cfg = AlbertConfig::from_file(config)?;
         let src = WeightSource::open(store, &LAYOUT)?;
         let w = src.weights();
@@ -233,34 +231,24 @@ impl AlbertModel {
             ffn: format!("dense + {}", cfg.hidden_act.name()),
             dtype: cfg.dtype.clone(),
         };
-        Ok(AlbertModel {
+        Ok(Loaded::new(
             spec,
-            emb,
-            groups,
-            prefix: w.prefix().to_string(),
-            cfg,
-        })
+            w.prefix(),
+            AlbertModel { emb, groups, cfg },
+        ))
     }
 }
 
-impl Encoder for AlbertModel {
-    fn spec(&self) -> &EncoderSpec {
-        &self.spec
-    }
-
-    fn weight_prefix(&self) -> &str {
-        &self.prefix
-    }
-
-    fn forward(
-        &self,
-        be: &dyn GpuCompute,
-        seqs: &[&[u32]],
-        type_ids: Option<&[&[u32]]>,
-    ) -> Result<Tensor> {
+impl Forward for AlbertModel {
+    fn forward(&self, be: &dyn GpuCompute, batch: &Batch) -> Result<Tensor> {
+        let Batch {
+            seqs,
+            type_ids,
+            ref spans,
+            total,
+        } = *batch;
         let c = &self.cfg;
         let (e, h) = (c.embedding_size, c.hidden_size);
-        let (spans, total) = pack_spans(seqs);
 
         // Embeddings: (word + token_type) + position, LayerNorm, all `embedding_size` wide.
         let positions = |ids: &[u32]| (0..ids.len()).collect();
@@ -281,7 +269,7 @@ impl Encoder for AlbertModel {
 
         let hd = h / c.num_attention_heads;
         let att = SelfAttention {
-            spans: &spans,
+            spans,
             heads: c.num_attention_heads,
             head_dim: hd,
             scale: 1.0 / (hd as f32).sqrt(),

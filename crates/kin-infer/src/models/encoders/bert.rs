@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::io::config::BertConfig;
 use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
-use crate::models::{pack_spans, Encoder, EncoderSpec};
+use crate::models::{Batch, EncoderSpec, Forward, Loaded};
 use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
 use crate::nn::{LayerNorm, Linear};
@@ -55,14 +55,12 @@ struct Embeddings {
 /// A BERT-family encoder.
 pub struct BertModel {
     cfg: BertConfig,
-    spec: EncoderSpec,
     emb: Embeddings,
     layers: Vec<PostLnLayer>,
-    prefix: String,
 }
 
 impl BertModel {
-    pub fn load(cfg: BertConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
+    pub fn load(cfg: BertConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Loaded<Self>> {
         let prefixes = cfg.architecture.weight_prefixes();
         Self::load_with(cfg, store, &LAYOUT, prefixes, be)
     }
@@ -75,7 +73,7 @@ impl BertModel {
         layout: &'static Layout,
         prefixes: &[&str],
         be: &dyn GpuCompute,
-    ) -> Result<Self> {
+    ) -> Result<Loaded<Self>> {
         let src = WeightSource::open_with_prefixes(store, layout, prefixes)?;
         let w = src.weights();
         let g = |name: &str| format!("{}.weight", src.global(name));
@@ -135,13 +133,7 @@ impl BertModel {
             ffn: format!("dense + {}", cfg.hidden_act.name()),
             dtype: cfg.dtype.clone(),
         };
-        Ok(BertModel {
-            cfg,
-            spec,
-            emb,
-            layers,
-            prefix,
-        })
+        Ok(Loaded::new(spec, &prefix, BertModel { cfg, emb, layers }))
     }
 
     pub fn config(&self) -> &BertConfig {
@@ -169,24 +161,16 @@ impl BertModel {
     }
 }
 
-impl Encoder for BertModel {
-    fn spec(&self) -> &EncoderSpec {
-        &self.spec
-    }
-
-    fn weight_prefix(&self) -> &str {
-        &self.prefix
-    }
-
-    fn forward(
-        &self,
-        be: &dyn GpuCompute,
-        seqs: &[&[u32]],
-        type_ids: Option<&[&[u32]]>,
-    ) -> Result<Tensor> {
+impl Forward for BertModel {
+    fn forward(&self, be: &dyn GpuCompute, batch: &Batch) -> Result<Tensor> {
+        let Batch {
+            seqs,
+            type_ids,
+            ref spans,
+            total,
+        } = *batch;
         let c = &self.cfg;
         let h = c.hidden_size;
-        let (spans, total) = pack_spans(seqs);
 
         // Embeddings: (word + token_type) + position, then LayerNorm (transformers' order).
         let positions = |ids: &[u32]| self.positions(ids);
@@ -203,7 +187,7 @@ impl Encoder for BertModel {
 
         let hd = c.head_dim();
         let att = SelfAttention {
-            spans: &spans,
+            spans,
             heads: c.num_attention_heads,
             head_dim: hd,
             scale: 1.0 / (hd as f32).sqrt(),

@@ -25,7 +25,7 @@ use crate::backend::{AttnBias, DeviceMatrix, GpuCompute, SeqSpan, Tensor};
 use crate::error::Result;
 use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
-use crate::models::{pack_spans, Encoder, EncoderSpec};
+use crate::models::{Batch, Encoder, Forward, Loaded};
 use crate::nn::{LayerNorm, Linear};
 use attention::{RelIndex, RelTables};
 use config::{spec_of, ConvConfig, DebertaConfig};
@@ -114,12 +114,10 @@ struct Conv {
 /// A DeBERTa / DeBERTa-v2 encoder.
 pub struct DebertaModel {
     cfg: DebertaConfig,
-    spec: EncoderSpec,
     emb: Embeddings,
     layers: Vec<Layer>,
     conv: Option<Conv>,
     index: RelIndex,
-    prefix: String,
     /// Disentangled-bias floats held at once ([`BIAS_BUDGET`]; smaller in tests).
     bias_budget: usize,
 }
@@ -131,7 +129,7 @@ pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<B
 }
 
 impl DebertaModel {
-    fn load(cfg: DebertaConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
+    fn load(cfg: DebertaConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Loaded<Self>> {
         let src = WeightSource::open(store, &LAYOUT)?;
         let w = src.weights();
         let g = |name: &str| format!("{}.weight", src.global(name));
@@ -220,16 +218,18 @@ impl DebertaModel {
                 .map(|b| (b, cfg.max_relative_positions)),
         );
         let spec = spec_of(&cfg);
-        Ok(DebertaModel {
-            prefix: w.prefix().to_string(),
-            cfg,
+        Ok(Loaded::new(
             spec,
-            emb,
-            layers,
-            conv,
-            index,
-            bias_budget: BIAS_BUDGET,
-        })
+            w.prefix(),
+            DebertaModel {
+                cfg,
+                emb,
+                layers,
+                conv,
+                index,
+                bias_budget: BIAS_BUDGET,
+            },
+        ))
     }
 }
 
@@ -523,24 +523,16 @@ impl DebertaModel {
     }
 }
 
-impl Encoder for DebertaModel {
-    fn spec(&self) -> &EncoderSpec {
-        &self.spec
-    }
-
-    fn weight_prefix(&self) -> &str {
-        &self.prefix
-    }
-
-    fn forward(
-        &self,
-        be: &dyn GpuCompute,
-        seqs: &[&[u32]],
-        type_ids: Option<&[&[u32]]>,
-    ) -> Result<Tensor> {
+impl Forward for DebertaModel {
+    fn forward(&self, be: &dyn GpuCompute, batch: &Batch) -> Result<Tensor> {
+        let Batch {
+            seqs,
+            type_ids,
+            ref spans,
+            total,
+        } = *batch;
         let c = &self.cfg;
         let h = c.hidden_size;
-        let (spans, total) = pack_spans(seqs);
         let mut x = self.embed(be, seqs, type_ids, total);
         let conv_input = self.conv.as_ref().map(|_| {
             let mut t = be.zeros(x.len());
@@ -548,7 +540,7 @@ impl Encoder for DebertaModel {
             t
         });
         let mut bias = c.disentangled().then(|| {
-            let (runs, most) = bias_runs(&spans, c.num_attention_heads, self.bias_budget);
+            let (runs, most) = bias_runs(spans, c.num_attention_heads, self.bias_budget);
             BiasBuffer {
                 runs,
                 bias: be.zeros(most),
@@ -561,7 +553,7 @@ impl Encoder for DebertaModel {
         let mut inter = be.zeros(total * c.intermediate_size);
         for (li, layer) in self.layers.iter().enumerate() {
             layer.qkv.forward(be, x.view(), total, qkv.at_mut(..));
-            self.attention(be, layer, &mut qkv, &spans, &mut bias, &mut ctx);
+            self.attention(be, layer, &mut qkv, spans, &mut bias, &mut ctx);
             layer
                 .attn_out
                 .forward(be, ctx.view(), total, tmp.at_mut(..));
@@ -582,7 +574,7 @@ impl Encoder for DebertaModel {
 
             if li == 0 {
                 if let (Some(conv), Some(input)) = (&self.conv, &conv_input) {
-                    self.conv(be, conv, input, &spans, &mut x);
+                    self.conv(be, conv, input, spans, &mut x);
                 }
             }
         }
@@ -612,7 +604,7 @@ mod tests {
         let mut staging = Vec::new();
         let whole = be.read(whole.view(), &mut staging).to_vec();
         for budget in [1, 700, 5000] {
-            m.bias_budget = budget;
+            m.model.bias_budget = budget;
             let split = m.forward(&be, &refs, None).unwrap();
             let split = be.read(split.view(), &mut staging);
             assert!(

@@ -20,7 +20,7 @@ use crate::io::config::ModelArchitecture;
 use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
-use crate::models::{pack_spans, Encoder, EncoderSpec};
+use crate::models::{Batch, Encoder, EncoderSpec, Forward, Loaded};
 use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
 use crate::nn::ffn::{FfnAct, GatedFfn};
@@ -156,7 +156,6 @@ pub fn alibi_slopes(n: usize) -> Vec<f32> {
 /// A JinaBERT (ALiBi) encoder.
 pub struct JinaModel {
     cfg: JinaConfig,
-    spec: EncoderSpec,
     /// `[vocab_size, hidden]`
     word: Tensor,
     /// `[type_vocab_size, hidden]`
@@ -164,7 +163,6 @@ pub struct JinaModel {
     emb_norm: LayerNorm,
     slopes: Vec<f32>,
     layers: Vec<PostLnLayer>,
-    prefix: String,
 }
 
 /// Loads a JinaBERT (ALiBi) encoder from `config` (its `config.json`) and `store`.
@@ -174,7 +172,7 @@ pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<B
 }
 
 impl JinaModel {
-    fn load(cfg: JinaConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
+    fn load(cfg: JinaConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Loaded<Self>> {
         let src = WeightSource::open(store, &LAYOUT)?;
         let w = src.weights();
         let h = cfg.hidden_size;
@@ -253,43 +251,37 @@ impl JinaModel {
             ),
             dtype: cfg.dtype.clone(),
         };
-        Ok(JinaModel {
-            word: be.upload_weights(w.get(&g("token_embd"), &[cfg.vocab_size, h])?),
-            token_type: be.upload_weights(w.get(&g("token_types"), &[cfg.type_vocab_size, h])?),
-            emb_norm: LayerNorm::load(be, w, &src.global("token_embd_norm"), h, eps)?,
-            prefix: w.prefix().to_string(),
-            cfg,
+        Ok(Loaded::new(
             spec,
-            slopes,
-            layers,
-        })
+            w.prefix(),
+            JinaModel {
+                word: be.upload_weights(w.get(&g("token_embd"), &[cfg.vocab_size, h])?),
+                token_type: be.upload_weights(w.get(&g("token_types"), &[cfg.type_vocab_size, h])?),
+                emb_norm: LayerNorm::load(be, w, &src.global("token_embd_norm"), h, eps)?,
+                cfg,
+                slopes,
+                layers,
+            },
+        ))
     }
 }
 
-impl Encoder for JinaModel {
-    fn spec(&self) -> &EncoderSpec {
-        &self.spec
-    }
-
-    fn weight_prefix(&self) -> &str {
-        &self.prefix
-    }
-
-    fn forward(
-        &self,
-        be: &dyn GpuCompute,
-        seqs: &[&[u32]],
-        type_ids: Option<&[&[u32]]>,
-    ) -> Result<Tensor> {
+impl Forward for JinaModel {
+    fn forward(&self, be: &dyn GpuCompute, batch: &Batch) -> Result<Tensor> {
+        let Batch {
+            seqs,
+            type_ids,
+            ref spans,
+            total,
+        } = *batch;
         let c = &self.cfg;
         let h = c.hidden_size;
-        let (spans, total) = pack_spans(seqs);
         let mut x = sum_embeddings(be, h, &self.word, &self.token_type, None, seqs, type_ids);
         self.emb_norm.forward(be, x.at_mut(..));
 
         let hd = h / c.num_attention_heads;
         let att = SelfAttention {
-            spans: &spans,
+            spans,
             heads: c.num_attention_heads,
             head_dim: hd,
             scale: 1.0 / (hd as f32).sqrt(),

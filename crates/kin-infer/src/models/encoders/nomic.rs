@@ -23,7 +23,7 @@ use crate::io::config::ModelArchitecture;
 use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::WeightStore;
 use crate::io::source::{self, WeightSource};
-use crate::models::{pack_spans, Encoder, EncoderSpec};
+use crate::models::{Batch, Encoder, EncoderSpec, Forward, Loaded};
 use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
 use crate::nn::ffn::{FfnAct, GatedFfn};
@@ -331,7 +331,6 @@ impl NomicConfig {
 /// A nomic-bert encoder.
 pub struct NomicModel {
     cfg: NomicConfig,
-    spec: EncoderSpec,
     /// `[vocab_size, hidden]`
     word: Tensor,
     /// `[type_vocab_size, hidden]`
@@ -339,7 +338,6 @@ pub struct NomicModel {
     emb_norm: LayerNorm,
     rotary: Rotary,
     layers: Vec<PostLnLayer>,
-    prefix: String,
 }
 
 /// Loads a nomic-bert encoder from `config` (its `config.json`) and `store`.
@@ -349,7 +347,7 @@ pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<B
 }
 
 impl NomicModel {
-    fn load(cfg: NomicConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
+    fn load(cfg: NomicConfig, store: &WeightStore, be: &dyn GpuCompute) -> Result<Loaded<Self>> {
         let h = cfg.hidden_size;
         let inner = cfg.inner();
         let ffn = cfg.intermediate_size;
@@ -470,44 +468,38 @@ impl NomicModel {
             ),
             dtype: cfg.dtype.clone(),
         };
-        Ok(NomicModel {
-            prefix: w.prefix().to_string(),
-            cfg,
+        Ok(Loaded::new(
             spec,
-            word,
-            token_type,
-            emb_norm,
-            rotary,
-            layers,
-        })
+            w.prefix(),
+            NomicModel {
+                cfg,
+                word,
+                token_type,
+                emb_norm,
+                rotary,
+                layers,
+            },
+        ))
     }
 }
 
-impl Encoder for NomicModel {
-    fn spec(&self) -> &EncoderSpec {
-        &self.spec
-    }
-
-    fn weight_prefix(&self) -> &str {
-        &self.prefix
-    }
-
-    fn forward(
-        &self,
-        be: &dyn GpuCompute,
-        seqs: &[&[u32]],
-        type_ids: Option<&[&[u32]]>,
-    ) -> Result<Tensor> {
+impl Forward for NomicModel {
+    fn forward(&self, be: &dyn GpuCompute, batch: &Batch) -> Result<Tensor> {
+        let Batch {
+            seqs,
+            type_ids,
+            ref spans,
+            total,
+        } = *batch;
         let c = &self.cfg;
         let h = c.hidden_size;
-        let (spans, total) = pack_spans(seqs);
         let mut x = sum_embeddings(be, h, &self.word, &self.token_type, None, seqs, type_ids);
         self.emb_norm.forward(be, x.at_mut(..));
         let positions: Vec<u32> = seqs.iter().flat_map(|s| 0..s.len() as u32).collect();
         let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
 
         let att = SelfAttention {
-            spans: &spans,
+            spans,
             heads: c.num_attention_heads,
             head_dim: c.head_dim,
             scale: 1.0 / (c.head_dim as f32).sqrt(),

@@ -15,7 +15,7 @@ use crate::io::config::ModelArchitecture;
 use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
-use crate::models::{pack_spans, Encoder, EncoderSpec};
+use crate::models::{Batch, Encoder, EncoderSpec, Forward, Loaded};
 use crate::nn::ffn::FfnAct;
 use crate::nn::{Linear, RmsNorm};
 use rayon::prelude::*;
@@ -183,7 +183,6 @@ struct Block {
 /// A T5 / mT5 encoder.
 pub struct T5Encoder {
     cfg: T5Config,
-    spec: EncoderSpec,
     /// `[vocab_size, d_model]`, usually borrowed from the map.
     embed: Tensor,
     /// `[num_buckets, num_heads]` from the first block.
@@ -193,7 +192,6 @@ pub struct T5Encoder {
     buckets: Vec<usize>,
     blocks: Vec<Block>,
     final_norm: RmsNorm,
-    prefix: String,
 }
 
 /// Loads a T5 / mT5 encoder from `config` (its `config.json`) and `store`.
@@ -202,7 +200,7 @@ pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<B
 }
 
 impl T5Encoder {
-    pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<Self> {
+    pub fn load(config: &Path, store: &WeightStore, be: &dyn GpuCompute) -> Result<Loaded<Self>> {
         let cfg = T5Config::from_file(config)?;
         let src = WeightSource::open(store, &LAYOUT)?;
         let w = src.weights();
@@ -282,16 +280,18 @@ impl T5Encoder {
             ffn,
             dtype: cfg.dtype.clone(),
         };
-        Ok(T5Encoder {
+        Ok(Loaded::new(
             spec,
-            embed,
-            rel_bias,
-            buckets,
-            blocks,
-            final_norm,
-            prefix: w.prefix().to_string(),
-            cfg,
-        })
+            w.prefix(),
+            T5Encoder {
+                embed,
+                rel_bias,
+                buckets,
+                blocks,
+                final_norm,
+                cfg,
+            },
+        ))
     }
 
     /// The bucket of `key - query`.
@@ -352,25 +352,17 @@ fn ln_f64(x: f64) -> f64 {
     2.0 * sum + e as f64 * LN2
 }
 
-impl Encoder for T5Encoder {
-    fn spec(&self) -> &EncoderSpec {
-        &self.spec
-    }
-
-    fn weight_prefix(&self) -> &str {
-        &self.prefix
-    }
-
-    fn forward(
-        &self,
-        be: &dyn GpuCompute,
-        seqs: &[&[u32]],
-        _type_ids: Option<&[&[u32]]>,
-    ) -> Result<Tensor> {
+impl Forward for T5Encoder {
+    fn forward(&self, be: &dyn GpuCompute, batch: &Batch) -> Result<Tensor> {
+        let Batch {
+            seqs,
+            ref spans,
+            total,
+            ..
+        } = *batch;
         let c = &self.cfg;
         let h = c.d_model;
         let inner = c.inner();
-        let (spans, total) = pack_spans(seqs);
         let max_len = spans.iter().map(|s| s.len).max().unwrap_or(0);
         if total == 0 {
             return Ok(be.zeros(0));
@@ -408,7 +400,7 @@ impl Encoder for T5Encoder {
             b.qkv.forward(be, normed.view(), total, qkv.at_mut(..));
             be.attention(
                 qkv.view(),
-                &spans,
+                spans,
                 c.num_heads,
                 c.d_kv,
                 1.0,
