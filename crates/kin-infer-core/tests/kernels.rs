@@ -172,7 +172,7 @@ proptest! {
         let w = fill(seed ^ 3, len);
         let b = fill(seed ^ 4, len);
         type RowOp = fn(&Kernels, &mut [f32], &[f32], &[f32]);
-        let ops: [(&str, RowOp); 12] = [
+        let ops: [(&str, RowOp); 13] = [
             ("layer_norm", |k, x, w, b| k.layer_norm(x, w, b, 1e-12)),
             ("softmax", |k, x, _, _| k.softmax(x)),
             ("softmax_scaled", |k, x, _, _| k.softmax_scaled(x, 0.125)),
@@ -192,6 +192,7 @@ proptest! {
             ("tanh", |k, x, _, _| k.tanh_inplace(x)),
             ("scale", |k, x, _, _| k.scale(x, 0.3)),
             ("add", |k, x, w, _| k.add(x, w)),
+            ("axpy", |k, x, w, _| k.axpy(x, -0.7, w)),
             ("layer_norm(eps=1e-5)", |k, x, w, b| k.layer_norm(x, w, b, 1e-5)),
         ];
         for (name, op) in ops {

@@ -31,6 +31,7 @@ mod aligned;
 mod blocks;
 mod blocks_k;
 mod dequant;
+mod elementwise;
 pub mod format;
 mod gemm;
 mod generic;

@@ -5,6 +5,7 @@
 //! `vmaxq_f32` is not used for the canonical max: it returns NaN for a NaN operand and +0 for
 //! (±0, ∓0), unlike the `a > b ? a : b` rule every tier follows; compare + select is.
 
+use super::elementwise::{self, Vector};
 use super::generic;
 use super::math::{self, Lanes};
 use super::{tree16, tree16_max, Ops};
@@ -126,6 +127,18 @@ impl Lanes for V {
     }
 }
 
+impl Vector for V {
+    const WIDTH: usize = 4;
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        unsafe { V(vld1q_f32(p)) }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        unsafe { vst1q_f32(p, self.0) }
+    }
+}
+
 /// Applies `$vbody` (in `$v`) to full vectors and `$sbody` (in `$s`) to the scalar tail. A
 /// macro, not a function taking closures: a closure does not inherit `#[target_feature]`, so
 /// the vector math would be compiled for the baseline target with out-of-line intrinsics.
@@ -181,51 +194,17 @@ unsafe fn scale(x: &mut [f32], s: f32) {
 
 #[target_feature(enable = "neon")]
 unsafe fn axpy(x: &mut [f32], a: f32, y: &[f32]) {
-    let n = x.len();
-    let main = n - n % 4;
-    unsafe {
-        let av = vdupq_n_f32(a);
-        let (px, py) = (x.as_mut_ptr(), y.as_ptr());
-        for i in (0..main).step_by(4) {
-            let v = vfmaq_f32(vld1q_f32(px.add(i)), av, vld1q_f32(py.add(i)));
-            vst1q_f32(px.add(i), v);
-        }
-    }
-    generic::axpy(&mut x[main..], a, &y[main..]);
+    unsafe { elementwise::axpy::<V>(x, a, y) }
 }
 
 #[target_feature(enable = "neon")]
 unsafe fn add(x: &mut [f32], y: &[f32]) {
-    let n = x.len();
-    let main = n - n % 4;
-    unsafe {
-        let (px, py) = (x.as_mut_ptr(), y.as_ptr());
-        for i in (0..main).step_by(4) {
-            vst1q_f32(
-                px.add(i),
-                vaddq_f32(vld1q_f32(px.add(i)), vld1q_f32(py.add(i))),
-            );
-        }
-    }
-    generic::add(&mut x[main..], &y[main..]);
+    unsafe { elementwise::add::<V>(x, y) }
 }
 
 #[target_feature(enable = "neon")]
 unsafe fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
-    let n = x.len();
-    let main = n - n % 4;
-    unsafe {
-        let sv = vdupq_n_f32(s);
-        let (px, pw, pb) = (x.as_mut_ptr(), w.as_ptr(), b.as_ptr());
-        for i in (0..main).step_by(4) {
-            let v = vmulq_f32(vld1q_f32(px.add(i)), sv);
-            vst1q_f32(
-                px.add(i),
-                vfmaq_f32(vld1q_f32(pb.add(i)), v, vld1q_f32(pw.add(i))),
-            );
-        }
-    }
-    generic::affine(&mut x[main..], s, &w[main..], &b[main..]);
+    unsafe { elementwise::affine::<V>(x, s, w, b) }
 }
 
 /// Spills the four q registers (canonical lanes 0-3, 4-7, 8-11, 12-15).

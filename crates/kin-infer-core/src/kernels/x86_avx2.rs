@@ -5,6 +5,7 @@
 //! 16-element chunk; elementwise tails run the scalar reference, which is inlined here so its
 //! `mul_add` is the same FMA instruction.
 
+use super::elementwise::{self, Vector};
 use super::generic;
 use super::ggml::GgmlType;
 use super::math::{self, Lanes};
@@ -170,6 +171,18 @@ impl Lanes for V {
     }
 }
 
+impl Vector for V {
+    const WIDTH: usize = 8;
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        unsafe { V(_mm256_loadu_ps(p)) }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        unsafe { _mm256_storeu_ps(p, self.0) }
+    }
+}
+
 /// Applies `$vbody` (in `$v`) to full vectors and `$sbody` (in `$s`) to the scalar tail. A
 /// macro, not a function taking closures: a closure does not inherit `#[target_feature]`, so
 /// the vector math would be compiled for the baseline target with out-of-line intrinsics.
@@ -242,47 +255,17 @@ unsafe fn scale(x: &mut [f32], s: f32) {
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn axpy(x: &mut [f32], a: f32, y: &[f32]) {
-    let n = x.len();
-    let main = n - n % 8;
-    unsafe {
-        let av = _mm256_set1_ps(a);
-        let (px, py) = (x.as_mut_ptr(), y.as_ptr());
-        for i in (0..main).step_by(8) {
-            let v = _mm256_fmadd_ps(av, _mm256_loadu_ps(py.add(i)), _mm256_loadu_ps(px.add(i)));
-            _mm256_storeu_ps(px.add(i), v);
-        }
-    }
-    generic::axpy(&mut x[main..], a, &y[main..]);
+    unsafe { elementwise::axpy::<V>(x, a, y) }
 }
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn add(x: &mut [f32], y: &[f32]) {
-    let n = x.len();
-    let main = n - n % 8;
-    unsafe {
-        let (px, py) = (x.as_mut_ptr(), y.as_ptr());
-        for i in (0..main).step_by(8) {
-            let v = _mm256_add_ps(_mm256_loadu_ps(px.add(i)), _mm256_loadu_ps(py.add(i)));
-            _mm256_storeu_ps(px.add(i), v);
-        }
-    }
-    generic::add(&mut x[main..], &y[main..]);
+    unsafe { elementwise::add::<V>(x, y) }
 }
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
-    let n = x.len();
-    let main = n - n % 8;
-    unsafe {
-        let sv = _mm256_set1_ps(s);
-        let (px, pw, pb) = (x.as_mut_ptr(), w.as_ptr(), b.as_ptr());
-        for i in (0..main).step_by(8) {
-            let v = _mm256_mul_ps(_mm256_loadu_ps(px.add(i)), sv);
-            let v = _mm256_fmadd_ps(v, _mm256_loadu_ps(pw.add(i)), _mm256_loadu_ps(pb.add(i)));
-            _mm256_storeu_ps(px.add(i), v);
-        }
-    }
-    generic::affine(&mut x[main..], s, &w[main..], &b[main..]);
+    unsafe { elementwise::affine::<V>(x, s, w, b) }
 }
 
 /// Spills the two ymm (canonical lanes 0-7, 8-15) for the scalar tail and tree.

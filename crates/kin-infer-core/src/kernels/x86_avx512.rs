@@ -4,6 +4,7 @@
 //! One zmm is exactly the 16 canonical reduction lanes, so reductions need no emulation; the
 //! transcendentals come from `math.rs` over the [`Lanes`] impl below, op for op.
 
+use super::elementwise::{self, Vector};
 use super::generic;
 use super::ggml::GgmlType;
 use super::math::{self, Lanes};
@@ -182,6 +183,18 @@ impl Lanes for V {
     }
 }
 
+impl Vector for V {
+    const WIDTH: usize = 16;
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        unsafe { V(_mm512_loadu_ps(p)) }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        unsafe { _mm512_storeu_ps(p, self.0) }
+    }
+}
+
 /// Mask of the first `n` (< 16) lanes.
 #[inline(always)]
 fn tail_mask(n: usize) -> __mmask16 {
@@ -249,47 +262,17 @@ unsafe fn scale(x: &mut [f32], s: f32) {
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn axpy(x: &mut [f32], a: f32, y: &[f32]) {
-    let n = x.len();
-    let main = n - n % 16;
-    unsafe {
-        let av = _mm512_set1_ps(a);
-        let (px, py) = (x.as_mut_ptr(), y.as_ptr());
-        for i in (0..main).step_by(16) {
-            let v = _mm512_fmadd_ps(av, _mm512_loadu_ps(py.add(i)), _mm512_loadu_ps(px.add(i)));
-            _mm512_storeu_ps(px.add(i), v);
-        }
-    }
-    generic::axpy(&mut x[main..], a, &y[main..]);
+    unsafe { elementwise::axpy::<V>(x, a, y) }
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn add(x: &mut [f32], y: &[f32]) {
-    let n = x.len();
-    let main = n - n % 16;
-    unsafe {
-        let (px, py) = (x.as_mut_ptr(), y.as_ptr());
-        for i in (0..main).step_by(16) {
-            let v = _mm512_add_ps(_mm512_loadu_ps(px.add(i)), _mm512_loadu_ps(py.add(i)));
-            _mm512_storeu_ps(px.add(i), v);
-        }
-    }
-    generic::add(&mut x[main..], &y[main..]);
+    unsafe { elementwise::add::<V>(x, y) }
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
-    let n = x.len();
-    let main = n - n % 16;
-    unsafe {
-        let sv = _mm512_set1_ps(s);
-        let (px, pw, pb) = (x.as_mut_ptr(), w.as_ptr(), b.as_ptr());
-        for i in (0..main).step_by(16) {
-            let v = _mm512_mul_ps(_mm512_loadu_ps(px.add(i)), sv);
-            let v = _mm512_fmadd_ps(v, _mm512_loadu_ps(pw.add(i)), _mm512_loadu_ps(pb.add(i)));
-            _mm512_storeu_ps(px.add(i), v);
-        }
-    }
-    generic::affine(&mut x[main..], s, &w[main..], &b[main..]);
+    unsafe { elementwise::affine::<V>(x, s, w, b) }
 }
 
 /// Spills the 16 lanes for the scalar tail and tree (the tree is 15 scalar ops: cheaper to
