@@ -31,7 +31,7 @@ OUT = os.path.join(ROOT, "tests", "fixtures", "gguf")
 SEEDS = os.path.join(ROOT, "fuzz", "corpus", "gguf_file")
 
 TYPES = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0,
-         T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K]
+         T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL]
 
 
 def main():
