@@ -326,7 +326,7 @@ fn tensor_plan(store: &WeightStore, cfg: &LlamaConfig, model: &Path) -> Result<V
             Some(rest) => {
                 let (i, logical) = rest.split_once('.').ok_or_else(unknown)?;
                 let i: usize = i.parse().map_err(|_| unknown())?;
-                if i >= cfg.layers {
+                if i >= cfg.sizes.layers {
                     return Err(unknown());
                 }
                 let p = lookup(LAYOUT.layer, logical).ok_or_else(unknown)?;
@@ -397,7 +397,7 @@ fn write_safetensors(
         let values: Vec<f32> = match (t.permuted, t.shape.as_slice()) {
             (true, [rows, cols]) => (0..*rows)
                 .flat_map(|r| {
-                    let from = crate::models::gguf_meta::unpermuted_row(r, cfg.head_dim);
+                    let from = crate::models::gguf_meta::unpermuted_row(r, cfg.sizes.head_dim);
                     values[from * cols..][..*cols].iter().copied()
                 })
                 .collect(),
@@ -460,13 +460,13 @@ fn config_json(cfg: &LlamaConfig, dtype: OutDtype) -> Value {
     let mut c = json!({
         "architectures": [arch],
         "model_type": model_type,
-        "vocab_size": cfg.vocab,
-        "hidden_size": cfg.hidden,
-        "intermediate_size": cfg.intermediate,
-        "num_hidden_layers": cfg.layers,
-        "num_attention_heads": cfg.heads,
-        "num_key_value_heads": cfg.kv_heads,
-        "head_dim": cfg.head_dim,
+        "vocab_size": cfg.sizes.vocab,
+        "hidden_size": cfg.sizes.hidden,
+        "intermediate_size": cfg.sizes.intermediate,
+        "num_hidden_layers": cfg.sizes.layers,
+        "num_attention_heads": cfg.sizes.heads,
+        "num_key_value_heads": cfg.sizes.kv_heads,
+        "head_dim": cfg.sizes.head_dim,
         "hidden_act": "silu",
         "max_position_embeddings": cfg.max_positions,
         // The file's f32 values, widened exactly: the engine reads the same numbers back.
@@ -476,9 +476,9 @@ fn config_json(cfg: &LlamaConfig, dtype: OutDtype) -> Value {
             RopeScaling::Linear { factor } => json!({"rope_type": "linear", "factor": factor}),
             _ => Value::Null,
         },
-        "tie_word_embeddings": cfg.tied,
-        "bos_token_id": cfg.bos.map_or(Value::Null, |b| json!(b)),
-        "eos_token_id": ids(&cfg.eos),
+        "tie_word_embeddings": cfg.sizes.tied,
+        "bos_token_id": cfg.sizes.bos.map_or(Value::Null, |b| json!(b)),
+        "eos_token_id": ids(&cfg.sizes.eos),
         "attention_dropout": 0.0,
         "initializer_range": 0.02,
         "use_cache": true,
@@ -490,7 +490,7 @@ fn config_json(cfg: &LlamaConfig, dtype: OutDtype) -> Value {
         Family::Qwen2 => {
             o.insert("use_sliding_window".into(), json!(false));
             o.insert("sliding_window".into(), Value::Null);
-            o.insert("max_window_layers".into(), json!(cfg.layers));
+            o.insert("max_window_layers".into(), json!(cfg.sizes.layers));
         }
         _ => {
             o.insert("attention_bias".into(), json!(false));
@@ -503,13 +503,13 @@ fn config_json(cfg: &LlamaConfig, dtype: OutDtype) -> Value {
 
 /// A token id of the metadata, checked against the vocabulary (`None` when absent).
 fn meta_id(gguf: &GgufFile, key: &str, cfg: &LlamaConfig) -> Result<Option<u32>> {
-    gt::token_id(gguf, key, cfg.vocab)
+    gt::token_id(gguf, key, cfg.sizes.vocab)
 }
 
 fn generation_config(gguf: &GgufFile, cfg: &LlamaConfig) -> Result<Value> {
     let mut g = json!({
-        "bos_token_id": cfg.bos.map_or(Value::Null, |b| json!(b)),
-        "eos_token_id": ids(&cfg.eos),
+        "bos_token_id": cfg.sizes.bos.map_or(Value::Null, |b| json!(b)),
+        "eos_token_id": ids(&cfg.sizes.eos),
     });
     if let Some(pad) = meta_id(gguf, "tokenizer.ggml.padding_token_id", cfg)? {
         g["pad_token_id"] = json!(pad);
@@ -527,7 +527,7 @@ fn tokenizer_config(gguf: &GgufFile, cfg: &LlamaConfig, template: Option<&str>) 
         "add_bos_token": flag("tokenizer.ggml.add_bos_token"),
         "add_eos_token": flag("tokenizer.ggml.add_eos_token"),
         "clean_up_tokenization_spaces": false,
-        "model_max_length": cfg.context,
+        "model_max_length": cfg.sizes.context,
     });
     for (field, key) in [
         ("bos_token", "tokenizer.ggml.bos_token_id"),

@@ -177,14 +177,17 @@ pub fn export_with(
     // The tensors in llama.cpp's order, each with the checkpoint name it comes from.
     let l = &llama::LAYOUT;
     let mut plan: Vec<(String, String, Vec<usize>)> = Vec::new();
-    let h = cfg.hidden;
-    let (q_dim, kv_dim) = (cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim);
+    let h = cfg.sizes.hidden;
+    let (q_dim, kv_dim) = (
+        cfg.sizes.heads * cfg.sizes.head_dim,
+        cfg.sizes.kv_heads * cfg.sizes.head_dim,
+    );
     plan.push((
         "token_embd.weight".into(),
         format!("{}.weight", l.global("token_embd")),
-        vec![cfg.vocab, h],
+        vec![cfg.sizes.vocab, h],
     ));
-    for i in 0..cfg.layers {
+    for i in 0..cfg.sizes.layers {
         let mut add = |logical: &str, kind: &str, shape: Vec<usize>| {
             plan.push((
                 format!("blk.{i}.{logical}.{kind}"),
@@ -201,20 +204,20 @@ pub fn export_with(
         }
         add("attn_output", "weight", vec![h, q_dim]);
         add("ffn_norm", "weight", vec![h]);
-        add("ffn_gate", "weight", vec![cfg.intermediate, h]);
-        add("ffn_up", "weight", vec![cfg.intermediate, h]);
-        add("ffn_down", "weight", vec![h, cfg.intermediate]);
+        add("ffn_gate", "weight", vec![cfg.sizes.intermediate, h]);
+        add("ffn_up", "weight", vec![cfg.sizes.intermediate, h]);
+        add("ffn_down", "weight", vec![h, cfg.sizes.intermediate]);
     }
     plan.push((
         "output_norm.weight".into(),
         format!("{}.weight", l.global("output_norm")),
         vec![h],
     ));
-    if !cfg.tied {
+    if !cfg.sizes.tied {
         plan.push((
             "output.weight".into(),
             format!("{}.weight", l.global("output")),
-            vec![cfg.vocab, h],
+            vec![cfg.sizes.vocab, h],
         ));
     }
     // The type each tensor is meant to have (None: F32 by design, norms and biases), then
@@ -229,9 +232,9 @@ pub fn export_with(
             .and_then(|n| n.parse::<usize>().ok());
         let six = medium
             && (name == "output.weight"
-                || (cfg.tied && name == "token_embd.weight")
+                || (cfg.sizes.tied && name == "token_embd.weight")
                 || ((name.ends_with(".attn_v.weight") || name.ends_with(".ffn_down.weight"))
-                    && layer.is_some_and(|i| more_bits(i, cfg.layers))));
+                    && layer.is_some_and(|i| more_bits(i, cfg.sizes.layers))));
         Some(if six { GgmlType::Q6_K } else { ty })
     };
     let stored = |name: &str, shape: &[usize]| {
@@ -288,7 +291,7 @@ pub fn export_with(
                 permute,
                 name.ends_with("attn_q.weight") || name.ends_with("attn_k.weight"),
             ) {
-                (true, true) => permuted(&values, shape[1], cfg.head_dim),
+                (true, true) => permuted(&values, shape[1], cfg.sizes.head_dim),
                 _ => values.to_vec(),
             };
             Ok(match infos[i].ty {
@@ -348,17 +351,23 @@ fn metadata(
         ("general.architecture".into(), MetaValue::Str(arch.into())),
         ("general.name".into(), MetaValue::Str(name)),
         (format!("{arch}.context_length"), u32v(cfg.max_positions)),
-        (format!("{arch}.embedding_length"), u32v(cfg.hidden)),
-        (format!("{arch}.block_count"), u32v(cfg.layers)),
+        (format!("{arch}.embedding_length"), u32v(cfg.sizes.hidden)),
+        (format!("{arch}.block_count"), u32v(cfg.sizes.layers)),
         (
             format!("{arch}.feed_forward_length"),
-            u32v(cfg.intermediate),
+            u32v(cfg.sizes.intermediate),
         ),
-        (format!("{arch}.rope.dimension_count"), u32v(cfg.head_dim)),
-        (format!("{arch}.attention.head_count"), u32v(cfg.heads)),
+        (
+            format!("{arch}.rope.dimension_count"),
+            u32v(cfg.sizes.head_dim),
+        ),
+        (
+            format!("{arch}.attention.head_count"),
+            u32v(cfg.sizes.heads),
+        ),
         (
             format!("{arch}.attention.head_count_kv"),
-            u32v(cfg.kv_heads),
+            u32v(cfg.sizes.kv_heads),
         ),
         (
             format!("{arch}.rope.freq_base"),
@@ -369,9 +378,15 @@ fn metadata(
             MetaValue::F32(cfg.eps),
         ),
     ];
-    if cfg.head_dim * cfg.heads != cfg.hidden {
-        m.push((format!("{arch}.attention.key_length"), u32v(cfg.head_dim)));
-        m.push((format!("{arch}.attention.value_length"), u32v(cfg.head_dim)));
+    if cfg.sizes.head_dim * cfg.sizes.heads != cfg.sizes.hidden {
+        m.push((
+            format!("{arch}.attention.key_length"),
+            u32v(cfg.sizes.head_dim),
+        ));
+        m.push((
+            format!("{arch}.attention.value_length"),
+            u32v(cfg.sizes.head_dim),
+        ));
     }
     match cfg.rope_scaling {
         RopeScaling::None => {}
@@ -468,7 +483,7 @@ fn tokenizer_metadata(
         ))
     })?;
     // Tokens by id, padded to the model's vocabulary as llama.cpp's converter does.
-    let mut tokens: Vec<Option<(String, i32)>> = vec![None; cfg.vocab];
+    let mut tokens: Vec<Option<(String, i32)>> = vec![None; cfg.sizes.vocab];
     let vocab = model["vocab"]
         .as_object()
         .ok_or_else(|| bad("no model.vocab".into()))?;
@@ -476,7 +491,7 @@ fn tokenizer_metadata(
         let slot = tokens.get_mut(id as usize).ok_or_else(|| {
             bad(format!(
                 "token `{text}` has id {id}, past vocab_size {}",
-                cfg.vocab
+                cfg.sizes.vocab
             ))
         })?;
         *slot = Some((text.to_string(), ty));
@@ -523,10 +538,10 @@ fn tokenizer_metadata(
     meta.push(("tokenizer.ggml.tokens".into(), MetaValue::Array(texts)));
     meta.push(("tokenizer.ggml.token_type".into(), MetaValue::Array(types)));
     meta.push(("tokenizer.ggml.merges".into(), MetaValue::Array(merges)));
-    if let Some(b) = cfg.bos {
+    if let Some(b) = cfg.sizes.bos {
         meta.push(("tokenizer.ggml.bos_token_id".into(), MetaValue::U32(b)));
     }
-    if let Some(e) = cfg.eos.first() {
+    if let Some(e) = cfg.sizes.eos.first() {
         meta.push(("tokenizer.ggml.eos_token_id".into(), MetaValue::U32(*e)));
     }
     let tc = dir.join("tokenizer_config.json");

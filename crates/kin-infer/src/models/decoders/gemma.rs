@@ -27,18 +27,17 @@
 //! `pre_feedforward_layernorm`, `post_feedforward_layernorm`), `model.norm.weight`,
 //! `lm_head.weight` (only when untied).
 
-use super::block::{Block, DecoderModel, Embedding, Mlp, Residual, Rope, Stack};
-use super::{attention_dims, attention_kind, sliding_note, token_ids, Decoder, DecoderSpec};
+use super::block::{Block, DecoderModel, Residual, Rope};
+use super::build::{assemble, Builder, Described, Parts, Sizes};
+use super::{attention_dims, attention_kind, sliding_note, token_ids, Decoder};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
 use crate::io::safetensors::WeightStore;
-use crate::io::source::{Layout, WeightSource};
-use crate::nn::ffn::{FfnAct, GatedFfn};
+use crate::io::source::Layout;
+use crate::nn::ffn::FfnAct;
 use crate::nn::rope::Rotary;
 use crate::nn::rope_config::{object, RopeDict};
-use crate::nn::{Linear, Norm, RmsNorm};
-use rayon::prelude::*;
 use serde_json::Value;
 
 /// Gemma 2's layout: LLaMA's names (Gemma's own), but `post_attention_layernorm` normalizes
@@ -74,14 +73,8 @@ struct GemmaConfig {
     v2: bool,
     /// Per layer: the sliding window, `None` for full causal attention.
     windows: Vec<Option<usize>>,
-    vocab: usize,
-    hidden: usize,
-    layers: usize,
-    heads: usize,
-    kv_heads: usize,
-    head_dim: usize,
-    intermediate: usize,
-    max_positions: usize,
+    /// The sizes (`context`: `max_position_embeddings`).
+    sizes: Sizes,
     eps: f32,
     rope_theta: f64,
     act: FfnAct,
@@ -89,10 +82,6 @@ struct GemmaConfig {
     scale: f32,
     attn_softcap: Option<f32>,
     final_softcap: Option<f32>,
-    tied: bool,
-    eos: Vec<u32>,
-    bos: Option<u32>,
-    dtype: Option<String>,
 }
 
 impl GemmaConfig {
@@ -203,24 +192,26 @@ impl GemmaConfig {
         Ok(GemmaConfig {
             v2,
             windows,
-            vocab,
-            hidden,
-            layers,
-            heads,
-            kv_heads,
-            head_dim,
-            intermediate,
-            max_positions,
             eps: f.eps("rms_norm_eps", 1e-6)?,
             rope_theta: rope_theta(f)?,
             act,
             scale,
             attn_softcap,
             final_softcap,
-            tied: f.bool("tie_word_embeddings", true)?,
-            eos: token_ids(f, "eos_token_id", true)?,
-            bos: token_ids(f, "bos_token_id", true)?.first().copied(),
-            dtype: f.dtype()?,
+            sizes: Sizes {
+                vocab,
+                hidden,
+                layers,
+                heads,
+                kv_heads,
+                head_dim,
+                intermediate,
+                context: max_positions,
+                tied: f.bool("tie_word_embeddings", true)?,
+                eos: token_ids(f, "eos_token_id", true)?,
+                bos: token_ids(f, "bos_token_id", true)?.first().copied(),
+                dtype: f.dtype()?,
+            },
         })
     }
 }
@@ -287,11 +278,6 @@ fn rope_theta(f: &ConfigFields) -> Result<f64> {
     params.theta()
 }
 
-/// `(1 + w)`, the factor `GemmaRMSNorm` multiplies by (in f32).
-fn one_plus(w: &[f32]) -> Vec<f32> {
-    w.iter().map(|&g| 1.0 + g).collect()
-}
-
 /// Loads a Gemma model from `config` and `store` (the Hub's layout).
 pub fn load(
     config: &ConfigSource,
@@ -311,134 +297,74 @@ pub(crate) fn load_with(
     norms_plus_one: bool,
     be: &dyn GpuCompute,
 ) -> Result<DecoderModel> {
-    let f = config.fields()?;
-    let cfg = GemmaConfig::parse(&f)?;
-    let layout = layout.unwrap_or(if cfg.v2 {
+    let cfg = GemmaConfig::parse(&config.fields()?)?;
+    let s = &cfg.sizes;
+    let (h, q_dim, kv_dim) = (s.hidden, s.heads * s.head_dim, s.kv_heads * s.head_dim);
+    let hub = if cfg.v2 {
         &LAYOUT_2
     } else {
         &super::llama::LAYOUT
-    });
-    let src = WeightSource::open(store, layout)?;
-    let w = src.weights();
-    let embd = format!("{}.weight", src.global("token_embd"));
-    let (h, q_dim, kv_dim) = (
-        cfg.hidden,
-        cfg.heads * cfg.head_dim,
-        cfg.kv_heads * cfg.head_dim,
-    );
-    // Unscaled: the stack scales the gathered rows. A tied table is the head's own
-    // weight (its rows read back exactly, in the stored format: f32, or a GGUF's blocks).
-    let embed = if cfg.tied {
-        Embedding::Head
-    } else {
-        Embedding::Table(be.upload(w.get(&embd, &[cfg.vocab, h])?.to_vec()))
     };
-    let norm = |name: &str| -> Result<Norm> {
-        let w = w.get(name, &[h])?;
-        let weight = if norms_plus_one {
-            w.to_vec()
-        } else {
-            one_plus(&w)
+    let b = Builder::open(be, store, layout.unwrap_or(hub), h)?;
+    // Unscaled: the stack scales the gathered rows.
+    let embed = b.embedding(s.vocab, s.tied)?;
+    let norm = |base: &str| match norms_plus_one {
+        true => b.rms(base, cfg.eps),
+        false => b.rms_mapped(base, cfg.eps, |w| w.iter().map(|&g| 1.0 + g).collect()),
+    };
+    let blocks = b.blocks(s.layers, |i| {
+        let t = |name: &str| b.layer(i, name);
+        // Gemma: the post-attention norm is the pre-feed-forward norm. Gemma 2: it
+        // normalizes the attention output, and the feed-forward has its own two.
+        let residual = match cfg.v2 {
+            true => Residual::Sandwich {
+                post_attn: norm(&t("post_attention_norm"))?,
+                pre_ffn: norm(&t("ffn_norm"))?,
+                post_ffn: norm(&t("post_ffw_norm"))?,
+            },
+            false => Residual::Sequential {
+                ffn_norm: norm(&t("ffn_norm"))?,
+            },
         };
-        Ok(Norm::Rms(RmsNorm::from_weight(be, weight, cfg.eps)))
-    };
-    let blocks = (0..cfg.layers)
-        .into_par_iter()
-        .map(|i| -> Result<Block> {
-            let t = |name: &str| src.layer(i, name);
-            let tw = |name: &str| format!("{}.weight", t(name));
-            let mut parts = Vec::with_capacity(3);
-            for (name, rows) in [("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)] {
-                parts.push(w.get_matrix(&tw(name), &[rows, h])?);
-            }
-            let slices: Vec<_> = parts.iter().map(|m| m.rows()).collect();
-            // Gemma: the post-attention norm is the pre-feed-forward norm. Gemma 2: it
-            // normalizes the attention output, and the feed-forward has its own two.
-            let residual = if cfg.v2 {
-                Residual::Sandwich {
-                    post_attn: norm(&tw("post_attention_norm"))?,
-                    pre_ffn: norm(&tw("ffn_norm"))?,
-                    post_ffn: norm(&tw("post_ffw_norm"))?,
-                }
-            } else {
-                Residual::Sequential {
-                    ffn_norm: norm(&tw("ffn_norm"))?,
-                }
-            };
-            Ok(Block {
-                attn_norm: norm(&tw("attn_norm"))?,
-                qkv: Linear::from_parts(be, be.prepare_weights(&slices, h)?, None),
-                o: Linear::load_with(be, w, &[&t("attn_output")], q_dim, h, false)?,
-                residual,
-                mlp: Mlp::Gated(GatedFfn::load(
-                    be,
-                    w,
-                    &[&t("ffn_gate"), &t("ffn_up")],
-                    &t("ffn_down"),
-                    h,
-                    cfg.intermediate,
-                    false,
-                    false,
-                    cfg.act,
-                )?),
-                attn: AttnShape {
-                    heads: cfg.heads,
-                    kv_heads: cfg.kv_heads,
-                    head_dim: cfg.head_dim,
-                    scale: cfg.scale,
-                    window: cfg.windows[i],
-                    softcap: cfg.attn_softcap,
-                },
-            })
+        Ok(Block {
+            attn_norm: norm(&t("attn_norm"))?,
+            qkv: b.qkv(i, (q_dim, kv_dim), false, None)?,
+            o: b.linear(&t("attn_output"), q_dim, h, false)?,
+            residual,
+            mlp: b.gated(i, &["ffn_gate", "ffn_up"], s.intermediate, cfg.act)?,
+            attn: AttnShape {
+                heads: s.heads,
+                kv_heads: s.kv_heads,
+                head_dim: s.head_dim,
+                scale: cfg.scale,
+                window: cfg.windows[i],
+                softcap: cfg.attn_softcap,
+            },
         })
-        .collect::<Result<Vec<_>>>()?;
-    let final_norm = norm(&format!("{}.weight", src.global("output_norm")))?;
-    let lm_head = if cfg.tied {
-        Linear::tied(be, w, &embd, h, cfg.vocab, None)?
-    } else {
-        Linear::load_with(be, w, &[&src.global("output")], h, cfg.vocab, false)?
-    };
-    let rotary = Rotary::new(cfg.head_dim, cfg.rope_theta, false, cfg.max_positions);
-    let mut attention = attention_kind(cfg.heads, cfg.kv_heads);
+    })?;
+    let mut attention = attention_kind(s.heads, s.kv_heads);
     if let Some(c) = cfg.attn_softcap {
         attention.push_str(&format!(", logit softcap {c}"));
     }
     attention.push_str(&sliding_note(&cfg.windows));
-    let mut ffn = cfg.act.glu_name().to_string();
-    if cfg.v2 {
-        ffn.push_str(", sandwich norms");
-    }
-    let spec = DecoderSpec {
+    let described = Described {
         model_type: if cfg.v2 { "gemma2" } else { "gemma" }.into(),
-        hidden_size: h,
-        num_hidden_layers: cfg.layers,
-        num_attention_heads: cfg.heads,
-        num_key_value_heads: cfg.kv_heads,
-        head_dim: cfg.head_dim,
-        intermediate_size: cfg.intermediate,
-        vocab_size: cfg.vocab,
-        max_sequence_length: cfg.max_positions,
-        eos_token_ids: cfg.eos.clone(),
-        bos_token_id: cfg.bos,
-        tied_embeddings: cfg.tied,
         positions: format!("rotary (theta {})", cfg.rope_theta),
         attention,
-        ffn,
-        dtype: cfg.dtype.clone(),
+        ffn: format!(
+            "{}{}",
+            cfg.act.glu_name(),
+            if cfg.v2 { ", sandwich norms" } else { "" }
+        ),
     };
-    let stack = Stack {
-        hidden: h,
-        heads: cfg.heads,
-        kv_heads: cfg.kv_heads,
-        head_dim: cfg.head_dim,
-        vocab: cfg.vocab,
+    let parts = Parts {
         embed,
         embed_scale: Some((h as f64).sqrt() as f32),
-        rope: Rope::Rotary(rotary),
+        rope: Rope::Rotary(Rotary::new(s.head_dim, cfg.rope_theta, false, s.context)),
         blocks,
-        final_norm,
-        lm_head,
+        final_norm: norm(&b.global("output_norm"))?,
+        lm_head: b.head(s.vocab, s.tied, false)?,
         final_softcap: cfg.final_softcap,
     };
-    Ok(DecoderModel { spec, stack })
+    Ok(assemble(s, described, parts))
 }

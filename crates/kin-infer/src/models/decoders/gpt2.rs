@@ -19,17 +19,17 @@
 //! `x += c_proj(attn(c_attn(ln_1(x))) ∪ cache)`, then `x += c_proj(gelu(c_fc(ln_2(x))))`;
 //! logits `= ln_f(x) · wteᵀ`.
 
-use super::block::{Block, DecoderModel, Embedding, Mlp, Residual, Rope, Stack};
-use super::{token_ids, Decoder, DecoderSpec};
+use super::block::{Block, DecoderModel, Residual, Rope};
+use super::build::{assemble, Builder, Described, Parts, Sizes};
+use super::{token_ids, Decoder};
 use crate::backend::StoredRows;
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
-use crate::io::safetensors::{StoredMatrix, WeightStore, Weights};
-use crate::io::source::{Layout, WeightSource};
+use crate::io::safetensors::{WeightStore, Weights};
+use crate::io::source::Layout;
 use crate::nn::ffn::FfnAct;
-use crate::nn::{LayerNorm, Linear, Norm};
-use rayon::prelude::*;
+use crate::nn::Linear;
 
 /// Hugging Face's GPT-2 layout, in logical names (`io::source`); `transformer.` nests it when
 /// saved from `GPT2LMHeadModel`.
@@ -78,21 +78,12 @@ pub(crate) static GGUF_LAYOUT: Layout = Layout {
 /// A validated GPT-2 config.
 #[derive(Clone, Debug)]
 struct Gpt2Config {
-    vocab: usize,
-    hidden: usize,
-    layers: usize,
-    heads: usize,
-    head_dim: usize,
-    inner: usize,
-    positions: usize,
+    /// The sizes (`intermediate`: `n_inner`, `context`: `n_positions`).
+    sizes: Sizes,
     eps: f32,
     act: FfnAct,
     scale_attn_weights: bool,
     scale_by_layer: bool,
-    tied: bool,
-    eos: Vec<u32>,
-    bos: Option<u32>,
-    dtype: Option<String>,
 }
 
 impl Gpt2Config {
@@ -138,21 +129,24 @@ impl Gpt2Config {
         let eos = token_ids(f, "eos_token_id", false)?;
         let bos = token_ids(f, "bos_token_id", false)?.first().copied();
         Ok(Gpt2Config {
-            vocab,
-            hidden,
-            layers,
-            heads,
-            head_dim: hidden / heads,
-            inner,
-            positions,
             eps: f.eps("layer_norm_epsilon", 1e-5)?,
             act,
             scale_attn_weights: f.bool("scale_attn_weights", true)?,
             scale_by_layer: f.bool("scale_attn_by_inverse_layer_idx", false)?,
-            tied: f.bool("tie_word_embeddings", true)?,
-            eos,
-            bos,
-            dtype: f.dtype()?,
+            sizes: Sizes {
+                vocab,
+                hidden,
+                layers,
+                heads,
+                kv_heads: heads,
+                head_dim: hidden / heads,
+                intermediate: inner,
+                context: positions,
+                tied: f.bool("tie_word_embeddings", true)?,
+                eos,
+                bos,
+                dtype: f.dtype()?,
+            },
         })
     }
 
@@ -161,7 +155,7 @@ impl Gpt2Config {
     fn attn_scale(&self, l: usize) -> f32 {
         let mut s = 1.0f64;
         if self.scale_attn_weights {
-            s = 1.0 / (self.head_dim as f64).sqrt();
+            s = 1.0 / (self.sizes.head_dim as f64).sqrt();
         }
         if self.scale_by_layer {
             s /= (l + 1) as f64;
@@ -213,87 +207,53 @@ pub(crate) fn load_with(
     conv1d_weights: bool,
     be: &dyn GpuCompute,
 ) -> Result<DecoderModel> {
-    let f = config.fields()?;
-    let cfg = Gpt2Config::parse(&f)?;
-    let src = WeightSource::open(store, layout)?;
-    let w = src.weights();
-    let h = cfg.hidden;
-    let embd = format!("{}.weight", src.global("token_embd"));
-    let embed = match w.get_matrix(&embd, &[cfg.vocab, h])? {
-        StoredMatrix::F32(t) => Embedding::Table(be.upload(t.to_vec())),
-        stored => Embedding::Matrix(be.prepare_weights(&[stored.rows()], h)?),
+    let cfg = Gpt2Config::parse(&config.fields()?)?;
+    let s = &cfg.sizes;
+    let h = s.hidden;
+    let b = Builder::open(be, store, layout, h)?;
+    let embed = b.embedding(s.vocab, s.tied)?;
+    let linear = |name: &str, i: usize, o: usize| match conv1d_weights {
+        true => conv1d(be, b.w(), name, i, o),
+        false => b.linear(name, i, o, true),
     };
-    let linear = |name: &str, i: usize, o: usize| {
-        if conv1d_weights {
-            conv1d(be, w, name, i, o)
-        } else {
-            Linear::load_with(be, w, &[name], i, o, true)
-        }
-    };
-    let wpe = format!("{}.weight", src.global("position_embd"));
-    let wpe = be.upload(w.get(&wpe, &[cfg.positions, h])?.to_vec());
-    let ln = |name: &str| LayerNorm::load(be, w, name, h, cfg.eps).map(Norm::Layer);
-    let blocks = (0..cfg.layers)
-        .into_par_iter()
-        .map(|i| -> Result<Block> {
-            let t = |name: &str| src.layer(i, name);
-            Ok(Block {
-                attn_norm: ln(&t("attn_norm"))?,
-                qkv: linear(&t("attn_qkv"), h, 3 * h)?,
-                o: linear(&t("attn_output"), h, h)?,
-                residual: Residual::Sequential {
-                    ffn_norm: ln(&t("ffn_norm"))?,
-                },
-                mlp: Mlp::Plain {
-                    fc1: linear(&t("ffn_up"), h, cfg.inner)?,
-                    act: cfg.act,
-                    fc2: linear(&t("ffn_down"), cfg.inner, h)?,
-                    width: cfg.inner,
-                },
-                attn: AttnShape {
-                    heads: cfg.heads,
-                    kv_heads: cfg.heads,
-                    head_dim: cfg.head_dim,
-                    scale: cfg.attn_scale(i),
-                    window: None,
-                    softcap: None,
-                },
-            })
+    let wpe = format!("{}.weight", b.global("position_embd"));
+    let wpe = be.upload(b.w().get(&wpe, &[s.context, h])?.to_vec());
+    let blocks = b.blocks(s.layers, |i| {
+        let t = |name: &str| b.layer(i, name);
+        Ok(Block {
+            attn_norm: b.layer_norm(&t("attn_norm"), cfg.eps)?,
+            qkv: linear(&t("attn_qkv"), h, 3 * h)?,
+            o: linear(&t("attn_output"), h, h)?,
+            residual: Residual::Sequential {
+                ffn_norm: b.layer_norm(&t("ffn_norm"), cfg.eps)?,
+            },
+            mlp: b.plain(i, s.intermediate, cfg.act, linear)?,
+            attn: AttnShape {
+                heads: s.heads,
+                kv_heads: s.heads,
+                head_dim: s.head_dim,
+                scale: cfg.attn_scale(i),
+                window: None,
+                softcap: None,
+            },
         })
-        .collect::<Result<Vec<_>>>()?;
-    let final_norm = ln(&src.global("output_norm"))?;
-    let lm_head = if cfg.tied {
-        Linear::tied(be, w, &embd, h, cfg.vocab, None)?
+    })?;
+    let final_norm = b.layer_norm(&b.global("output_norm"), cfg.eps)?;
+    let lm_head = if s.tied {
+        b.head(s.vocab, true, false)?
     } else {
         // `lm_head` sits beside `transformer.`, not under it.
-        let head = src.global("output");
+        let head = b.global("output");
         let top = Weights::with_prefixes(store, &[""], &format!("{head}.weight"))?;
-        Linear::load_with(be, &top, &[&head], h, cfg.vocab, false)?
+        Linear::load_with(be, &top, &[&head], h, s.vocab, false)?
     };
-    let spec = DecoderSpec {
+    let described = Described {
         model_type: "gpt2".into(),
-        hidden_size: h,
-        num_hidden_layers: cfg.layers,
-        num_attention_heads: cfg.heads,
-        num_key_value_heads: cfg.heads,
-        head_dim: cfg.head_dim,
-        intermediate_size: cfg.inner,
-        vocab_size: cfg.vocab,
-        max_sequence_length: cfg.positions,
-        eos_token_ids: cfg.eos.clone(),
-        bos_token_id: cfg.bos,
-        tied_embeddings: cfg.tied,
-        positions: format!("learned absolute ({} positions)", cfg.positions),
-        attention: format!("causal, multi-head ({} heads)", cfg.heads),
+        positions: format!("learned absolute ({} positions)", s.context),
+        attention: format!("causal, multi-head ({} heads)", s.heads),
         ffn: format!("{} MLP", cfg.act.name()),
-        dtype: cfg.dtype.clone(),
     };
-    let stack = Stack {
-        hidden: h,
-        heads: cfg.heads,
-        kv_heads: cfg.heads,
-        head_dim: cfg.head_dim,
-        vocab: cfg.vocab,
+    let parts = Parts {
         embed,
         embed_scale: None,
         rope: Rope::Learned(wpe),
@@ -302,5 +262,5 @@ pub(crate) fn load_with(
         lm_head,
         final_softcap: None,
     };
-    Ok(DecoderModel { spec, stack })
+    Ok(assemble(s, described, parts))
 }

@@ -29,21 +29,20 @@
 //! `x += o(attn(rope(q), rope(k) ∪ cache, v ∪ cache))` on `rms(x)`, then
 //! `x += down(silu(gate) * up)` on `rms(x)`; logits `= lm_head(rms(x))`.
 
-use super::block::{Block, DecoderModel, Embedding, Mlp, Residual, Rope, Stack};
+use super::block::{Block, DecoderModel, Residual, Rope};
+use super::build::{assemble, Builder, Described, Parts, Sizes};
 use super::{
     attention_dims, attention_kind, common_sizes, scaled_context, sliding_note, token_ids,
-    CommonSizes, DecoderSpec, MAX_ROPE_FACTOR,
+    CommonSizes, MAX_ROPE_FACTOR,
 };
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
-use crate::io::safetensors::{StoredMatrix, WeightStore};
-use crate::io::source::{Layout, WeightSource};
-use crate::nn::ffn::{FfnAct, GatedFfn};
+use crate::io::safetensors::WeightStore;
+use crate::io::source::Layout;
+use crate::nn::ffn::FfnAct;
 use crate::nn::rope::{RopeScaling, Rotary};
 use crate::nn::rope_config::{object, RopeDict};
-use crate::nn::{Linear, Norm, RmsNorm};
-use rayon::prelude::*;
 use serde_json::Value;
 
 /// Hugging Face's LLaMA layout (Mistral and Qwen2 share it), in logical names
@@ -96,23 +95,12 @@ pub(crate) struct LlamaConfig {
     pub(crate) qkv_bias: bool,
     /// Per layer: the sliding window, `None` for full causal attention.
     pub(crate) windows: Vec<Option<usize>>,
-    pub(crate) vocab: usize,
-    pub(crate) hidden: usize,
-    pub(crate) layers: usize,
-    pub(crate) heads: usize,
-    pub(crate) kv_heads: usize,
-    pub(crate) head_dim: usize,
-    pub(crate) intermediate: usize,
+    /// The sizes (`context`: `max_positions`, times `factor` for `dynamic` rope).
+    pub(crate) sizes: Sizes,
     pub(crate) max_positions: usize,
     pub(crate) eps: f32,
     pub(crate) rope_theta: f64,
     pub(crate) rope_scaling: RopeScaling,
-    /// Context length: `max_positions`, times `factor` for `dynamic` rope.
-    pub(crate) context: usize,
-    pub(crate) tied: bool,
-    pub(crate) eos: Vec<u32>,
-    pub(crate) bos: Option<u32>,
-    pub(crate) dtype: Option<String>,
 }
 
 impl LlamaConfig {
@@ -190,23 +178,52 @@ impl LlamaConfig {
             family,
             qkv_bias: family == Family::Qwen2,
             windows,
-            vocab,
-            hidden,
-            layers,
-            heads,
-            kv_heads,
-            head_dim,
-            intermediate,
             max_positions,
             eps: f.eps("rms_norm_eps", 1e-6)?,
             rope_theta,
             rope_scaling,
-            context,
-            tied: f.bool("tie_word_embeddings", false)?,
-            eos,
-            bos,
-            dtype: f.dtype()?,
+            sizes: Sizes {
+                vocab,
+                hidden,
+                layers,
+                heads,
+                kv_heads,
+                head_dim,
+                intermediate,
+                context,
+                tied: f.bool("tie_word_embeddings", false)?,
+                eos,
+                bos,
+                dtype: f.dtype()?,
+            },
         })
+    }
+}
+
+impl LlamaConfig {
+    /// `describe`'s positions: the rotary base and its scaling.
+    fn positions(&self) -> String {
+        let theta = self.rope_theta;
+        match self.rope_scaling {
+            RopeScaling::None => format!("rotary (theta {theta})"),
+            RopeScaling::Linear { factor } => {
+                format!("rotary (theta {theta}, linear scaling x{factor})")
+            }
+            RopeScaling::Dynamic { factor } => format!(
+                "rotary (theta {theta}, dynamic NTK scaling x{factor} past {} positions)",
+                self.max_positions
+            ),
+            RopeScaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_positions,
+            } => format!(
+                "rotary (theta {theta}, llama3 scaling x{factor}, low/high freq factors \
+                 {low_freq_factor}/{high_freq_factor}, original context \
+                 {original_max_positions})"
+            ),
+        }
     }
 }
 
@@ -376,156 +393,57 @@ pub(crate) fn load_with(
     qk_permuted: bool,
     be: &dyn GpuCompute,
 ) -> Result<DecoderModel> {
-    let f = config.fields()?;
-    let cfg = LlamaConfig::parse(&f)?;
-    let src = WeightSource::open(store, layout)?;
-    let w = src.weights();
-    let embd = format!("{}.weight", src.global("token_embd"));
-    let (h, q_dim, kv_dim) = (
-        cfg.hidden,
-        cfg.heads * cfg.head_dim,
-        cfg.kv_heads * cfg.head_dim,
-    );
-    let qkv_dim = q_dim + 2 * kv_dim;
-    // A tied table is the head's own weight; an untied one in a stored format (bf16, a
-    // ggml block type) stays in it. Gathered rows are widened or dequantized exactly, so
-    // every choice gives the f32 table's bits.
-    let embed = if cfg.tied {
-        Embedding::Head
-    } else {
-        match w.get_matrix(&embd, &[cfg.vocab, h])? {
-            StoredMatrix::F32(t) => Embedding::Table(be.upload(t.to_vec())),
-            stored => Embedding::Matrix(be.prepare_weights(&[stored.rows()], h)?),
-        }
-    };
-    let blocks = (0..cfg.layers)
-        .into_par_iter()
-        .map(|i| -> Result<Block> {
-            let t = |name: &str| src.layer(i, name);
-            let mut parts = Vec::with_capacity(3);
-            let mut bias = Vec::with_capacity(if cfg.qkv_bias { qkv_dim } else { 0 });
-            for (name, rows) in [("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)] {
-                let m = w.get_matrix(&format!("{}.weight", t(name)), &[rows, h])?;
-                parts.push(if qk_permuted && name != "attn_v" {
-                    let hd = cfg.head_dim;
-                    m.permute_rows(h, |r| crate::models::gguf_meta::unpermuted_row(r, hd))
-                } else {
-                    m
-                });
-                if cfg.qkv_bias {
-                    bias.extend_from_slice(&w.get(&format!("{}.bias", t(name)), &[rows])?);
-                }
-            }
-            let slices: Vec<_> = parts.iter().map(|m| m.rows()).collect();
-            let rms = |name: &str| {
-                RmsNorm::load(be, w, &format!("{}.weight", t(name)), h, cfg.eps).map(Norm::Rms)
-            };
-            Ok(Block {
-                attn_norm: rms("attn_norm")?,
-                qkv: Linear::from_parts(
-                    be,
-                    be.prepare_weights(&slices, h)?,
-                    cfg.qkv_bias.then_some(bias),
-                ),
-                o: Linear::load_with(be, w, &[&t("attn_output")], q_dim, h, false)?,
-                residual: Residual::Sequential {
-                    ffn_norm: rms("ffn_norm")?,
-                },
-                mlp: Mlp::Gated(GatedFfn::load(
-                    be,
-                    w,
-                    &[&t("ffn_gate"), &t("ffn_up")],
-                    &t("ffn_down"),
-                    h,
-                    cfg.intermediate,
-                    false,
-                    false,
-                    FfnAct::Silu,
-                )?),
-                attn: AttnShape {
-                    heads: cfg.heads,
-                    kv_heads: cfg.kv_heads,
-                    head_dim: cfg.head_dim,
-                    scale: 1.0 / (cfg.head_dim as f32).sqrt(),
-                    window: cfg.windows[i],
-                    softcap: None,
-                },
-            })
+    let cfg = LlamaConfig::parse(&config.fields()?)?;
+    let s = &cfg.sizes;
+    let (h, hd) = (s.hidden, s.head_dim);
+    let (q_dim, kv_dim) = (s.heads * hd, s.kv_heads * hd);
+    let b = Builder::open(be, store, layout, h)?;
+    let embed = b.embedding(s.vocab, s.tied)?;
+    let blocks = b.blocks(s.layers, |i| {
+        Ok(Block {
+            attn_norm: b.rms(&b.layer(i, "attn_norm"), cfg.eps)?,
+            qkv: b.qkv(i, (q_dim, kv_dim), cfg.qkv_bias, qk_permuted.then_some(hd))?,
+            o: b.linear(&b.layer(i, "attn_output"), q_dim, h, false)?,
+            residual: Residual::Sequential {
+                ffn_norm: b.rms(&b.layer(i, "ffn_norm"), cfg.eps)?,
+            },
+            mlp: b.gated(i, &["ffn_gate", "ffn_up"], s.intermediate, FfnAct::Silu)?,
+            attn: AttnShape {
+                heads: s.heads,
+                kv_heads: s.kv_heads,
+                head_dim: hd,
+                scale: 1.0 / (hd as f32).sqrt(),
+                window: cfg.windows[i],
+                softcap: None,
+            },
         })
-        .collect::<Result<Vec<_>>>()?;
-    let out_norm = format!("{}.weight", src.global("output_norm"));
-    let final_norm = Norm::Rms(RmsNorm::load(be, w, &out_norm, h, cfg.eps)?);
-    let lm_head = if cfg.tied {
-        Linear::tied(be, w, &embd, h, cfg.vocab, None)?
-    } else {
-        Linear::load_with(be, w, &[&src.global("output")], h, cfg.vocab, false)?
-    };
+    })?;
+    let mut attention = attention_kind(s.heads, s.kv_heads);
+    if cfg.qkv_bias {
+        attention.push_str(", q/k/v biases");
+    }
+    attention.push_str(&sliding_note(&cfg.windows));
     let rotary = Rotary::with_scaling(
-        cfg.head_dim,
+        hd,
         cfg.rope_theta,
         false,
         cfg.max_positions,
         cfg.rope_scaling,
     );
-    let mut attention = attention_kind(cfg.heads, cfg.kv_heads);
-    if cfg.qkv_bias {
-        attention.push_str(", q/k/v biases");
-    }
-    attention.push_str(&sliding_note(&cfg.windows));
-    let spec = DecoderSpec {
+    let described = Described {
         model_type: cfg.family.name().into(),
-        hidden_size: h,
-        num_hidden_layers: cfg.layers,
-        num_attention_heads: cfg.heads,
-        num_key_value_heads: cfg.kv_heads,
-        head_dim: cfg.head_dim,
-        intermediate_size: cfg.intermediate,
-        vocab_size: cfg.vocab,
-        max_sequence_length: cfg.context,
-        eos_token_ids: cfg.eos.clone(),
-        bos_token_id: cfg.bos,
-        tied_embeddings: cfg.tied,
-        positions: match cfg.rope_scaling {
-            RopeScaling::None => format!("rotary (theta {})", cfg.rope_theta),
-            RopeScaling::Linear { factor } => {
-                format!(
-                    "rotary (theta {}, linear scaling x{factor})",
-                    cfg.rope_theta
-                )
-            }
-            RopeScaling::Dynamic { factor } => format!(
-                "rotary (theta {}, dynamic NTK scaling x{factor} past {} positions)",
-                cfg.rope_theta, cfg.max_positions
-            ),
-            RopeScaling::Llama3 {
-                factor,
-                low_freq_factor,
-                high_freq_factor,
-                original_max_positions,
-            } => format!(
-                "rotary (theta {}, llama3 scaling x{factor}, low/high freq factors \
-                 {low_freq_factor}/{high_freq_factor}, original context \
-                 {original_max_positions})",
-                cfg.rope_theta
-            ),
-        },
+        positions: cfg.positions(),
         attention,
         ffn: "SwiGLU".into(),
-        dtype: cfg.dtype.clone(),
     };
-    let stack = Stack {
-        hidden: h,
-        heads: cfg.heads,
-        kv_heads: cfg.kv_heads,
-        head_dim: cfg.head_dim,
-        vocab: cfg.vocab,
+    let parts = Parts {
         embed,
         embed_scale: None,
         rope: Rope::Rotary(rotary),
         blocks,
-        final_norm,
-        lm_head,
+        final_norm: b.rms(&b.global("output_norm"), cfg.eps)?,
+        lm_head: b.head(s.vocab, s.tied, false)?,
         final_softcap: None,
     };
-    Ok(DecoderModel { spec, stack })
+    Ok(assemble(s, described, parts))
 }

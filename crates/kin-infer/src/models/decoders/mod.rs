@@ -11,6 +11,7 @@
 //! causal attention).
 
 pub(crate) mod block;
+pub(crate) mod build;
 pub mod cache;
 pub mod gemma;
 pub mod gguf;

@@ -36,20 +36,17 @@
 //! frequency sets or cos/sin factor), with `nn::rope`'s deterministic f64 routines and the same
 //! f32 rounding steps as PyTorch.
 
-use super::block::{Block, DecoderModel, Embedding, Mlp, Residual, Rope, Stack};
-use super::{
-    attention_dims, attention_kind, common_sizes, token_ids, CommonSizes, Decoder, DecoderSpec,
-};
+use super::block::{Block, DecoderModel, Residual, Rope};
+use super::build::{assemble, Builder, Described, Parts, Sizes};
+use super::{attention_dims, attention_kind, common_sizes, token_ids, CommonSizes, Decoder};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
 use crate::io::safetensors::WeightStore;
-use crate::io::source::{Layout, WeightSource};
-use crate::nn::ffn::{FfnAct, GatedFfn};
+use crate::io::source::Layout;
+use crate::nn::ffn::FfnAct;
 use crate::nn::rope::{ln_f64, pow_f64, RopeTable, SwitchedRotary};
 use crate::nn::rope_config::{object, RopeDict};
-use crate::nn::{LayerNorm, Linear, Norm, RmsNorm};
-use rayon::prelude::*;
 use serde_json::Value;
 
 /// Hugging Face's Phi (phi-1/2) layout, in logical names (`io::source`).
@@ -112,25 +109,16 @@ struct LongRope {
 #[derive(Clone, Debug)]
 struct PhiConfig {
     family: Family,
-    vocab: usize,
-    hidden: usize,
-    layers: usize,
-    heads: usize,
-    kv_heads: usize,
-    head_dim: usize,
+    /// The sizes (`context`: `max_position_embeddings`).
+    sizes: Sizes,
     /// Rotated features per head (even).
     rotary_dim: usize,
-    intermediate: usize,
     max_positions: usize,
     eps: f32,
     rope_theta: f64,
     longrope: Option<LongRope>,
     window: Option<usize>,
     act: FfnAct,
-    tied: bool,
-    eos: Vec<u32>,
-    bos: Option<u32>,
-    dtype: Option<String>,
 }
 
 fn factors(f: &ConfigFields, field: &str, v: Option<&Value>, n: usize) -> Result<Vec<f32>> {
@@ -306,24 +294,27 @@ impl PhiConfig {
         }
         Ok(PhiConfig {
             family,
-            vocab,
-            hidden,
-            layers,
-            heads,
-            kv_heads,
-            head_dim,
             rotary_dim,
-            intermediate,
             max_positions,
             eps,
             rope_theta,
             longrope,
             window,
             act,
-            tied: f.bool("tie_word_embeddings", false)?,
-            eos: token_ids(f, "eos_token_id", false)?,
-            bos: token_ids(f, "bos_token_id", false)?.first().copied(),
-            dtype: f.dtype()?,
+            sizes: Sizes {
+                vocab,
+                hidden,
+                layers,
+                heads,
+                kv_heads,
+                head_dim,
+                intermediate,
+                context: max_positions,
+                tied: f.bool("tie_word_embeddings", false)?,
+                eos: token_ids(f, "eos_token_id", false)?,
+                bos: token_ids(f, "bos_token_id", false)?.first().copied(),
+                dtype: f.dtype()?,
+            },
         })
     }
 }
@@ -387,156 +378,100 @@ pub(crate) fn load_with(
     layout: Option<&'static Layout>,
     be: &dyn GpuCompute,
 ) -> Result<DecoderModel> {
-    let f = config.fields()?;
-    let cfg = PhiConfig::parse(&f)?;
-    let phi = cfg.family == Family::Phi;
-    let layout = layout.unwrap_or(if phi { &LAYOUT } else { &LAYOUT_3 });
-    let src = WeightSource::open(store, layout)?;
-    let w = src.weights();
-    let embd = format!("{}.weight", src.global("token_embd"));
-    let h = cfg.hidden;
-    let q_dim = cfg.heads * cfg.head_dim;
-    let kv_dim = cfg.kv_heads * cfg.head_dim;
-    let qkv_dim = q_dim + 2 * kv_dim;
-    let embed = be.upload(w.get(&embd, &[cfg.vocab, h])?.to_vec());
-    let shape = AttnShape {
-        heads: cfg.heads,
-        kv_heads: cfg.kv_heads,
-        head_dim: cfg.head_dim,
-        scale: (cfg.head_dim as f64).powf(-0.5) as f32,
+    let cfg = PhiConfig::parse(&config.fields()?)?;
+    let (s, phi) = (&cfg.sizes, cfg.family == Family::Phi);
+    let (h, q_dim, kv_dim) = (s.hidden, s.heads * s.head_dim, s.kv_heads * s.head_dim);
+    let hub = if phi { &LAYOUT } else { &LAYOUT_3 };
+    let b = Builder::open(be, store, layout.unwrap_or(hub), h)?;
+    let embed = b.embedding(s.vocab, s.tied)?;
+    let attn = AttnShape {
+        heads: s.heads,
+        kv_heads: s.kv_heads,
+        head_dim: s.head_dim,
+        scale: (s.head_dim as f64).powf(-0.5) as f32,
         window: cfg.window,
         softcap: None,
     };
-    let rms = |name: &str| RmsNorm::load(be, w, name, h, cfg.eps).map(Norm::Rms);
-    let blocks = (0..cfg.layers)
-        .into_par_iter()
-        .map(|i| -> Result<Block> {
-            let t = |name: &str| src.layer(i, name);
-            Ok(if phi {
-                let mut parts = Vec::with_capacity(3);
-                let mut bias = Vec::with_capacity(qkv_dim);
-                for (name, rows) in [("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)] {
-                    parts.push(w.get_matrix(&format!("{}.weight", t(name)), &[rows, h])?);
-                    bias.extend_from_slice(&w.get(&format!("{}.bias", t(name)), &[rows])?);
-                }
-                let slices: Vec<_> = parts.iter().map(|m| m.rows()).collect();
-                let linear = |name: &str, i, o| Linear::load_with(be, w, &[&t(name)], i, o, true);
-                Block {
-                    attn_norm: Norm::Layer(LayerNorm::load(be, w, &t("attn_norm"), h, cfg.eps)?),
-                    qkv: Linear::from_parts(be, be.prepare_weights(&slices, h)?, Some(bias)),
-                    o: linear("attn_output", q_dim, h)?,
-                    residual: Residual::Parallel,
-                    mlp: Mlp::Plain {
-                        fc1: linear("ffn_up", h, cfg.intermediate)?,
-                        act: cfg.act,
-                        fc2: linear("ffn_down", cfg.intermediate, h)?,
-                        width: cfg.intermediate,
-                    },
-                    attn: shape,
-                }
-            } else {
-                Block {
-                    attn_norm: rms(&format!("{}.weight", t("attn_norm")))?,
-                    qkv: Linear::load_with(be, w, &[&t("attn_qkv")], h, qkv_dim, false)?,
-                    o: Linear::load_with(be, w, &[&t("attn_output")], q_dim, h, false)?,
-                    residual: Residual::Sequential {
-                        ffn_norm: rms(&format!("{}.weight", t("ffn_norm")))?,
-                    },
-                    mlp: Mlp::Gated(GatedFfn::load(
-                        be,
-                        w,
-                        &[&t("ffn_up")],
-                        &t("ffn_down"),
-                        h,
-                        cfg.intermediate,
-                        false,
-                        false,
-                        FfnAct::Silu,
-                    )?),
-                    attn: shape,
-                }
-            })
+    // Phi: one LayerNorm feeding attention and the MLP, biases everywhere. Phi-3: the LLaMA
+    // block over fused qkv and gate_up tensors.
+    let norm = |base: &str| match phi {
+        true => b.layer_norm(base, cfg.eps),
+        false => b.rms(base, cfg.eps),
+    };
+    let blocks = b.blocks(s.layers, |i| {
+        let t = |name: &str| b.layer(i, name);
+        let biased = |base: &str, i, o| b.linear(base, i, o, true);
+        Ok(Block {
+            attn_norm: norm(&t("attn_norm"))?,
+            qkv: match phi {
+                true => b.qkv(i, (q_dim, kv_dim), true, None)?,
+                false => b.linear(&t("attn_qkv"), h, q_dim + 2 * kv_dim, false)?,
+            },
+            o: b.linear(&t("attn_output"), q_dim, h, phi)?,
+            residual: match phi {
+                true => Residual::Parallel,
+                false => Residual::Sequential {
+                    ffn_norm: norm(&t("ffn_norm"))?,
+                },
+            },
+            mlp: match phi {
+                true => b.plain(i, s.intermediate, cfg.act, biased)?,
+                false => b.gated(i, &["ffn_up"], s.intermediate, FfnAct::Silu)?,
+            },
+            attn,
         })
-        .collect::<Result<Vec<_>>>()?;
-    let final_norm = if phi {
-        Norm::Layer(LayerNorm::load(
-            be,
-            w,
-            &src.global("output_norm"),
-            h,
-            cfg.eps,
-        )?)
-    } else {
-        rms(&format!("{}.weight", src.global("output_norm")))?
-    };
-    // Phi's head has a bias (also when its weight is tied), Phi-3's none.
-    let lm_head = if cfg.tied {
-        let bias = if phi {
-            let head_bias = format!("{}.bias", src.global("output"));
-            Some(w.get(&head_bias, &[cfg.vocab])?.to_vec())
-        } else {
-            None
-        };
-        Linear::tied(be, w, &embd, h, cfg.vocab, bias)?
-    } else {
-        Linear::load_with(be, w, &[&src.global("output")], h, cfg.vocab, phi)?
-    };
-    let mut attention = attention_kind(cfg.heads, cfg.kv_heads);
-    if phi {
-        attention.push_str(", q/k/v/dense biases, parallel with the MLP");
-    }
-    if let Some(win) = cfg.window {
-        attention.push_str(&format!(", sliding window {win}"));
-    }
-    let mut positions = format!("rotary (theta {}", cfg.rope_theta);
-    if cfg.rotary_dim < cfg.head_dim {
-        positions.push_str(&format!(
-            ", {} of {} features per head",
-            cfg.rotary_dim, cfg.head_dim
-        ));
-    }
-    if let Some(lr) = &cfg.longrope {
-        positions.push_str(&format!(
-            ", longrope: original context {}, attention factor {}",
-            lr.original_max, lr.attention_factor
-        ));
-    }
-    positions.push(')');
-    let spec = DecoderSpec {
+    })?;
+    let described = Described {
         model_type: if phi { "phi" } else { "phi3" }.into(),
-        hidden_size: h,
-        num_hidden_layers: cfg.layers,
-        num_attention_heads: cfg.heads,
-        num_key_value_heads: cfg.kv_heads,
-        head_dim: cfg.head_dim,
-        intermediate_size: cfg.intermediate,
-        vocab_size: cfg.vocab,
-        max_sequence_length: cfg.max_positions,
-        eos_token_ids: cfg.eos.clone(),
-        bos_token_id: cfg.bos,
-        tied_embeddings: cfg.tied,
-        positions,
-        attention,
-        ffn: if phi {
-            format!("fc1 → {} → fc2", cfg.act.name())
-        } else {
-            "SwiGLU (fused gate_up)".into()
+        positions: cfg.positions(),
+        attention: cfg.attention(),
+        ffn: match phi {
+            true => format!("fc1 → {} → fc2", cfg.act.name()),
+            false => "SwiGLU (fused gate_up)".into(),
         },
-        dtype: cfg.dtype.clone(),
     };
-    let stack = Stack {
-        hidden: h,
-        heads: cfg.heads,
-        kv_heads: cfg.kv_heads,
-        head_dim: cfg.head_dim,
-        vocab: cfg.vocab,
-        embed: Embedding::Table(embed),
+    let parts = Parts {
+        embed,
         embed_scale: None,
         rope: Rope::Switched(rotary(&cfg)),
         blocks,
-        final_norm,
-        lm_head,
+        final_norm: norm(&b.global("output_norm"))?,
+        // Phi's head has a bias (also when its weight is tied), Phi-3's none.
+        lm_head: b.head(s.vocab, s.tied, phi)?,
         final_softcap: None,
     };
-    Ok(DecoderModel { spec, stack })
+    Ok(assemble(s, described, parts))
+}
+
+impl PhiConfig {
+    /// `describe`'s attention.
+    fn attention(&self) -> String {
+        let mut a = attention_kind(self.sizes.heads, self.sizes.kv_heads);
+        if self.family == Family::Phi {
+            a.push_str(", q/k/v/dense biases, parallel with the MLP");
+        }
+        if let Some(win) = self.window {
+            a.push_str(&format!(", sliding window {win}"));
+        }
+        a
+    }
+
+    /// `describe`'s positions: the rotated share of each head and longrope's factors.
+    fn positions(&self) -> String {
+        let mut p = format!("rotary (theta {}", self.rope_theta);
+        if self.rotary_dim < self.sizes.head_dim {
+            p.push_str(&format!(
+                ", {} of {} features per head",
+                self.rotary_dim, self.sizes.head_dim
+            ));
+        }
+        if let Some(lr) = &self.longrope {
+            p.push_str(&format!(
+                ", longrope: original context {}, attention factor {}",
+                lr.original_max, lr.attention_factor
+            ));
+        }
+        p.push(')');
+        p
+    }
 }
