@@ -29,7 +29,7 @@
 
 use super::block::{Block, DecoderModel, Residual, Rope};
 use super::build::{assemble, Builder, Described, Parts, Sizes};
-use super::{attention_dims, attention_kind, sliding_note, token_ids, Decoder};
+use super::{attention_dims, attention_kind, sliding_note, token_ids, DecoderFamily};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
@@ -278,17 +278,17 @@ fn rope_theta(f: &ConfigFields) -> Result<f64> {
     params.theta()
 }
 
-/// Loads a Gemma model from `config` and `store` (the Hub's layout).
-pub fn load(
-    config: &ConfigSource,
-    store: &WeightStore,
-    be: &dyn GpuCompute,
-) -> Result<Box<dyn Decoder>> {
-    Ok(Box::new(load_with(config, store, None, false, be)?))
-}
+/// Gemma and Gemma 2 in the registry. llama.cpp's Gemma converters store the norms as
+/// `1 + w`, and rope in transformers' (NeoX) layout: nothing to permute.
+pub(crate) const FAMILY: DecoderFamily = DecoderFamily {
+    model_types: &["gemma", "gemma2"],
+    gguf_architectures: &["gemma", "gemma2"],
+    hub: |config, store, be| load_with(config, store, None, false, be),
+    gguf: |_, config, store, be| load_with(config, store, Some(&super::gguf::LAYOUT), true, be),
+};
 
-/// [`load`] through another container's `layout` (default: the Hub's, per
-/// version); `norms_plus_one`: the norm weights are stored as `1 + w` already, as
+/// Loads a Gemma model from `config` and `store` through `layout` (default: the Hub's,
+/// per version); `norms_plus_one`: the norm weights are stored as `1 + w` already, as
 /// llama.cpp's converter writes them (its RMSNorm multiplies by the weight alone).
 pub(crate) fn load_with(
     config: &ConfigSource,

@@ -19,7 +19,7 @@
 //! `gemma2.*`, its attention scale by llama.cpp's rule, as GGUF has no key for it), and `gpt2` (whose converter stores the `Conv1D` weights transposed to `[out, in]`
 //! and writes the tied head out as `output`). Any other `general.architecture` is a typed [`InferError::Unsupported`].
 
-use super::{gemma, gpt2, llama, phi, Decoder};
+use super::Decoder;
 use crate::backend::GpuCompute;
 use crate::error::{InferError, Result};
 use crate::io::config_fields::ConfigSource;
@@ -63,36 +63,9 @@ pub fn load(path: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>> {
     let (store, gguf) = WeightStore::open_gguf(path)?;
     let arch = architecture(&gguf)?;
     let config = config(&gguf, &store, &arch)?;
-    match arch.as_str() {
-        "llama" | "qwen2" => {
-            let permuted = arch == "llama";
-            Ok(Box::new(llama::load_with(
-                &config, &store, &LAYOUT, permuted, be,
-            )?))
-        }
-        // llama.cpp's Gemma converters store the norms as `1 + w`, and rope in transformers'
-        // (NeoX) layout: nothing to permute.
-        "gemma" | "gemma2" => Ok(Box::new(gemma::load_with(
-            &config,
-            &store,
-            Some(&LAYOUT),
-            true,
-            be,
-        )?)),
-        "phi3" | "phi2" => Ok(Box::new(phi::load_with(
-            &config,
-            &store,
-            Some(&LAYOUT),
-            be,
-        )?)),
-        "gpt2" => Ok(Box::new(gpt2::load_with(
-            &config,
-            &store,
-            &gpt2::GGUF_LAYOUT,
-            false,
-            be,
-        )?)),
-        _ => Err(unsupported(&gguf, &arch)),
+    match super::gguf_family(&arch) {
+        Some(family) => Ok(Box::new((family.gguf)(&arch, &config, &store, be)?)),
+        None => Err(unsupported(&gguf, &arch)),
     }
 }
 

@@ -21,7 +21,7 @@
 
 use super::block::{Block, DecoderModel, Residual, Rope};
 use super::build::{assemble, Builder, Described, Parts, Sizes};
-use super::{token_ids, Decoder};
+use super::{token_ids, DecoderFamily};
 use crate::backend::StoredRows;
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
@@ -188,16 +188,16 @@ fn conv1d(
     ))
 }
 
-/// Loads a GPT-2 model from `config` (its parsed `config.json` is `v`) and `store`.
-pub fn load(
-    config: &ConfigSource,
-    store: &WeightStore,
-    be: &dyn GpuCompute,
-) -> Result<Box<dyn Decoder>> {
-    Ok(Box::new(load_with(config, store, &LAYOUT, true, be)?))
-}
+/// GPT-2 in the registry. Hugging Face stores its projections as `Conv1D` (`[in, out]`);
+/// llama.cpp's converter transposes them to `[out, in]`.
+pub(crate) const FAMILY: DecoderFamily = DecoderFamily {
+    model_types: &["gpt2"],
+    gguf_architectures: &["gpt2"],
+    hub: |config, store, be| load_with(config, store, &LAYOUT, true, be),
+    gguf: |_, config, store, be| load_with(config, store, &GGUF_LAYOUT, false, be),
+};
 
-/// [`load`] through another container's `layout`; `conv1d`: the projection weights
+/// Loads a GPT-2 model from `config` and `store` through `layout`; `conv1d_weights`: the projection weights
 /// are stored `[in, out]` (Hugging Face) rather than `[out, in]` (GGUF), whose matrices then
 /// stay in their stored format.
 pub(crate) fn load_with(

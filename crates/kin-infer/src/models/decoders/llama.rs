@@ -33,7 +33,7 @@ use super::block::{Block, DecoderModel, Residual, Rope};
 use super::build::{assemble, Builder, Described, Parts, Sizes};
 use super::{
     attention_dims, attention_kind, common_sizes, scaled_context, sliding_note, token_ids,
-    CommonSizes, MAX_ROPE_FACTOR,
+    CommonSizes, DecoderFamily, MAX_ROPE_FACTOR,
 };
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
@@ -376,15 +376,18 @@ fn rope(f: &ConfigFields, max_positions: usize, head_dim: usize) -> Result<(f64,
 }
 
 /// Loads a LLaMA model from `config` and `store` (the Hub's layout).
-pub(crate) fn load(
-    config: &ConfigSource,
-    store: &WeightStore,
-    be: &dyn GpuCompute,
-) -> Result<DecoderModel> {
-    load_with(config, store, &LAYOUT, false, be)
-}
+/// LLaMA, Mistral and Qwen2 in the registry. llama.cpp converts Mistral as `llama`, whose
+/// q and k rows it stores in rotary-pair order; Qwen2's it leaves as they are.
+pub(crate) const FAMILY: DecoderFamily = DecoderFamily {
+    model_types: &["llama", "mistral", "qwen2"],
+    gguf_architectures: &["llama", "qwen2"],
+    hub: |config, store, be| load_with(config, store, &LAYOUT, false, be),
+    gguf: |arch, config, store, be| {
+        load_with(config, store, &super::gguf::LAYOUT, arch == "llama", be)
+    },
+};
 
-/// [`load`] through another container's `layout`; `qk_permuted`: the q and k rows
+/// Loads a LLaMA-layout model from `config` and `store` through `layout`; `qk_permuted`: the q and k rows
 /// are in llama.cpp's rotary-pair order (undone here, see `gguf.rs`).
 pub(crate) fn load_with(
     config: &ConfigSource,

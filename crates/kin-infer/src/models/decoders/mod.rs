@@ -25,6 +25,7 @@ use crate::backend::GpuCompute;
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
 use crate::io::safetensors::WeightStore;
+use block::DecoderModel;
 use serde_json::Value;
 use std::path::Path;
 
@@ -200,6 +201,37 @@ pub trait Decoder: Send + Sync {
 #[derive(Default)]
 pub struct BatchScratch(pub(crate) cache::Scratch);
 
+/// One decoder family in the registry: the names it answers to and its two loaders.
+pub(crate) struct DecoderFamily {
+    /// Hugging Face `model_type`s (`config.json`).
+    pub(crate) model_types: &'static [&'static str],
+    /// GGUF `general.architecture`s.
+    pub(crate) gguf_architectures: &'static [&'static str],
+    /// Loads a Hub checkpoint: `config.json` and its safetensors.
+    pub(crate) hub: fn(&ConfigSource, &WeightStore, &dyn GpuCompute) -> Result<DecoderModel>,
+    /// Loads a GGUF of architecture `arch` (its config already filled from the metadata,
+    /// [`gguf::config`]) through the GGUF layout.
+    pub(crate) gguf: fn(&str, &ConfigSource, &WeightStore, &dyn GpuCompute) -> Result<DecoderModel>,
+}
+
+/// Every decoder family, the one `model_type` / GGUF architecture → loader table (its names
+/// are `io::model_kinds`' lists, which the messages below models use; a test keeps the two
+/// equal).
+pub(crate) const FAMILIES: &[DecoderFamily] =
+    &[llama::FAMILY, gpt2::FAMILY, phi::FAMILY, gemma::FAMILY];
+
+/// The family whose Hub `model_type` is `t`.
+fn hub_family(t: &str) -> Option<&'static DecoderFamily> {
+    FAMILIES.iter().find(|f| f.model_types.contains(&t))
+}
+
+/// The family whose GGUF architecture is `arch`.
+pub(crate) fn gguf_family(arch: &str) -> Option<&'static DecoderFamily> {
+    FAMILIES
+        .iter()
+        .find(|f| f.gguf_architectures.contains(&arch))
+}
+
 /// Reads `config.json` in `dir`, picks the family from `model_type`, loads the weights; or,
 /// given a `.gguf` file, loads the decoder it holds ([`gguf::load`]).
 pub fn load_decoder(dir: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>> {
@@ -217,32 +249,18 @@ pub fn load_decoder(dir: &Path, be: &dyn GpuCompute) -> Result<Box<dyn Decoder>>
         .and_then(|t| t.as_str())
         .unwrap_or("")
         .to_string();
-    match model_type.as_str() {
-        "llama" | "mistral" | "qwen2" => {
-            let store = WeightStore::open_dir(dir)?;
-            Ok(Box::new(llama::load(&source, &store, be)?))
-        }
-        "gpt2" => {
-            let store = WeightStore::open_dir(dir)?;
-            gpt2::load(&source, &store, be)
-        }
-        "phi" | "phi3" => {
-            let store = WeightStore::open_dir(dir)?;
-            phi::load(&source, &store, be)
-        }
-        "gemma" | "gemma2" => {
-            let store = WeightStore::open_dir(dir)?;
-            gemma::load(&source, &store, be)
-        }
-        t if crate::io::config::ModelArchitecture::from_model_type(t).is_some() => {
-            Err(crate::io::config::wrong_kind(dir, t, false))
-        }
-        _ => Err(InferError::UnsupportedModel {
-            path: config,
-            model_type,
-            supported: SUPPORTED.to_vec(),
-        }),
+    if let Some(family) = hub_family(&model_type) {
+        let store = WeightStore::open_dir(dir)?;
+        return Ok(Box::new((family.hub)(&source, &store, be)?));
     }
+    if crate::io::config::ModelArchitecture::from_model_type(&model_type).is_some() {
+        return Err(crate::io::config::wrong_kind(dir, &model_type, false));
+    }
+    Err(InferError::UnsupportedModel {
+        path: config,
+        model_type,
+        supported: SUPPORTED.to_vec(),
+    })
 }
 
 // Where the loaders and the CLI have always found it; it lives in io/ (a fact of the path).
@@ -429,5 +447,36 @@ pub(crate) fn token_ids(f: &ConfigFields, field: &str, null_is_absent: bool) -> 
             .and_then(|n| u32::try_from(n).ok())
             .map(|n| vec![n])
             .ok_or_else(|| f.err(field, format!("expected a token id, found {x}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FAMILIES;
+    use crate::io::model_kinds::{gguf_architectures, ModelKind, DECODER_MODEL_TYPES};
+
+    /// The registry and the kinds table name the same families, each name once.
+    #[test]
+    fn registry_names_match_the_kinds_table() {
+        let mut hub: Vec<_> = FAMILIES
+            .iter()
+            .flat_map(|f| f.model_types)
+            .copied()
+            .collect();
+        let mut want = DECODER_MODEL_TYPES.to_vec();
+        let mut gguf: Vec<_> = FAMILIES
+            .iter()
+            .flat_map(|f| f.gguf_architectures)
+            .copied()
+            .collect();
+        let mut want_gguf = gguf_architectures(ModelKind::Decoder);
+        for v in [&mut hub, &mut want, &mut gguf, &mut want_gguf] {
+            v.sort_unstable();
+        }
+        assert_eq!(hub, want);
+        assert_eq!(gguf, want_gguf);
+        let (n, mut dedup) = (hub.len(), hub.clone());
+        dedup.dedup();
+        assert_eq!(dedup.len(), n, "a model_type in two families");
     }
 }

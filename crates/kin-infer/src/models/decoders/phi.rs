@@ -38,7 +38,7 @@
 
 use super::block::{Block, DecoderModel, Residual, Rope};
 use super::build::{assemble, Builder, Described, Parts, Sizes};
-use super::{attention_dims, attention_kind, common_sizes, token_ids, CommonSizes, Decoder};
+use super::{attention_dims, attention_kind, common_sizes, token_ids, CommonSizes, DecoderFamily};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
@@ -361,16 +361,16 @@ fn rotary(c: &PhiConfig) -> SwitchedRotary {
     }
 }
 
-/// Loads a Phi / Phi-3 model from `config` (parsed as `v`) and `store`.
-pub fn load(
-    config: &ConfigSource,
-    store: &WeightStore,
-    be: &dyn GpuCompute,
-) -> Result<Box<dyn Decoder>> {
-    Ok(Box::new(load_with(config, store, None, be)?))
-}
+/// Phi and Phi-3 in the registry; llama.cpp calls transformers' `phi` `phi2`.
+pub(crate) const FAMILY: DecoderFamily = DecoderFamily {
+    model_types: &["phi", "phi3"],
+    gguf_architectures: &["phi3", "phi2"],
+    hub: |config, store, be| load_with(config, store, None, be),
+    gguf: |_, config, store, be| load_with(config, store, Some(&super::gguf::LAYOUT), be),
+};
 
-/// [`load`] through another container's `layout` (default: the Hub's, per family;
+/// Loads a Phi / Phi-3 model from `config` and `store` through `layout` (default: the
+/// Hub's, per family;
 /// GGUF's names are the logical names, fused Phi-3 tensors included).
 pub(crate) fn load_with(
     config: &ConfigSource,
