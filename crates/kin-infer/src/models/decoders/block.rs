@@ -140,49 +140,11 @@ impl Stack {
         out_rows: LogitsRows,
     ) -> Result<&'c [f32]> {
         let rows = ids.len();
-        let h = self.hidden;
-        let (q_dim, kv_dim) = (self.q_dim(), self.kv_dim());
-        cache.check_shape(self.blocks.len(), kv_dim)?;
-        let (start, capacity) = (cache.len(), cache.capacity());
-        spec.validate_chunk(ids, start, capacity)?;
-        cache.ensure(be)?;
-        cache.scratch.ensure(be, rows, capacity, &self.dims())?;
-
-        let rotary: Option<RotaryChunk> = match &self.rope {
-            Rope::Learned(_) => None,
-            Rope::Rotary(r) => Some(r.chunk(start, rows)),
-            Rope::Switched(r) => Some(r.chunk(capacity, start, rows)),
-        };
-        {
-            let s = cache.scratch.bufs.as_mut().expect("scratch ensured");
-            self.embed(be, ids, s);
-            if let Rope::Learned(wpe) = &self.rope {
-                be.add(
-                    s.x.at_mut(..rows * h),
-                    wpe.at(start * h..(start + rows) * h),
-                );
-            }
-        }
-        for (l, b) in self.blocks.iter().enumerate() {
-            let (mut kc, mut vc, scratch) = cache.layer_mut(l);
-            let s = scratch.bufs.as_mut().expect("scratch ensured");
-            let n = rows * h;
-            // attention
-            b.attn_norm.forward(be, s.x.at(..n), s.normed.at_mut(..n));
-            b.qkv.forward(be, s.normed.at(..n), rows, s.qkv.at_mut(..));
-            self.attend(
-                be,
-                b,
-                s.qkv.at_mut(..),
-                (rows, start, capacity),
-                rotary.as_ref(),
-                (kc.at_mut(..), vc.at_mut(..)),
-                s.scores.at_mut(..),
-                s.attn.at_mut(..),
-            );
-            b.tail(be, s, rows, h, q_dim);
-        }
-        cache.advance(rows);
+        // The step takes the cache for its keys and values; its scratch is lent meanwhile.
+        let mut scratch = std::mem::take(&mut cache.scratch);
+        let ran = self.run(be, spec, ids, rows, &mut [&mut *cache], &mut scratch);
+        cache.scratch = scratch;
+        ran?;
         let (first, n) = out_rows.span(rows);
         // A refused step leaves the cache as it was (the length is a field apart from the
         // scratch the logits borrow, so it can be wound back on the error path).
@@ -193,6 +155,107 @@ impl Stack {
                 Err(e)
             }
         }
+    }
+
+    /// One decode step of several sequences at once: `ids[i]` at position `caches[i].len()`
+    /// of its own cache, through the same [`Self::run`] as [`Self::forward`]. Every op is per
+    /// row or per (query, head), so each sequence's logits have the bits its own `forward`
+    /// would give (tested). Returns `[ids.len(), vocab]` logits; on error no cache has
+    /// changed.
+    pub(crate) fn decode_batch<'s>(
+        &self,
+        be: &dyn GpuCompute,
+        spec: &DecoderSpec,
+        ids: &[u32],
+        caches: &mut [&mut KvCache],
+        scratch: &'s mut Scratch,
+    ) -> Result<&'s [f32]> {
+        let rows = ids.len();
+        if rows == 0 || caches.len() != rows {
+            return Err(crate::error::InferError::Input(format!(
+                "a decode batch of {rows} ids for {} caches",
+                caches.len()
+            )));
+        }
+        self.run(be, spec, ids, 1, caches, scratch)?;
+        match self.checked_head(be, scratch, 0, rows) {
+            Ok(logits) => Ok(logits),
+            Err(e) => {
+                for c in caches.iter_mut() {
+                    c.len -= 1;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The one layer loop: `ids` is `caches.len()` chunks of `per` rows, chunk `i` at
+    /// positions `caches[i].len()..` of its cache. The projections and feed-forwards run as
+    /// one `ids.len()`-row GEMM (the weights read once for all), rotary, cache appends and
+    /// attention per chunk; then every cache advances by `per`. Checks every chunk before
+    /// anything is written.
+    fn run(
+        &self,
+        be: &dyn GpuCompute,
+        spec: &DecoderSpec,
+        ids: &[u32],
+        per: usize,
+        caches: &mut [&mut KvCache],
+        scratch: &mut Scratch,
+    ) -> Result<()> {
+        let rows = ids.len();
+        let h = self.hidden;
+        let (q_dim, kv_dim) = (self.q_dim(), self.kv_dim());
+        let qkv_dim = q_dim + 2 * kv_dim;
+        let mut max_capacity = 0;
+        for (i, c) in caches.iter().enumerate() {
+            c.check_shape(self.blocks.len(), kv_dim)?;
+            spec.validate_chunk(&ids[i * per..(i + 1) * per], c.len(), c.capacity())?;
+            max_capacity = max_capacity.max(c.capacity());
+        }
+        for c in caches.iter_mut() {
+            c.ensure(be)?;
+        }
+        scratch.ensure(be, rows, max_capacity, &self.dims())?;
+        let s = scratch.bufs.as_mut().expect("scratch ensured");
+        self.embed(be, ids, s);
+        let mut rotary: Vec<Option<RotaryChunk>> = Vec::with_capacity(caches.len());
+        for (i, c) in caches.iter().enumerate() {
+            let p = c.len();
+            rotary.push(match &self.rope {
+                Rope::Learned(wpe) => {
+                    let x = s.x.at_mut(i * per * h..(i + 1) * per * h);
+                    be.add(x, wpe.at(p * h..(p + per) * h));
+                    None
+                }
+                Rope::Rotary(r) => Some(r.chunk(p, per)),
+                Rope::Switched(r) => Some(r.chunk(c.capacity(), p, per)),
+            });
+        }
+        let n = rows * h;
+        for (l, b) in self.blocks.iter().enumerate() {
+            b.attn_norm.forward(be, s.x.at(..n), s.normed.at_mut(..n));
+            b.qkv.forward(be, s.normed.at(..n), rows, s.qkv.at_mut(..));
+            for (i, c) in caches.iter_mut().enumerate() {
+                let (start, capacity) = (c.len(), c.capacity());
+                let (mut kc, mut vc) = c.layer_mut(l);
+                self.attend(
+                    be,
+                    b,
+                    s.qkv.at_mut(i * per * qkv_dim..(i + 1) * per * qkv_dim),
+                    (per, start, capacity),
+                    rotary[i].as_ref(),
+                    (kc.at_mut(..), vc.at_mut(..)),
+                    s.scores.at_mut(..),
+                    s.attn.at_mut(i * per * q_dim..(i + 1) * per * q_dim),
+                );
+            }
+            b.tail(be, s, rows, h, q_dim);
+        }
+        for c in caches.iter_mut() {
+            c.advance(per);
+        }
+        Ok(())
     }
 
     /// Attention of `rows` rows of fused `[q | k | v]` at positions `start..` of a cache of
@@ -308,90 +371,6 @@ impl Stack {
             });
         }
         Ok(logits)
-    }
-
-    /// One decode step of several sequences at once: `ids[i]` at position `caches[i].len()`
-    /// of its own cache. The projections and feed-forwards run as one `ids.len()`-row GEMM
-    /// (the weights read once for all), rotary, cache appends and attention per sequence;
-    /// every op is per row or per (query, head), so each sequence's logits have the bits its
-    /// own `forward` would give (tested). Returns `[ids.len(), vocab]` logits; on error no
-    /// cache has changed.
-    pub(crate) fn decode_batch<'s>(
-        &self,
-        be: &dyn GpuCompute,
-        spec: &DecoderSpec,
-        ids: &[u32],
-        caches: &mut [&mut KvCache],
-        scratch: &'s mut Scratch,
-    ) -> Result<&'s [f32]> {
-        let rows = ids.len();
-        if rows == 0 || caches.len() != rows {
-            return Err(crate::error::InferError::Input(format!(
-                "a decode batch of {rows} ids for {} caches",
-                caches.len()
-            )));
-        }
-        let h = self.hidden;
-        let (q_dim, kv_dim) = (self.q_dim(), self.kv_dim());
-        let qkv_dim = q_dim + 2 * kv_dim;
-        let mut max_capacity = 0;
-        for (id, c) in ids.iter().zip(caches.iter()) {
-            c.check_shape(self.blocks.len(), kv_dim)?;
-            spec.validate_chunk(std::slice::from_ref(id), c.len(), c.capacity())?;
-            max_capacity = max_capacity.max(c.capacity());
-        }
-        for c in caches.iter_mut() {
-            c.ensure(be)?;
-        }
-        scratch.ensure(be, rows, max_capacity, &self.dims())?;
-        let s = scratch.bufs.as_mut().expect("scratch ensured");
-        self.embed(be, ids, s);
-        if let Rope::Learned(wpe) = &self.rope {
-            for (r, c) in caches.iter().enumerate() {
-                let p = c.len();
-                be.add(s.x.at_mut(r * h..(r + 1) * h), wpe.at(p * h..(p + 1) * h));
-            }
-        }
-        let rotary: Vec<Option<RotaryChunk>> = caches
-            .iter()
-            .map(|c| match &self.rope {
-                Rope::Learned(_) => None,
-                Rope::Rotary(r) => Some(r.chunk(c.len(), 1)),
-                Rope::Switched(r) => Some(r.chunk(c.capacity(), c.len(), 1)),
-            })
-            .collect();
-        let n = rows * h;
-        for (l, b) in self.blocks.iter().enumerate() {
-            b.attn_norm.forward(be, s.x.at(..n), s.normed.at_mut(..n));
-            b.qkv.forward(be, s.normed.at(..n), rows, s.qkv.at_mut(..));
-            for (r, c) in caches.iter_mut().enumerate() {
-                let (start, capacity) = (c.len(), c.capacity());
-                let (mut kc, mut vc, _) = c.layer_mut(l);
-                self.attend(
-                    be,
-                    b,
-                    s.qkv.at_mut(r * qkv_dim..(r + 1) * qkv_dim),
-                    (1, start, capacity),
-                    rotary[r].as_ref(),
-                    (kc.at_mut(..), vc.at_mut(..)),
-                    s.scores.at_mut(..),
-                    s.attn.at_mut(r * q_dim..(r + 1) * q_dim),
-                );
-            }
-            b.tail(be, s, rows, h, q_dim);
-        }
-        for c in caches.iter_mut() {
-            c.advance(1);
-        }
-        match self.checked_head(be, scratch, 0, rows) {
-            Ok(logits) => Ok(logits),
-            Err(e) => {
-                for c in caches.iter_mut() {
-                    c.len -= 1;
-                }
-                Err(e)
-            }
-        }
     }
 }
 

@@ -72,14 +72,13 @@ impl KvCache {
         Ok(())
     }
 
-    /// Layer `layer`'s keys and values, writable, and the scratch.
-    pub(crate) fn layer_mut(&mut self, layer: usize) -> (ViewMut<'_>, ViewMut<'_>, &mut Scratch) {
+    /// Layer `layer`'s keys and values, writable.
+    pub(crate) fn layer_mut(&mut self, layer: usize) -> (ViewMut<'_>, ViewMut<'_>) {
         let n = self.capacity * self.kv_dim;
         let (k, v) = self.kv.as_mut().expect("KvCache::ensure ran");
         (
             k.at_mut(layer * n..(layer + 1) * n),
             v.at_mut(layer * n..(layer + 1) * n),
-            &mut self.scratch,
         )
     }
 
