@@ -125,6 +125,14 @@ proptest! {
             assert_same("dot", t, &[kern.dot(&x, &y)], &[gen.dot(&x, &y)]);
             assert_same("max", t, &[kern.max(&x)], &[gen.max(&x)]);
         }
+        // The canonical max ignores a NaN in any lane, main part or tail.
+        if len > 0 {
+            let mut x = x;
+            x[seed as usize % len] = f32::NAN;
+            for kern in &simd {
+                assert_same("max with a NaN", kern.tier(), &[kern.max(&x)], &[gen.max(&x)]);
+            }
+        }
     }
 
     #[test]

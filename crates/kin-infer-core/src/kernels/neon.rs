@@ -8,7 +8,7 @@
 use super::elementwise::{self, Vector};
 use super::generic;
 use super::math::{self, Lanes};
-use super::{tree16, tree16_max, Ops};
+use super::Ops;
 use std::arch::aarch64::*;
 
 pub(crate) static OPS: Ops = Ops {
@@ -207,68 +207,19 @@ unsafe fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
     unsafe { elementwise::affine::<V>(x, s, w, b) }
 }
 
-/// Spills the four q registers (canonical lanes 0-3, 4-7, 8-11, 12-15).
-#[inline(always)]
-unsafe fn lanes(q: [float32x4_t; 4]) -> [f32; 16] {
-    let mut l = [0.0f32; 16];
-    unsafe {
-        for (i, v) in q.iter().enumerate() {
-            vst1q_f32(l.as_mut_ptr().add(4 * i), *v);
-        }
-    }
-    l
-}
-
 #[target_feature(enable = "neon")]
 unsafe fn sum(x: &[f32]) -> f32 {
-    let main = x.len() - x.len() % 16;
-    unsafe {
-        let mut q = [vdupq_n_f32(0.0); 4];
-        let p = x.as_ptr();
-        for i in (0..main).step_by(16) {
-            for (j, acc) in q.iter_mut().enumerate() {
-                *acc = vaddq_f32(*acc, vld1q_f32(p.add(i + 4 * j)));
-            }
-        }
-        let mut l = lanes(q);
-        generic::sum_lanes(&mut l, &x[main..]);
-        tree16(l)
-    }
+    unsafe { elementwise::sum::<V>(x) }
 }
 
 #[target_feature(enable = "neon")]
 unsafe fn dot(x: &[f32], y: &[f32]) -> f32 {
-    let main = x.len() - x.len() % 16;
-    unsafe {
-        let mut q = [vdupq_n_f32(0.0); 4];
-        let (px, py) = (x.as_ptr(), y.as_ptr());
-        for i in (0..main).step_by(16) {
-            for (j, acc) in q.iter_mut().enumerate() {
-                let o = i + 4 * j;
-                *acc = vfmaq_f32(*acc, vld1q_f32(px.add(o)), vld1q_f32(py.add(o)));
-            }
-        }
-        let mut l = lanes(q);
-        generic::dot_lanes(&mut l, &x[main..], &y[main..]);
-        tree16(l)
-    }
+    unsafe { elementwise::dot::<V>(x, y) }
 }
 
 #[target_feature(enable = "neon")]
 unsafe fn max(x: &[f32]) -> f32 {
-    let main = x.len() - x.len() % 16;
-    unsafe {
-        let mut q = [V::splat(f32::NEG_INFINITY); 4];
-        let p = x.as_ptr();
-        for i in (0..main).step_by(16) {
-            for (j, acc) in q.iter_mut().enumerate() {
-                *acc = V(vld1q_f32(p.add(i + 4 * j))).max_(*acc);
-            }
-        }
-        let mut l = lanes([q[0].0, q[1].0, q[2].0, q[3].0]);
-        generic::max_lanes(&mut l, &x[main..]);
-        tree16_max(l)
-    }
+    unsafe { elementwise::max::<V>(x) }
 }
 
 /// 6×16 register tile: 24 q accumulators + 4 for the B row, A values via `vfmaq_n_f32`.

@@ -281,54 +281,17 @@ unsafe fn lanes(lo: __m256, hi: __m256) -> [f32; 16] {
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn sum(x: &[f32]) -> f32 {
-    let main = x.len() - x.len() % 16;
-    unsafe {
-        let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        let p = x.as_ptr();
-        for i in (0..main).step_by(16) {
-            lo = _mm256_add_ps(lo, _mm256_loadu_ps(p.add(i)));
-            hi = _mm256_add_ps(hi, _mm256_loadu_ps(p.add(i + 8)));
-        }
-        let mut l = lanes(lo, hi);
-        generic::sum_lanes(&mut l, &x[main..]);
-        tree16(l)
-    }
+    unsafe { elementwise::sum::<V>(x) }
 }
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn dot(x: &[f32], y: &[f32]) -> f32 {
-    let main = x.len() - x.len() % 16;
-    unsafe {
-        let (mut lo, mut hi) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        let (px, py) = (x.as_ptr(), y.as_ptr());
-        for i in (0..main).step_by(16) {
-            lo = _mm256_fmadd_ps(_mm256_loadu_ps(px.add(i)), _mm256_loadu_ps(py.add(i)), lo);
-            hi = _mm256_fmadd_ps(
-                _mm256_loadu_ps(px.add(i + 8)),
-                _mm256_loadu_ps(py.add(i + 8)),
-                hi,
-            );
-        }
-        let mut l = lanes(lo, hi);
-        generic::dot_lanes(&mut l, &x[main..], &y[main..]);
-        tree16(l)
-    }
+    unsafe { elementwise::dot::<V>(x, y) }
 }
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn max(x: &[f32]) -> f32 {
-    let main = x.len() - x.len() % 16;
-    unsafe {
-        let (mut lo, mut hi) = (V::splat(f32::NEG_INFINITY), V::splat(f32::NEG_INFINITY));
-        let p = x.as_ptr();
-        for i in (0..main).step_by(16) {
-            lo = V(_mm256_loadu_ps(p.add(i))).max_(lo);
-            hi = V(_mm256_loadu_ps(p.add(i + 8))).max_(hi);
-        }
-        let mut l = lanes(lo.0, hi.0);
-        generic::max_lanes(&mut l, &x[main..]);
-        tree16_max(l)
-    }
+    unsafe { elementwise::max::<V>(x) }
 }
 
 /// Fused `x *= s; softmax(x)`: the composite's exact sequence (see `Ops::softmax_scaled`):

@@ -5,7 +5,6 @@
 //! transcendentals come from `math.rs` over the [`Lanes`] impl below, op for op.
 
 use super::elementwise::{self, Vector};
-use super::generic;
 use super::ggml::GgmlType;
 use super::math::{self, Lanes};
 use super::x86_quant;
@@ -286,48 +285,17 @@ unsafe fn lanes(v: __m512) -> [f32; 16] {
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn sum(x: &[f32]) -> f32 {
-    let main = x.len() - x.len() % 16;
-    unsafe {
-        let mut acc = _mm512_setzero_ps();
-        for i in (0..main).step_by(16) {
-            acc = _mm512_add_ps(acc, _mm512_loadu_ps(x.as_ptr().add(i)));
-        }
-        let mut l = lanes(acc);
-        generic::sum_lanes(&mut l, &x[main..]);
-        tree16(l)
-    }
+    unsafe { elementwise::sum::<V>(x) }
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn dot(x: &[f32], y: &[f32]) -> f32 {
-    let main = x.len() - x.len() % 16;
-    unsafe {
-        let mut acc = _mm512_setzero_ps();
-        for i in (0..main).step_by(16) {
-            let (a, b) = (
-                _mm512_loadu_ps(x.as_ptr().add(i)),
-                _mm512_loadu_ps(y.as_ptr().add(i)),
-            );
-            acc = _mm512_fmadd_ps(a, b, acc);
-        }
-        let mut l = lanes(acc);
-        generic::dot_lanes(&mut l, &x[main..], &y[main..]);
-        tree16(l)
-    }
+    unsafe { elementwise::dot::<V>(x, y) }
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn max(x: &[f32]) -> f32 {
-    let main = x.len() - x.len() % 16;
-    unsafe {
-        let mut acc = V::splat(f32::NEG_INFINITY);
-        for i in (0..main).step_by(16) {
-            acc = V(_mm512_loadu_ps(x.as_ptr().add(i))).max_(acc);
-        }
-        let mut l = lanes(acc.0);
-        generic::max_lanes(&mut l, &x[main..]);
-        tree16_max(l)
-    }
+    unsafe { elementwise::max::<V>(x) }
 }
 
 /// 14×32 register tile: 28 zmm accumulators + 2 for the B row; A values are broadcast from

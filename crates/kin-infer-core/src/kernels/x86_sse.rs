@@ -9,9 +9,9 @@
 //! batch composition or m either. `KIN_INFER_SIMD=generic` gives the exact bits on such a CPU
 //! (software FMA, slowly).
 
-use super::generic;
+use super::elementwise::{self, Vector};
 use super::math::{self, Lanes};
-use super::{tree16, tree16_max, Ops};
+use super::{tree16, Ops};
 use std::arch::x86_64::*;
 
 pub(crate) static OPS: Ops = Ops {
@@ -127,6 +127,18 @@ impl Lanes for V {
             let e = _mm_add_epi32(n, _mm_set1_epi32(127));
             V(_mm_castsi128_ps(_mm_slli_epi32::<23>(e)))
         }
+    }
+}
+
+impl Vector for V {
+    const WIDTH: usize = 4;
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        unsafe { V(_mm_loadu_ps(p)) }
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        unsafe { _mm_storeu_ps(p, self.0) }
     }
 }
 
@@ -261,19 +273,8 @@ unsafe fn lanes(v: [__m128; 4]) -> [f32; 16] {
 
 #[target_feature(enable = "sse4.1")]
 unsafe fn sum(x: &[f32]) -> f32 {
-    let main = x.len() - x.len() % 16;
-    unsafe {
-        let mut acc = [_mm_setzero_ps(); 4];
-        let p = x.as_ptr();
-        for i in (0..main).step_by(16) {
-            for (q, a) in acc.iter_mut().enumerate() {
-                *a = _mm_add_ps(*a, _mm_loadu_ps(p.add(i + 4 * q)));
-            }
-        }
-        let mut l = lanes(acc);
-        generic::sum_lanes(&mut l, &x[main..]);
-        tree16(l)
-    }
+    // A sum or a max has no fused step: the shared body is exact on this tier too.
+    unsafe { elementwise::sum::<V>(x) }
 }
 
 #[target_feature(enable = "sse4.1")]
@@ -302,19 +303,8 @@ unsafe fn dot(x: &[f32], y: &[f32]) -> f32 {
 
 #[target_feature(enable = "sse4.1")]
 unsafe fn max(x: &[f32]) -> f32 {
-    let main = x.len() - x.len() % 16;
-    unsafe {
-        let mut acc = [V::splat(f32::NEG_INFINITY); 4];
-        let p = x.as_ptr();
-        for i in (0..main).step_by(16) {
-            for (q, a) in acc.iter_mut().enumerate() {
-                *a = V(_mm_loadu_ps(p.add(i + 4 * q))).max_(*a);
-            }
-        }
-        let mut l = lanes(acc.map(|v| v.0));
-        generic::max_lanes(&mut l, &x[main..]);
-        tree16_max(l)
-    }
+    // A sum or a max has no fused step: the shared body is exact on this tier too.
+    unsafe { elementwise::max::<V>(x) }
 }
 
 /// 6×8 register tile: 12 xmm accumulators + 2 for the B row + 1 broadcast of 16 registers.
