@@ -46,6 +46,7 @@ mod panels;
 pub mod quantize;
 mod quantize_k;
 mod stored;
+mod tile;
 mod widen;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx2;

@@ -8,6 +8,7 @@
 use super::elementwise::{self, Vector};
 use super::generic;
 use super::math::{self, Lanes};
+use super::tile::{tile, F32Panel, Panel};
 use super::Ops;
 use std::arch::aarch64::*;
 
@@ -237,42 +238,7 @@ unsafe fn kernel_6x16<const R: usize>(
     load: bool,
     bias: *const f32,
 ) {
-    let b = b.cast::<f32>();
-    unsafe {
-        let mut acc = [[vdupq_n_f32(0.0); 4]; R];
-        if load {
-            for (r, row) in acc.iter_mut().enumerate() {
-                for (j, v) in row.iter_mut().enumerate() {
-                    *v = vld1q_f32(c.add(r * ldc + 4 * j));
-                }
-            }
-        }
-        let (mut ap, mut bp) = (a, b);
-        for _ in 0..kc {
-            let bv = [
-                vld1q_f32(bp),
-                vld1q_f32(bp.add(4)),
-                vld1q_f32(bp.add(8)),
-                vld1q_f32(bp.add(12)),
-            ];
-            for (r, row) in acc.iter_mut().enumerate() {
-                let av = *ap.add(r);
-                for (v, b) in row.iter_mut().zip(bv) {
-                    *v = vfmaq_n_f32(*v, b, av);
-                }
-            }
-            ap = ap.add(R);
-            bp = bp.add(NR);
-        }
-        for (r, row) in acc.iter_mut().enumerate() {
-            for (j, v) in row.iter_mut().enumerate() {
-                if !bias.is_null() {
-                    *v = vaddq_f32(*v, vld1q_f32(bias.add(4 * j)));
-                }
-                vst1q_f32(c.add(r * ldc + 4 * j), *v);
-            }
-        }
-    }
+    unsafe { tile::<V, F32Panel, 4, R>(kc, a, b, c, ldc, load, bias) }
 }
 
 /// Widens 4 bf16 values at `p` to f32, exactly (`bits << 16`).
@@ -299,6 +265,30 @@ unsafe fn widen4_f16(p: *const u16) -> float32x4_t {
     }
 }
 
+/// bf16 (`BF16`) or f16 B panels, each 4 values widened exactly in registers.
+struct HalfPanel<const BF16: bool>;
+
+impl<const BF16: bool> Panel<V> for HalfPanel<BF16> {
+    type Elem = u16;
+    #[inline(always)]
+    unsafe fn new() -> Self {
+        HalfPanel
+    }
+    #[inline(always)]
+    unsafe fn row<const NB: usize>(&self, p: *const u16) -> [V; NB] {
+        let mut v = [V::splat(0.0); NB];
+        for (j, x) in v.iter_mut().enumerate() {
+            *x = V(unsafe {
+                match BF16 {
+                    true => widen4_bf16(p.add(4 * j)),
+                    false => widen4_f16(p.add(4 * j)),
+                }
+            });
+        }
+        v
+    }
+}
+
 /// NEON micro-kernel over bf16/f16 B panels: [`kernel_6x16`] with each B row widened exactly
 /// in registers; contract in [`super::gemm::MicroKernel`].
 #[target_feature(enable = "neon")]
@@ -311,51 +301,7 @@ unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(
     load: bool,
     bias: *const f32,
 ) {
-    let b = b.cast::<u16>();
-    unsafe {
-        let mut acc = [[vdupq_n_f32(0.0); 4]; R];
-        if load {
-            for (r, row) in acc.iter_mut().enumerate() {
-                for (j, v) in row.iter_mut().enumerate() {
-                    *v = vld1q_f32(c.add(r * ldc + 4 * j));
-                }
-            }
-        }
-        let (mut ap, mut bp) = (a, b);
-        for _ in 0..kc {
-            let bv = if BF16 {
-                [
-                    widen4_bf16(bp),
-                    widen4_bf16(bp.add(4)),
-                    widen4_bf16(bp.add(8)),
-                    widen4_bf16(bp.add(12)),
-                ]
-            } else {
-                [
-                    widen4_f16(bp),
-                    widen4_f16(bp.add(4)),
-                    widen4_f16(bp.add(8)),
-                    widen4_f16(bp.add(12)),
-                ]
-            };
-            for (r, row) in acc.iter_mut().enumerate() {
-                let av = *ap.add(r);
-                for (v, b) in row.iter_mut().zip(bv) {
-                    *v = vfmaq_n_f32(*v, b, av);
-                }
-            }
-            ap = ap.add(R);
-            bp = bp.add(NR);
-        }
-        for (r, row) in acc.iter_mut().enumerate() {
-            for (j, v) in row.iter_mut().enumerate() {
-                if !bias.is_null() {
-                    *v = vaddq_f32(*v, vld1q_f32(bias.add(4 * j)));
-                }
-                vst1q_f32(c.add(r * ldc + 4 * j), *v);
-            }
-        }
-    }
+    unsafe { tile::<V, HalfPanel<BF16>, 4, R>(kc, a, b, c, ldc, load, bias) }
 }
 
 /// [`super::Ops::gemv`]: 16 outputs per pass (four independent accumulators), then 4,

@@ -9,6 +9,7 @@ use super::elementwise::{self, Vector};
 use super::generic;
 use super::ggml::GgmlType;
 use super::math::{self, Lanes};
+use super::tile::{tile, F32Panel, Panel};
 use super::x86_quant;
 use super::x86_row4::{self, widen8, BF16, F16, F32};
 use super::{tree16, tree16_max, Ops};
@@ -453,39 +454,25 @@ unsafe fn kernel_6x16<const R: usize>(
     load: bool,
     bias: *const f32,
 ) {
-    let b = b.cast::<f32>();
-    unsafe {
-        let mut c0 = [_mm256_setzero_ps(); R];
-        let mut c1 = [_mm256_setzero_ps(); R];
-        if load {
-            for r in 0..R {
-                c0[r] = _mm256_loadu_ps(c.add(r * ldc));
-                c1[r] = _mm256_loadu_ps(c.add(r * ldc + 8));
-            }
+    unsafe { tile::<V, F32Panel, 2, R>(kc, a, b, c, ldc, load, bias) }
+}
+
+/// bf16 (`BF16`) or f16 B panels, each 8 values widened exactly in registers.
+struct HalfPanel<const BF16: bool>;
+
+impl<const BF16: bool> Panel<V> for HalfPanel<BF16> {
+    type Elem = u16;
+    #[inline(always)]
+    unsafe fn new() -> Self {
+        HalfPanel
+    }
+    #[inline(always)]
+    unsafe fn row<const NB: usize>(&self, p: *const u16) -> [V; NB] {
+        let mut v = [V::splat(0.0); NB];
+        for (j, x) in v.iter_mut().enumerate() {
+            *x = V(unsafe { widen8::<BF16>(p.add(8 * j)) });
         }
-        let (mut ap, mut bp) = (a, b);
-        for _ in 0..kc {
-            let b0 = _mm256_loadu_ps(bp);
-            let b1 = _mm256_loadu_ps(bp.add(8));
-            for r in 0..R {
-                let av = _mm256_broadcast_ss(&*ap.add(r));
-                c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
-                c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
-            }
-            ap = ap.add(R);
-            bp = bp.add(NR);
-        }
-        if !bias.is_null() {
-            let (z0, z1) = (_mm256_loadu_ps(bias), _mm256_loadu_ps(bias.add(8)));
-            for r in 0..R {
-                c0[r] = _mm256_add_ps(c0[r], z0);
-                c1[r] = _mm256_add_ps(c1[r], z1);
-            }
-        }
-        for r in 0..R {
-            _mm256_storeu_ps(c.add(r * ldc), c0[r]);
-            _mm256_storeu_ps(c.add(r * ldc + 8), c1[r]);
-        }
+        v
     }
 }
 
@@ -501,40 +488,7 @@ unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(
     load: bool,
     bias: *const f32,
 ) {
-    let b = b.cast::<u16>();
-    unsafe {
-        let mut c0 = [_mm256_setzero_ps(); R];
-        let mut c1 = [_mm256_setzero_ps(); R];
-        if load {
-            for r in 0..R {
-                c0[r] = _mm256_loadu_ps(c.add(r * ldc));
-                c1[r] = _mm256_loadu_ps(c.add(r * ldc + 8));
-            }
-        }
-        let (mut ap, mut bp) = (a, b);
-        for _ in 0..kc {
-            let b0 = widen8::<BF16>(bp);
-            let b1 = widen8::<BF16>(bp.add(8));
-            for r in 0..R {
-                let av = _mm256_broadcast_ss(&*ap.add(r));
-                c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);
-                c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);
-            }
-            ap = ap.add(R);
-            bp = bp.add(NR);
-        }
-        if !bias.is_null() {
-            let (z0, z1) = (_mm256_loadu_ps(bias), _mm256_loadu_ps(bias.add(8)));
-            for r in 0..R {
-                c0[r] = _mm256_add_ps(c0[r], z0);
-                c1[r] = _mm256_add_ps(c1[r], z1);
-            }
-        }
-        for r in 0..R {
-            _mm256_storeu_ps(c.add(r * ldc), c0[r]);
-            _mm256_storeu_ps(c.add(r * ldc + 8), c1[r]);
-        }
-    }
+    unsafe { tile::<V, HalfPanel<BF16>, 2, R>(kc, a, b, c, ldc, load, bias) }
 }
 
 /// [`super::Ops::gemv`]: 32 outputs per pass (four independent accumulators), then 8,

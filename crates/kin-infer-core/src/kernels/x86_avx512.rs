@@ -7,6 +7,7 @@
 use super::elementwise::{self, Vector};
 use super::ggml::GgmlType;
 use super::math::{self, Lanes};
+use super::tile::{tile, F32Panel, Panel};
 use super::x86_quant;
 use super::x86_row4::{self, widen16, BF16, F16, F32};
 use super::{tree16, tree16_max, Ops};
@@ -314,39 +315,51 @@ unsafe fn kernel_14x32<const R: usize>(
     load: bool,
     bias: *const f32,
 ) {
-    let b = b.cast::<f32>();
-    unsafe {
-        let mut c0 = [_mm512_setzero_ps(); R];
-        let mut c1 = [_mm512_setzero_ps(); R];
-        if load {
-            for r in 0..R {
-                c0[r] = _mm512_loadu_ps(c.add(r * ldc));
-                c1[r] = _mm512_loadu_ps(c.add(r * ldc + 16));
+    unsafe { tile::<V, F32Panel, 2, R>(kc, a, b, c, ldc, load, bias) }
+}
+
+/// bf16 (`BF16`) or f16 B panels widened exactly in registers. bf16: one permute per 16
+/// values puts value i in the high half of lane i and zeroes the low half (= bits << 16),
+/// keeping the FMA ports free of widening work; f16: `vcvtph2ps`.
+struct HalfPanel<const BF16: bool> {
+    /// The permutes' indices: values 0-15 and 16-31 of a 32-value load.
+    ilo: __m512i,
+    ihi: __m512i,
+}
+
+impl<const BF16: bool> Panel<V> for HalfPanel<BF16> {
+    type Elem = u16;
+    #[inline(always)]
+    unsafe fn new() -> Self {
+        let mut lo = [0i16; 32];
+        let mut hi = [0i16; 32];
+        for i in 0..16 {
+            lo[2 * i + 1] = i as i16;
+            hi[2 * i + 1] = (16 + i) as i16;
+        }
+        unsafe {
+            HalfPanel {
+                ilo: _mm512_loadu_si512(lo.as_ptr() as *const _),
+                ihi: _mm512_loadu_si512(hi.as_ptr() as *const _),
             }
         }
-        let (mut ap, mut bp) = (a, b);
-        for _ in 0..kc {
-            let b0 = _mm512_loadu_ps(bp);
-            let b1 = _mm512_loadu_ps(bp.add(16));
-            for r in 0..R {
-                let av = _mm512_set1_ps(*ap.add(r));
-                c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
-                c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
-            }
-            ap = ap.add(R);
-            bp = bp.add(NR);
+    }
+    #[inline(always)]
+    unsafe fn row<const NB: usize>(&self, p: *const u16) -> [V; NB] {
+        let mut v = [V::splat(0.0); NB];
+        for (j, x) in v.iter_mut().enumerate() {
+            *x = V(unsafe {
+                if BF16 {
+                    // Each 32-value load feeds two vectors (NB is even: 2).
+                    let w = _mm512_loadu_si512(p.add(32 * (j / 2)) as *const _);
+                    let idx = if j % 2 == 0 { self.ilo } else { self.ihi };
+                    _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAA_AAAA, idx, w))
+                } else {
+                    widen16::<false>(p.add(16 * j))
+                }
+            });
         }
-        if !bias.is_null() {
-            let (z0, z1) = (_mm512_loadu_ps(bias), _mm512_loadu_ps(bias.add(16)));
-            for r in 0..R {
-                c0[r] = _mm512_add_ps(c0[r], z0);
-                c1[r] = _mm512_add_ps(c1[r], z1);
-            }
-        }
-        for r in 0..R {
-            _mm512_storeu_ps(c.add(r * ldc), c0[r]);
-            _mm512_storeu_ps(c.add(r * ldc + 16), c1[r]);
-        }
+        v
     }
 }
 
@@ -362,59 +375,7 @@ unsafe fn kernel_14x32_half<const BF16: bool, const R: usize>(
     load: bool,
     bias: *const f32,
 ) {
-    let b = b.cast::<u16>();
-    unsafe {
-        let mut c0 = [_mm512_setzero_ps(); R];
-        let mut c1 = [_mm512_setzero_ps(); R];
-        if load {
-            for r in 0..R {
-                c0[r] = _mm512_loadu_ps(c.add(r * ldc));
-                c1[r] = _mm512_loadu_ps(c.add(r * ldc + 16));
-            }
-        }
-        // bf16: one permute per 16 values puts value i in the high half of lane i and zeroes
-        // the low half (= bits << 16), keeping the FMA ports free of widening work.
-        let mut lo = [0i16; 32];
-        let mut hi = [0i16; 32];
-        for i in 0..16 {
-            lo[2 * i + 1] = i as i16;
-            hi[2 * i + 1] = (16 + i) as i16;
-        }
-        let (ilo, ihi) = (
-            _mm512_loadu_si512(lo.as_ptr() as *const _),
-            _mm512_loadu_si512(hi.as_ptr() as *const _),
-        );
-        let (mut ap, mut bp) = (a, b);
-        for _ in 0..kc {
-            let (b0, b1) = if BF16 {
-                let v = _mm512_loadu_si512(bp as *const _);
-                (
-                    _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAA_AAAA, ilo, v)),
-                    _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAA_AAAA, ihi, v)),
-                )
-            } else {
-                (widen16::<false>(bp), widen16::<false>(bp.add(16)))
-            };
-            for r in 0..R {
-                let av = _mm512_set1_ps(*ap.add(r));
-                c0[r] = _mm512_fmadd_ps(av, b0, c0[r]);
-                c1[r] = _mm512_fmadd_ps(av, b1, c1[r]);
-            }
-            ap = ap.add(R);
-            bp = bp.add(NR);
-        }
-        if !bias.is_null() {
-            let (z0, z1) = (_mm512_loadu_ps(bias), _mm512_loadu_ps(bias.add(16)));
-            for r in 0..R {
-                c0[r] = _mm512_add_ps(c0[r], z0);
-                c1[r] = _mm512_add_ps(c1[r], z1);
-            }
-        }
-        for r in 0..R {
-            _mm512_storeu_ps(c.add(r * ldc), c0[r]);
-            _mm512_storeu_ps(c.add(r * ldc + 16), c1[r]);
-        }
-    }
+    unsafe { tile::<V, HalfPanel<BF16>, 2, R>(kc, a, b, c, ldc, load, bias) }
 }
 
 /// Fused `x *= s; softmax(x)`: the composite's exact sequence (see `Ops::softmax_scaled`),
