@@ -37,12 +37,14 @@ pub struct CudaDevice {
     failure: Mutex<Option<String>>,
 }
 
-/// A kernel's parameter words, passed by value (`struct P` in the CUDA source).
+/// A kernel's parameter words, passed by value (its `struct P_<kernel>` in the CUDA source,
+/// padded to this size).
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct Params([u32; MAX_PARAMS]);
 
-// SAFETY: a plain array of u32, laid out as the kernels' `struct P { unsigned v[16]; }`.
+// SAFETY: a plain array of u32, laid out as the kernels' `P_<kernel>` structs (4-byte fields,
+// padded to 16 words).
 unsafe impl DeviceRepr for Params {}
 
 /// Whether the CUDA driver library can be loaded here (cudarc panics at first use without it).
@@ -100,7 +102,7 @@ impl GpuBackend<CudaDevice> {
             .load_module(cudarc::nvrtc::Ptx::from_src(PTX))
             .map_err(|e| driver_err("loading the kernels' PTX", e))?;
         let mut functions = HashMap::new();
-        for &name in cuda_kernels::NAMES {
+        for name in cuda_kernels::names() {
             let f = module
                 .load_function(name)
                 .map_err(|e| driver_err(&format!("kernel `{name}`"), e))?;
@@ -208,8 +210,8 @@ impl Device for CudaDevice {
         for buf in bufs {
             b.arg(*buf);
         }
-        // SAFETY: every kernel takes `P` then exactly these buffers in this order (the
-        // shared parameter layouts of `wgsl.rs`), and bounds each index by its parameters.
+        // SAFETY: every kernel takes its `P_<kernel>` then exactly these buffers in this order
+        // (the layouts of `params.rs`), and bounds each index by its parameters.
         if let Err(e) = unsafe { b.launch(cfg) } {
             self.fail(&format!("launching `{op}`"), e);
         }

@@ -19,6 +19,8 @@
 //! it as [`InferError::Device`](crate::error::InferError::Device).
 
 mod ops;
+mod ops_seq;
+mod params;
 mod upload;
 
 pub use upload::DeviceMatrixPart;
@@ -32,7 +34,7 @@ pub mod wgpu;
 #[cfg(feature = "wgpu")]
 mod wgsl;
 
-use super::{GpuDevice, Storage, Tensor};
+use super::{DeviceMatrix, GpuDevice, Inner, Storage, Tensor, View, ViewMut};
 use crate::error::Result;
 use crate::kernels::Tier;
 
@@ -164,5 +166,30 @@ pub(crate) fn dev(t: &Tensor) -> &DeviceTensor {
     match &t.storage {
         Storage::Device(b) => b,
         _ => panic!("a host tensor given to a GPU backend"),
+    }
+}
+
+/// A size or element offset as a kernel parameter word.
+pub(crate) fn u(v: usize) -> u32 {
+    u32::try_from(v).expect("a tensor index past u32 on the GPU")
+}
+
+/// The buffer and element offset of a view.
+pub(crate) fn at<'a, D: Device>(v: &View<'a>) -> (&'a D::Buf, u32) {
+    (D::buf(&dev(v.t).buf), u(v.start))
+}
+
+pub(crate) fn at_mut<'a, D: Device>(v: &'a ViewMut<'_>) -> (&'a D::Buf, u32) {
+    (D::buf(&dev(v.t).buf), u(v.start))
+}
+
+pub(crate) fn whole<D: Device>(t: &Tensor) -> &D::Buf {
+    D::buf(&dev(t).buf)
+}
+
+pub(crate) fn groups(m: &DeviceMatrix) -> &[DeviceMatrixPart] {
+    match &m.inner {
+        Inner::Device(g) => g,
+        Inner::Cpu(_) => panic!("a CPU matrix given to a GPU backend"),
     }
 }

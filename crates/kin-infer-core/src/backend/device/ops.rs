@@ -1,24 +1,18 @@
-//! The seam's operations on a GPU: each launches one or a few kernels (`wgsl.rs` documents
-//! each one's parameters; `cuda_kernels.rs` mirrors them).
+//! The seam's operations on a GPU: each launches one or a few kernels, filling each one's
+//! parameter struct (`params.rs`) by name.
 //! Weights reach the device through `upload.rs`.
 
-use super::{dev, words, Device, DeviceMatrixPart, GpuBackend};
+use super::ops_seq as seq;
+use super::params::*;
+use super::{at, at_mut, groups, u, whole, words, Device, DeviceMatrixPart, GpuBackend};
 use crate::backend::{
-    attention::ATTN_CHUNK, deberta, Act, AttnBias, AttnShape, DeviceMatrix, DisentangledTerms,
-    GpuCompute, Inner, KvView, Positions, SeqSpan, Tensor, View, ViewMut,
+    Act, AttnBias, AttnShape, DeviceMatrix, DisentangledTerms, GpuCompute, KvView, Positions,
+    SeqSpan, Tensor, View, ViewMut,
 };
 use crate::error::Result;
 use crate::kernels::{StoredRows, Tier};
 use crate::op_args::pooling::{Pooling, PoolingMode};
 use crate::op_args::rotary::RotaryChunk;
-
-fn u(v: usize) -> u32 {
-    u32::try_from(v).expect("a tensor index past u32 on the GPU")
-}
-
-fn fbits(v: f32) -> u32 {
-    v.to_bits()
-}
 
 fn act_code(a: Act) -> u32 {
     match a {
@@ -30,74 +24,95 @@ fn act_code(a: Act) -> u32 {
     }
 }
 
-/// The buffer and element offset of a view.
-fn at<'a, D: Device>(v: &View<'a>) -> (&'a D::Buf, u32) {
-    (D::buf(&dev(v.t).buf), u(v.start))
-}
-
-fn at_mut<'a, D: Device>(v: &'a ViewMut<'_>) -> (&'a D::Buf, u32) {
-    (D::buf(&dev(v.t).buf), u(v.start))
-}
-
-fn whole<D: Device>(t: &Tensor) -> &D::Buf {
-    D::buf(&dev(t).buf)
-}
-
-fn groups(m: &DeviceMatrix) -> &[DeviceMatrixPart] {
-    match &m.inner {
-        Inner::Device(g) => g,
-        Inner::Cpu(_) => panic!("a CPU matrix given to a GPU backend"),
-    }
-}
-
 impl<D: Device> GpuBackend<D> {
-    fn dispatch(&self, op: &'static str, params: &[u32], bufs: &[&D::Buf], invocations: usize) {
-        debug_assert!(
-            params.len() <= super::MAX_PARAMS,
-            "{op}: too many parameters"
-        );
-        self.dev.launch(op, params, bufs, invocations);
+    /// Runs the kernel `p` describes with its parameters and `bufs` in the kernel's order.
+    pub(super) fn run<P: Params>(&self, p: P, bufs: &[&D::Buf], invocations: usize) {
+        self.dev.launch(P::OP, &p.words(), bufs, invocations);
     }
 
     /// Rows `ids` of one part as f32 into `out` from element `oo`.
     fn gather_part(&self, part: &DeviceMatrixPart, k: usize, ids: &[u32], ob: &D::Buf, oo: u32) {
         let idb = self.dev.upload(ids);
         let wb = D::buf(&part.buf);
+        let (rows, n) = (u(ids.len()), ids.len() * k);
         if part.fmt == 0 {
-            let p = [u(ids.len()), u(k), oo, 0];
-            self.dispatch("gather", &p, &[wb, &idb, ob], ids.len() * k);
+            let p = Gather {
+                rows,
+                width: u(k),
+                oo,
+                add: 0,
+            };
+            self.run(p, &[wb, &idb, ob], n);
         } else {
-            let p = [u(ids.len()), u(k), oo, part.fmt, u(part.row_bytes)];
-            self.dispatch("gather_q", &p, &[wb, &idb, ob], ids.len() * k);
+            let (fmt, row_bytes) = (part.fmt, u(part.row_bytes));
+            let p = GatherQ {
+                rows,
+                k: u(k),
+                oo,
+                fmt,
+                row_bytes,
+            };
+            self.run(p, &[wb, &idb, ob], n);
         }
     }
 
     /// `len` floats from element `so` of `src` to element `d` of `dst`.
     fn copy_words(&self, src: &D::Buf, so: u32, dst: &D::Buf, d: u32, len: usize) {
         let n = u(len);
-        self.dispatch("copy2d", &[1, n, n, n, so, d, 0], &[src, dst], len);
+        let p = Copy2d {
+            rows: 1,
+            cols: n,
+            src_stride: n,
+            dst_stride: n,
+            xo: so,
+            oo: d,
+            transpose: 0,
+        };
+        self.run(p, &[src, dst], len);
     }
 
     /// Elementwise in place (`unary` shader).
     fn unary(&self, x: ViewMut, op: u32, s: f32) {
         let (b, o) = at_mut::<D>(&x);
-        self.dispatch("unary", &[u(x.len), o, op, fbits(s)], &[b], x.len);
+        self.run(
+            Unary {
+                len: u(x.len),
+                xo: o,
+                op,
+                s,
+            },
+            &[b],
+            x.len,
+        );
     }
 
     fn binary(&self, x: ViewMut, y: View, op: u32) {
         assert_eq!(x.len, y.len, "elementwise op: lengths differ");
         let (xb, xo) = at_mut::<D>(&x);
         let (yb, yo) = at::<D>(&y);
-        self.dispatch("binary", &[u(x.len), xo, yo, op], &[xb, yb], x.len);
+        self.run(
+            Binary {
+                len: u(x.len),
+                xo,
+                yo,
+                op,
+            },
+            &[xb, yb],
+            x.len,
+        );
     }
 
-    fn softmax_rows(&self, buf: &D::Buf, rows: usize, width: usize, offset: u32) {
-        self.dispatch(
-            "softmax",
-            &[u(rows), u(width), offset, 0, 0, 0, 0],
-            &[buf],
-            rows,
-        );
+    pub(super) fn softmax_rows(&self, buf: &D::Buf, rows: usize, width: usize, offset: u32) {
+        let p = Softmax {
+            rows: u(rows),
+            width: u(width),
+            xo: offset,
+            causal: 0,
+            heads: 0,
+            pos0: 0,
+            window: 0,
+        };
+        self.run(p, &[buf], rows);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -113,20 +128,16 @@ impl<D: Device> GpuBackend<D> {
     ) {
         let (xb, xo) = at::<D>(&x);
         let (ob, oo) = at_mut::<D>(&out);
-        self.dispatch(
-            "copy2d",
-            &[
-                u(rows),
-                u(cols),
-                u(src_stride),
-                u(dst_stride),
-                xo,
-                oo,
-                transpose as u32,
-            ],
-            &[xb, ob],
-            rows * cols,
-        );
+        let p = Copy2d {
+            rows: u(rows),
+            cols: u(cols),
+            src_stride: u(src_stride),
+            dst_stride: u(dst_stride),
+            xo,
+            oo,
+            transpose: transpose as u32,
+        };
+        self.run(p, &[xb, ob], rows * cols);
     }
 }
 
@@ -179,25 +190,49 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         let bb = bias.map_or(&self.dummy, |b| whole::<D>(b));
         let mut j0 = 0;
         for g in groups(w) {
-            let p = [
-                u(rows),
-                u(w.k),
-                u(g.n),
-                u(w.n),
-                u(j0),
+            let p = Linear {
+                rows: u(rows),
+                k: u(w.k),
+                gn: u(g.n),
+                ntot: u(w.n),
+                j0: u(j0),
                 xo,
                 oo,
-                bias.is_some() as u32,
-                0,
-            ];
+                has_bias: bias.is_some() as u32,
+                bo: 0,
+            };
             // One invocation per 4 × 4 output tile.
             let tiles = rows.div_ceil(4) * g.n.div_ceil(4);
+            let bufs = [xb, D::buf(&g.buf), bb, ob];
             if g.fmt == 0 {
-                self.dispatch("linear", &p, &[xb, D::buf(&g.buf), bb, ob], tiles);
+                self.run(p, &bufs, tiles);
             } else {
-                let mut q = p.to_vec();
-                q.extend([g.fmt, u(g.row_bytes)]);
-                self.dispatch("linear_q", &q, &[xb, D::buf(&g.buf), bb, ob], tiles);
+                let Linear {
+                    rows,
+                    k,
+                    gn,
+                    ntot,
+                    j0,
+                    xo,
+                    oo,
+                    has_bias,
+                    bo,
+                } = p;
+                let (fmt, row_bytes) = (g.fmt, u(g.row_bytes));
+                let q = LinearQ {
+                    rows,
+                    k,
+                    gn,
+                    ntot,
+                    j0,
+                    xo,
+                    oo,
+                    has_bias,
+                    bo,
+                    fmt,
+                    row_bytes,
+                };
+                self.run(q, &bufs, tiles);
             }
             j0 += g.n;
         }
@@ -217,16 +252,30 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         let (ab, ao) = at::<D>(&a);
         let (bb, bo) = at::<D>(&b);
         let (ob, oo) = at_mut::<D>(&out);
-        let p = [u(m), u(k), u(n), u(lda), u(ldb), ao, bo, oo];
-        self.dispatch("matmul", &p, &[ab, bb, ob], m * n);
+        let p = Matmul {
+            m: u(m),
+            k: u(k),
+            n: u(n),
+            lda: u(lda),
+            ldb: u(ldb),
+            ao,
+            bo,
+            oo,
+        };
+        self.run(p, &[ab, bb, ob], m * n);
     }
 
     fn layer_norm(&self, x: ViewMut, w: &Tensor, b: &Tensor, eps: f32) {
         let width = w.len();
         let rows = x.len / width;
         let (xb, xo) = at_mut::<D>(&x);
-        let p = [u(rows), u(width), xo, fbits(eps)];
-        self.dispatch("layer_norm", &p, &[xb, whole::<D>(w), whole::<D>(b)], rows);
+        let p = LayerNorm {
+            rows: u(rows),
+            width: u(width),
+            xo,
+            eps,
+        };
+        self.run(p, &[xb, whole::<D>(w), whole::<D>(b)], rows);
     }
 
     fn rms_norm(&self, x: View, w: &Tensor, eps: f32, out: ViewMut) {
@@ -234,8 +283,14 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         let rows = x.len / width;
         let (xb, xo) = at::<D>(&x);
         let (ob, oo) = at_mut::<D>(&out);
-        let p = [u(rows), u(width), xo, oo, fbits(eps)];
-        self.dispatch("rms_norm", &p, &[xb, whole::<D>(w), ob], rows);
+        let p = RmsNorm {
+            rows: u(rows),
+            width: u(width),
+            xo,
+            oo,
+            eps,
+        };
+        self.run(p, &[xb, whole::<D>(w), ob], rows);
     }
 
     fn activation(&self, x: ViewMut, act: Act) {
@@ -245,8 +300,14 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
     fn glu(&self, gate_up: ViewMut, rows: usize, width: usize, act: Act, out: ViewMut) {
         let (gb, go) = at_mut::<D>(&gate_up);
         let (ob, oo) = at_mut::<D>(&out);
-        let p = [u(rows), u(width), act_code(act), go, oo];
-        self.dispatch("glu", &p, &[gb, ob], rows * width);
+        let p = Glu {
+            rows: u(rows),
+            width: u(width),
+            act: act_code(act),
+            go,
+            oo,
+        };
+        self.run(p, &[gb, ob], rows * width);
     }
 
     fn mul(&self, x: ViewMut, y: View) {
@@ -268,13 +329,13 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
     fn gather(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut) {
         let idb = self.dev.upload(ids);
         let (ob, oo) = at_mut::<D>(&out);
-        let p = [u(ids.len()), u(width), oo, 0];
-        self.dispatch(
-            "gather",
-            &p,
-            &[whole::<D>(table), &idb, ob],
-            ids.len() * width,
-        );
+        let p = Gather {
+            rows: u(ids.len()),
+            width: u(width),
+            oo,
+            add: 0,
+        };
+        self.run(p, &[whole::<D>(table), &idb, ob], ids.len() * width);
     }
 
     fn gather_matrix_rows(&self, m: &DeviceMatrix, ids: &[u32], out: ViewMut) {
@@ -302,13 +363,13 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
     fn gather_add(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut) {
         let idb = self.dev.upload(ids);
         let (ob, oo) = at_mut::<D>(&out);
-        let p = [u(ids.len()), u(width), oo, 1];
-        self.dispatch(
-            "gather",
-            &p,
-            &[whole::<D>(table), &idb, ob],
-            ids.len() * width,
-        );
+        let p = Gather {
+            rows: u(ids.len()),
+            width: u(width),
+            oo,
+            add: 1,
+        };
+        self.run(p, &[whole::<D>(table), &idb, ob], ids.len() * width);
     }
 
     fn rope(
@@ -334,17 +395,17 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         }
         let csb = self.dev.upload(words(&cs));
         let (xb, xo) = at_mut::<D>(&x);
-        let p = [
-            u(rows),
-            u(stride),
-            u(width),
-            u(head_dim),
-            u(dim),
-            rotary.interleaved() as u32,
+        let p = Rope {
+            rows: u(rows),
+            stride: u(stride),
+            width: u(width),
+            head_dim: u(head_dim),
+            dim: u(dim),
+            interleaved: rotary.interleaved() as u32,
             xo,
-        ];
+        };
         let pairs = rows * (width / head_dim) * (dim / 2);
-        self.dispatch("rope", &p, &[xb, &csb], pairs);
+        self.run(p, &[xb, &csb], pairs);
     }
 
     fn attention(
@@ -357,50 +418,7 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         bias: Option<&AttnBias>,
         out: ViewMut,
     ) {
-        let (qb, qo) = at::<D>(&qkv);
-        let (ob, oo) = at_mut::<D>(&out);
-        let hidden = heads * head_dim;
-        let longest = seqs.iter().map(|s| s.len).max().unwrap_or(0);
-        let scores = self.dev.alloc(heads * longest * longest);
-        let slopes;
-        let (kind, bbuf, max_len, offsets) = match bias {
-            None => (0, &self.dummy, 0, Vec::new()),
-            Some(AttnBias::Relative { table, max_len }) => {
-                (1, whole::<D>(table), *max_len, Vec::new())
-            }
-            Some(AttnBias::Alibi { slopes: s }) => {
-                slopes = self.dev.upload(words(s));
-                (2, &slopes, 0, Vec::new())
-            }
-            Some(AttnBias::Dense { bias }) => {
-                (3, whole::<D>(bias), 0, deberta::dense_offsets(seqs, heads))
-            }
-        };
-        for (si, s) in seqs.iter().enumerate() {
-            let first = qo + u(s.start * 3 * hidden);
-            let bo = offsets.get(si).copied().unwrap_or(0);
-            let p = [
-                u(s.len),
-                u(heads),
-                u(head_dim),
-                first,
-                fbits(scale),
-                kind,
-                u(max_len),
-                u(bo),
-            ];
-            let n = heads * s.len * s.len;
-            self.dispatch("attn_scores", &p, &[qb, bbuf, &scores], n);
-            self.softmax_rows(&scores, heads * s.len, s.len, 0);
-            let p = [
-                u(s.len),
-                u(heads),
-                u(head_dim),
-                first,
-                oo + u(s.start * hidden),
-            ];
-            self.dispatch("attn_context", &p, &[qb, &scores, ob], s.len * hidden);
-        }
+        seq::attention(self, qkv, seqs, heads, head_dim, scale, bias, out)
     }
 
     fn kv_append(
@@ -413,21 +431,7 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         keys: ViewMut,
         values: ViewMut,
     ) {
-        let capacity = keys.len / kv_dim;
-        let (qb, qo) = at::<D>(&qkv);
-        let (kb, ko) = at_mut::<D>(&keys);
-        let (vb, vo) = at_mut::<D>(&values);
-        let p = [
-            u(rows),
-            u(q_dim),
-            u(kv_dim),
-            u(start),
-            u(capacity),
-            qo,
-            ko,
-            vo,
-        ];
-        self.dispatch("kv_append", &p, &[qb, kb, vb], rows * kv_dim);
+        seq::kv_append(self, qkv, q_dim, kv_dim, rows, start, keys, values)
     }
 
     fn causal_attention(
@@ -441,63 +445,7 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         scores: ViewMut,
         out: ViewMut,
     ) {
-        let AttnShape {
-            heads,
-            kv_heads,
-            head_dim: hd,
-            scale,
-            window,
-            softcap,
-        } = *shape;
-        let cap = kv.capacity;
-        let (qb, qo) = at::<D>(&q);
-        let (kb, ko) = at::<D>(&kv.keys);
-        let (vb, vo) = at::<D>(&kv.values);
-        let (sb, so) = at_mut::<D>(&scores);
-        let (ob, oo) = at_mut::<D>(&out);
-        let group = heads / kv_heads;
-        let win = window.map_or(0, u);
-        let mut c0 = 0;
-        while c0 < rows {
-            let cr = ATTN_CHUNK.min(rows - c0);
-            let pos0 = start + c0;
-            // Keys a row of this chunk reads at most (the last row's, or the window).
-            let span = window.map_or(pos0 + cr, |w| w.min(pos0 + cr));
-            let p = [
-                u(cr),
-                u(heads),
-                u(hd),
-                u(group),
-                u(q_stride),
-                qo + u(c0 * q_stride),
-                ko,
-                u(cap),
-                u(pos0),
-                win,
-                fbits(scale),
-                softcap.map_or(0, fbits),
-                u(span),
-                so,
-            ];
-            self.dispatch("causal_scores", &p, &[qb, kb, sb], cr * heads * span);
-            let p = [u(cr * heads), u(cap), so, 1, u(heads), u(pos0), win];
-            self.dispatch("softmax", &p, &[sb], cr * heads);
-            let p = [
-                u(cr),
-                u(heads),
-                u(hd),
-                u(group),
-                u(kv_heads * hd),
-                vo,
-                u(cap),
-                u(pos0),
-                win,
-                so,
-                oo + u(c0 * heads * hd),
-            ];
-            self.dispatch("causal_context", &p, &[sb, vb, ob], cr * heads * hd);
-            c0 += cr;
-        }
+        seq::causal_attention(self, shape, q, q_stride, rows, start, kv, scores, out)
     }
 
     fn pool(&self, x: View, seqs: &[SeqSpan], hidden: usize, pooling: &Pooling, out: ViewMut) {
@@ -514,15 +462,15 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
                     PoolingMode::MeanSqrtLen => 4,
                     PoolingMode::WeightedMean => 5,
                 };
-                let p = [
-                    u(s.start),
-                    u(s.len),
-                    u(hidden),
+                let p = Pool {
+                    start: u(s.start),
+                    len: u(s.len),
+                    hidden: u(hidden),
                     mode,
                     xo,
-                    oo + u(si * width + mi * hidden),
-                ];
-                self.dispatch("pool", &p, &[xb, ob], hidden);
+                    oo: oo + u(si * width + mi * hidden),
+                };
+                self.run(p, &[xb, ob], hidden);
             }
         }
     }
@@ -530,7 +478,12 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
     fn normalize(&self, x: ViewMut, width: usize) {
         let rows = x.len / width;
         let (xb, xo) = at_mut::<D>(&x);
-        self.dispatch("normalize", &[u(rows), u(width), xo], &[xb], rows);
+        let p = Normalize {
+            rows: u(rows),
+            width: u(width),
+            xo,
+        };
+        self.run(p, &[xb], rows);
     }
 
     fn narrow(&self, x: View, rows: usize, width: usize, keep: usize, out: ViewMut) {
@@ -563,15 +516,28 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         let (xb, xo) = at_mut::<D>(&x);
         let (sb, so) = at::<D>(&s);
         let (yb, yo) = at::<D>(&y);
-        let p = [u(rows), u(width), xo, so, yo];
-        self.dispatch("row_axpy", &p, &[xb, sb, yb], rows * width);
+        let p = RowAxpy {
+            rows: u(rows),
+            width: u(width),
+            xo,
+            so,
+            yo,
+        };
+        self.run(p, &[xb, sb, yb], rows * width);
     }
 
     fn divide_columns(&self, x: ViewMut, stride: usize, from: usize, width: usize, s: f32) {
         let rows = x.len / stride;
         let (xb, xo) = at_mut::<D>(&x);
-        let p = [u(rows), u(stride), u(from), u(width), xo, fbits(s)];
-        self.dispatch("divide_columns", &p, &[xb], rows * width);
+        let p = DivideColumns {
+            rows: u(rows),
+            stride: u(stride),
+            col0: u(from),
+            width: u(width),
+            xo,
+            s,
+        };
+        self.run(p, &[xb], rows * width);
     }
 
     fn grouped_conv1d(
@@ -584,34 +550,7 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         bias: &Tensor,
         out: ViewMut,
     ) {
-        let (xb, xo) = at::<D>(&x);
-        let (ob, oo) = at_mut::<D>(&out);
-        let cg = channels / groups_w.len();
-        let og = groups_w[0].n;
-        let width = og * groups_w.len();
-        for (g, w) in groups_w.iter().enumerate() {
-            assert_eq!(
-                (w.n, w.k),
-                (og, kernel * cg),
-                "grouped_conv1d: group weight shape"
-            );
-            let wb = D::buf(&groups(w)[0].buf);
-            for s in seqs {
-                let p = [
-                    u(s.start),
-                    u(s.len),
-                    u(channels),
-                    u(kernel),
-                    u(cg),
-                    u(og),
-                    u(width),
-                    u(g),
-                    xo,
-                    oo,
-                ];
-                self.dispatch("conv1d", &p, &[xb, wb, whole::<D>(bias), ob], s.len * og);
-            }
-        }
+        seq::grouped_conv1d(self, x, seqs, channels, kernel, groups_w, bias, out)
     }
 
     fn disentangled_bias(
@@ -623,37 +562,6 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         terms: &DisentangledTerms,
         out: ViewMut,
     ) {
-        assert_eq!(
-            terms.index.len(),
-            2 * terms.max_len - 1,
-            "disentangled_bias: index"
-        );
-        let (qb, qo) = at::<D>(&qkv);
-        let (ob, oo) = at_mut::<D>(&out);
-        let idx = self.dev.upload(terms.index);
-        let pk = terms.pos_key.map_or(&self.dummy, |t| whole::<D>(t));
-        let pq = terms.pos_query.map_or(&self.dummy, |t| whole::<D>(t));
-        let offsets = deberta::dense_offsets(seqs, heads);
-        for (s, off) in seqs.iter().zip(offsets) {
-            assert!(
-                s.len <= terms.max_len,
-                "disentangled_bias: sequence too long"
-            );
-            let p = [
-                u(s.start),
-                u(s.len),
-                u(heads),
-                u(head_dim),
-                u(terms.max_len),
-                qo,
-                oo + u(off),
-                terms.pos_key.is_some() as u32,
-                terms.pos_query.is_some() as u32,
-                terms.divide_by.is_some() as u32,
-                fbits(terms.divide_by.unwrap_or(1.0)),
-            ];
-            let n = heads * s.len * s.len;
-            self.dispatch("disentangled", &p, &[qb, pk, pq, &idx, ob], n);
-        }
+        seq::disentangled_bias(self, qkv, seqs, heads, head_dim, terms, out)
     }
 }

@@ -143,7 +143,7 @@ impl WgpuDevice {
                     .device
                     .create_shader_module(wgpu::ShaderModuleDescriptor {
                         label: Some(op),
-                        source: wgpu::ShaderSource::Wgsl(wgsl::source(body).into()),
+                        source: wgpu::ShaderSource::Wgsl(wgsl::source(op, body).into()),
                     });
                 Arc::new(
                     self.device

@@ -1,7 +1,7 @@
 //! The wgpu backend's WGSL compute shaders, one per operation.
 //!
-//! Conventions (every shader): binding 0 is the op's parameters, an `array<u32>` (floats as
-//! their bits), bindings 1.. the tensors in the order the Rust side passes them; every binding
+//! Conventions (every shader): binding 0 is the op's parameters, a struct `p` generated from
+//! its description in `params.rs` (fields read by name: `p.rows`), bindings 1.. the tensors in the order the Rust side passes them; every binding
 //! is read by the shader (the pipelines' layouts are derived from what each entry point uses).
 //! Views are whole buffers plus an element offset in the parameters, so no binding offset has
 //! to meet the device's alignment. One invocation computes one output element (or one row) with
@@ -10,12 +10,10 @@
 //! Invocations are numbered by [`PRELUDE`]'s `flat` over a 2-D grid of 64-wide workgroups
 //! (one dimension alone stops at 65,535 workgroups).
 
-/// Shared by every shader: the parameter block, the flat invocation index, and the math
+/// Shared by every shader: the flat invocation index and the math
 /// functions with the CPU's polynomials (`kernels::math`), so both backends approximate erf
 /// and tanh the same way (WGSL has no erf; its tanh's accuracy is the platform's).
 const PRELUDE: &str = r#"
-@group(0) @binding(0) var<storage, read> p: array<u32>;
-fn pf(i: u32) -> f32 { return bitcast<f32>(p[i]); }
 fn flat(gid: vec3<u32>, nwg: vec3<u32>) -> u32 { return gid.x + gid.y * nwg.x * 64u; }
 fn tanh_k(x: f32) -> f32 {
     let s = abs(x);
@@ -70,13 +68,19 @@ fn act_k(x: f32, act: u32) -> f32 {
 }
 "#;
 
-/// [`PRELUDE`] with the CPU's constants written in (as exact decimal literals).
-pub(super) fn source(body: &str) -> String {
+/// Shader `op`'s whole source: the CPU's constants (as exact decimal literals), the format
+/// codes, its parameter struct (`params.rs`), [`PRELUDE`] and its body.
+pub(super) fn source(op: &str, body: &str) -> String {
     let consts: String = super::math_constants()
         .iter()
         .map(|(name, v)| format!("const {name}: f32 = {v:e};\n"))
         .collect();
-    format!("{consts}{PRELUDE}{body}")
+    let codes: String = super::params::format_codes()
+        .iter()
+        .map(|(name, c)| format!("const {name}: u32 = {c}u;\n"))
+        .collect();
+    let params = super::params::wgsl_struct(op);
+    format!("{consts}{codes}{params}{PRELUDE}{body}")
 }
 
 /// The entry point's signature, shared by every shader.
@@ -88,7 +92,7 @@ macro_rules! entry {
 
 /// Weights read in their stored format from a `u32` array `w` (each shader that uses it
 /// declares `w`): `wq(fmt, base, t)` is element `t` of the row starting at byte `base`, with
-/// fmt 1 bf16, 2 f16, 3 Q8_0, 4 Q4_0, 5 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q4_K, 9 Q5_K, 10 Q6_K (ggml's
+/// its format code `fmt` one of the `F_*` constants (the format table's GPU codes; ggml's
 /// block layouts with the reference dequantizers' arithmetic, `kernels/ggml.rs`). Halves
 /// never straddle a word: every row and block starts at an even byte.
 macro_rules! wq {
@@ -111,35 +115,35 @@ fn scale_min(sc: u32, j: u32) -> vec2<u32> {
 }
 fn wq(fmt: u32, base: u32, t: u32) -> f32 {
     switch fmt {
-        case 1u: { return bitcast<f32>(half_at(base + 2u * t) << 16u); }
-        case 2u: { return f16_k(half_at(base + 2u * t)); }
-        case 3u: {
+        case F_BF16: { return bitcast<f32>(half_at(base + 2u * t) << 16u); }
+        case F_F16: { return f16_k(half_at(base + 2u * t)); }
+        case F_Q8_0: {
             let bb = base + (t / 32u) * 34u;
             let q = i32(byte_at(bb + 2u + t % 32u) << 24u) >> 24u;
             return f32(q) * f16_k(half_at(bb));
         }
-        case 4u: {
+        case F_Q4_0: {
             let bb = base + (t / 32u) * 18u;
             return f16_k(half_at(bb)) * f32(i32(nib(bb + 2u, t % 32u)) - 8);
         }
-        case 5u: {
+        case F_Q4_1: {
             let bb = base + (t / 32u) * 20u;
             let q = nib(bb + 4u, t % 32u);
             return (f16_k(half_at(bb)) * f32(q)) + f16_k(half_at(bb + 2u));
         }
-        case 6u: {
+        case F_Q5_0: {
             let bb = base + (t / 32u) * 22u; let j = t % 32u;
             let q = nib(bb + 6u, j) | (qh5(bb + 2u, j) << 4u);
             return f16_k(half_at(bb)) * f32(i32(q) - 16);
         }
-        case 7u: {
+        case F_Q5_1: {
             let bb = base + (t / 32u) * 24u; let j = t % 32u;
             let q = nib(bb + 8u, j) | (qh5(bb + 4u, j) << 4u);
             return (f16_k(half_at(bb)) * f32(q)) + f16_k(half_at(bb + 2u));
         }
-        case 8u, 9u: {
+        case F_Q4_K, F_Q5_K: {
             // Q4_K (144 bytes) and Q5_K (176: a fifth bit per element in qh).
-            let five = fmt == 9u;
+            let five = fmt == F_Q5_K;
             let bb = base + (t / 256u) * select(144u, 176u, five);
             let e = t % 256u; let j = e / 32u; let l = e % 32u;
             let qs = bb + select(16u, 48u, five);
@@ -151,7 +155,7 @@ fn wq(fmt: u32, base: u32, t: u32) -> f32 {
             return ds * f32(q) - dm;
         }
         default: {
-            // Q6_K: ql[128], qh[64], scales[16] (i8), d.
+            // F_Q6_K: ql[128], qh[64], scales[16] (i8), d.
             let bb = base + (t / 256u) * 210u;
             let e = t % 256u; let h = e / 128u; let r = e % 128u;
             let lo = (byte_at(bb + h * 64u + r % 64u) >> (4u * (r / 64u))) & 15u;
@@ -174,7 +178,7 @@ macro_rules! tile4 {
         concat!(
             entry!(),
             r#"
-    let rows = p[0]; let k = p[1]; let gn = p[2];
+    let rows = p.rows; let k = p.k; let gn = p.gn;
     let ct = (gn + 3u) / 4u;
     if (i >= ((rows + 3u) / 4u) * ct) { return; }
     let r0 = (i / ct) * 4u; let c0 = (i % ct) * 4u;
@@ -183,7 +187,7 @@ macro_rules! tile4 {
         var xv: array<f32, 4>;
         var wv: array<f32, 4>;
         for (var a = 0u; a < 4u; a++) {
-            xv[a] = x[p[5] + min(r0 + a, rows - 1u) * k + t];
+            xv[a] = x[p.xo + min(r0 + a, rows - 1u) * k + t];
             wv[a] = weight(min(c0 + a, gn - 1u), t);
         }
         for (var a = 0u; a < 4u; a++) {
@@ -194,8 +198,8 @@ macro_rules! tile4 {
         for (var c = 0u; c < 4u; c++) {
             if (r0 + a < rows && c0 + c < gn) {
                 var v = acc[a * 4u + c];
-                if (p[7] != 0u) { v += b[p[8] + p[4] + c0 + c]; }
-                o[p[6] + (r0 + a) * p[3] + p[4] + c0 + c] = v;
+                if (p.has_bias != 0u) { v += b[p.bo + p.j0 + c0 + c]; }
+                o[p.oo + (r0 + a) * p.ntot + p.j0 + c0 + c] = v;
             }
         }
     }
@@ -218,8 +222,7 @@ pub(super) fn shader(op: &str) -> Option<&'static str> {
 /// `(name, body)` of the matrix, normalization, elementwise, gather and rope shaders (the
 /// rest are `seq.rs`'s).
 const SHADERS: &[(&str, &str)] = &[
-    // p: rows, k, gn, ntot, j0, xo, oo, has_bias, bo. `o[r][j0 + c] = x[r] · w[c] + b[j0 + c]`
-    // for one column group of `gn` outputs (weights `[gn, k]`, torch's layout). One invocation
+    // `o[r][j0 + c] = x[r] · w[c] + b[j0 + c]` for one column group of `gn` outputs (weights `[gn, k]`, torch's layout). One invocation
     // computes a 4 × 4 tile (4 rows, 4 columns): each input and weight read once serves four
     // products. Every element is still its own fma chain over k from 0, so the tiling changes
     // no bit (nor does a row's tile partners: rows past `rows` read a clamped row, unused).
@@ -230,11 +233,11 @@ const SHADERS: &[(&str, &str)] = &[
             "@group(0) @binding(2) var<storage, read> w: array<f32>;\n",
             "@group(0) @binding(3) var<storage, read> b: array<f32>;\n",
             "@group(0) @binding(4) var<storage, read_write> o: array<f32>;\n",
-            "fn weight(c: u32, t: u32) -> f32 { return w[c * p[1] + t]; }\n",
+            "fn weight(c: u32, t: u32) -> f32 { return w[c * p.k + t]; }\n",
             tile4!(),
         ),
     ),
-    // [`linear`] over weights in a stored format: p as linear's, then fmt, row bytes.
+    // [`linear`] over weights in a stored format (`p.fmt`, rows `p.row_bytes` apart).
     (
         "linear_q",
         concat!(
@@ -243,11 +246,11 @@ const SHADERS: &[(&str, &str)] = &[
             "@group(0) @binding(3) var<storage, read> b: array<f32>;\n",
             "@group(0) @binding(4) var<storage, read_write> o: array<f32>;\n",
             wq!(),
-            "fn weight(c: u32, t: u32) -> f32 { return wq(p[9], c * p[10], t); }\n",
+            "fn weight(c: u32, t: u32) -> f32 { return wq(p.fmt, c * p.row_bytes, t); }\n",
             tile4!(),
         ),
     ),
-    // Rows `ids[r]` of a weight in a stored format, as f32: p: rows, k, oo, fmt, row bytes.
+    // Rows `ids[r]` of a weight in a stored format, as f32.
     (
         "gather_q",
         concat!(
@@ -257,14 +260,14 @@ const SHADERS: &[(&str, &str)] = &[
             wq!(),
             entry!(),
             r#"
-    let k = p[1];
-    if (i >= p[0] * k) { return; }
+    let k = p.k;
+    if (i >= p.rows * k) { return; }
     let r = i / k; let t = i % k;
-    o[p[2] + i] = wq(p[3], ids[r] * p[4], t);
+    o[p.oo + i] = wq(p.fmt, ids[r] * p.row_bytes, t);
 }"#
         ),
     ),
-    // p: m, k, n, lda, ldb, ao, bo, oo. `o[i][j] = Σ_t a[i][t] · b[t][j]`.
+    // `o[i][j] = Σ_t a[i][t] · b[t][j]`.
     (
         "matmul",
         concat!(
@@ -273,16 +276,16 @@ const SHADERS: &[(&str, &str)] = &[
             "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n",
             entry!(),
             r#"
-    let m = p[0]; let k = p[1]; let n = p[2];
+    let m = p.m; let k = p.k; let n = p.n;
     if (i >= m * n) { return; }
     let r = i / n; let c = i % n;
     var acc = 0.0;
-    for (var t = 0u; t < k; t++) { acc = fma(a[p[5] + r * p[3] + t], b[p[6] + t * p[4] + c], acc); }
-    o[p[7] + r * n + c] = acc;
+    for (var t = 0u; t < k; t++) { acc = fma(a[p.ao + r * p.lda + t], b[p.bo + t * p.ldb + c], acc); }
+    o[p.oo + r * n + c] = acc;
 }"#
         ),
     ),
-    // p: rows, width, xo, eps. One invocation per row: torch's biased variance.
+    // Layer norm in place. One invocation per row: torch's biased variance.
     (
         "layer_norm",
         concat!(
@@ -291,20 +294,20 @@ const SHADERS: &[(&str, &str)] = &[
             "@group(0) @binding(3) var<storage, read> b: array<f32>;\n",
             entry!(),
             r#"
-    let n = p[1];
-    if (i >= p[0]) { return; }
-    let base = p[2] + i * n;
+    let n = p.width;
+    if (i >= p.rows) { return; }
+    let base = p.xo + i * n;
     var sum = 0.0;
     for (var t = 0u; t < n; t++) { sum += x[base + t]; }
     let mean = sum / f32(n);
     var ss = 0.0;
     for (var t = 0u; t < n; t++) { let d = x[base + t] - mean; ss = fma(d, d, ss); }
-    let inv = 1.0 / sqrt(ss / f32(n) + pf(3));
+    let inv = 1.0 / sqrt(ss / f32(n) + p.eps);
     for (var t = 0u; t < n; t++) { x[base + t] = fma((x[base + t] - mean) * inv, w[t], b[t]); }
 }"#
         ),
     ),
-    // p: rows, width, xo, oo, eps.
+    // RMS norm, one invocation per row.
     (
         "rms_norm",
         concat!(
@@ -313,17 +316,17 @@ const SHADERS: &[(&str, &str)] = &[
             "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n",
             entry!(),
             r#"
-    let n = p[1];
-    if (i >= p[0]) { return; }
-    let xb = p[2] + i * n; let ob = p[3] + i * n;
+    let n = p.width;
+    if (i >= p.rows) { return; }
+    let xb = p.xo + i * n; let ob = p.oo + i * n;
     var ss = 0.0;
     for (var t = 0u; t < n; t++) { ss = fma(x[xb + t], x[xb + t], ss); }
-    let inv = 1.0 / sqrt(ss / f32(n) + pf(4));
+    let inv = 1.0 / sqrt(ss / f32(n) + p.eps);
     for (var t = 0u; t < n; t++) { o[ob + t] = w[t] * (x[xb + t] * inv); }
 }"#
         ),
     ),
-    // p: len, xo, op, s. Elementwise in place: op 0..4 an activation (act_k), 5 scale by s,
+    // Elementwise in place: op 0..4 an activation (act_k), 5 scale by s,
     // 6 softcap at s.
     (
         "unary",
@@ -331,19 +334,19 @@ const SHADERS: &[(&str, &str)] = &[
             "@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n",
             entry!(),
             r#"
-    if (i >= p[0]) { return; }
-    let v = x[p[1] + i];
+    if (i >= p.len) { return; }
+    let v = x[p.xo + i];
     var y: f32;
-    switch p[2] {
-        case 5u: { y = v * pf(3); }
-        case 6u: { y = tanh_k(v / pf(3)) * pf(3); }
-        default: { y = act_k(v, p[2]); }
+    switch p.op {
+        case 5u: { y = v * p.s; }
+        case 6u: { y = tanh_k(v / p.s) * p.s; }
+        default: { y = act_k(v, p.op); }
     }
-    x[p[1] + i] = y;
+    x[p.xo + i] = y;
 }"#
         ),
     ),
-    // p: len, xo, yo, op. `x op= y`: 0 add, 1 mul.
+    // `x op= y`: 0 add, 1 mul.
     (
         "binary",
         concat!(
@@ -351,13 +354,13 @@ const SHADERS: &[(&str, &str)] = &[
             "@group(0) @binding(2) var<storage, read> y: array<f32>;\n",
             entry!(),
             r#"
-    if (i >= p[0]) { return; }
-    let a = x[p[1] + i]; let b = y[p[2] + i];
-    x[p[1] + i] = select(a + b, a * b, p[3] == 1u);
+    if (i >= p.len) { return; }
+    let a = x[p.xo + i]; let b = y[p.yo + i];
+    x[p.xo + i] = select(a + b, a * b, p.op == 1u);
 }"#
         ),
     ),
-    // p: rows, width, act, go, oo. `o[r][j] = act(gate) · up` of `[gate | up]` rows.
+    // `o[r][j] = act(gate) · up` of `[gate | up]` rows.
     (
         "glu",
         concat!(
@@ -365,15 +368,15 @@ const SHADERS: &[(&str, &str)] = &[
             "@group(0) @binding(2) var<storage, read_write> o: array<f32>;\n",
             entry!(),
             r#"
-    let w = p[1];
-    if (i >= p[0] * w) { return; }
+    let w = p.width;
+    if (i >= p.rows * w) { return; }
     let r = i / w; let j = i % w;
-    let base = p[3] + r * 2u * w;
-    o[p[4] + i] = act_k(g[base + j], p[2]) * g[base + w + j];
+    let base = p.go + r * 2u * w;
+    o[p.oo + i] = act_k(g[base + j], p.act) * g[base + w + j];
 }"#
         ),
     ),
-    // p: rows, width, oo, add. Row r of o (=|+=) row ids[r] of the table.
+    // Row r of o (=|+=) row ids[r] of the table.
     (
         "gather",
         concat!(
@@ -382,16 +385,16 @@ const SHADERS: &[(&str, &str)] = &[
             "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n",
             entry!(),
             r#"
-    let w = p[1];
-    if (i >= p[0] * w) { return; }
+    let w = p.width;
+    if (i >= p.rows * w) { return; }
     let r = i / w; let c = i % w;
     let v = t[ids[r] * w + c];
-    let at = p[2] + i;
-    o[at] = select(v, o[at] + v, p[3] != 0u);
+    let at = p.oo + i;
+    o[at] = select(v, o[at] + v, p.add != 0u);
 }"#
         ),
     ),
-    // p: rows, stride, width, head_dim, dim, interleaved, xo. cs: per row `[cos (dim/2) |
+    // Rotary embedding in place. cs: per row `[cos (dim/2) |
     // sin (dim/2)]`. One invocation per rotated pair.
     (
         "rope",
@@ -400,16 +403,16 @@ const SHADERS: &[(&str, &str)] = &[
             "@group(0) @binding(2) var<storage, read> cs: array<f32>;\n",
             entry!(),
             r#"
-    let hd = p[3]; let hh = p[4] / 2u;
-    let heads = p[2] / hd;
-    if (i >= p[0] * heads * hh) { return; }
+    let hd = p.head_dim; let hh = p.dim / 2u;
+    let heads = p.width / hd;
+    if (i >= p.rows * heads * hh) { return; }
     let r = i / (heads * hh);
     let h = (i / hh) % heads;
     let k = i % hh;
     let c = cs[r * 2u * hh + k]; let s = cs[r * 2u * hh + hh + k];
-    let base = p[6] + r * p[1] + h * hd;
+    let base = p.xo + r * p.stride + h * hd;
     var a: u32; var b: u32;
-    if (p[5] != 0u) { a = base + 2u * k; b = a + 1u; } else { a = base + k; b = base + hh + k; }
+    if (p.interleaved != 0u) { a = base + 2u * k; b = a + 1u; } else { a = base + k; b = base + hh + k; }
     let x1 = x[a]; let x2 = x[b];
     x[a] = x1 * c - x2 * s;
     x[b] = x2 * c + x1 * s;
