@@ -18,6 +18,8 @@
 //! numbers), and [`GpuCompute::check`], which the engine calls after each forward pass, reports
 //! it as [`InferError::Device`](crate::error::InferError::Device).
 
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod bodies;
 mod ops;
 mod ops_seq;
 mod params;

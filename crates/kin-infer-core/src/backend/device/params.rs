@@ -232,7 +232,7 @@ mod tests {
     #[test]
     fn every_kernel_has_a_wgsl_shader() {
         for (op, _) in KERNELS {
-            assert!(super::super::wgsl::shader(op).is_some(), "no shader `{op}`");
+            assert!(super::super::wgsl::source(op).is_some(), "no shader `{op}`");
         }
     }
 }

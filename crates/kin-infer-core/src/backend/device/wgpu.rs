@@ -138,12 +138,12 @@ impl WgpuDevice {
         cache
             .entry(op)
             .or_insert_with(|| {
-                let body = wgsl::shader(op).unwrap_or_else(|| panic!("no shader `{op}`"));
+                let src = wgsl::source(op).unwrap_or_else(|| panic!("no shader `{op}`"));
                 let module = self
                     .device
                     .create_shader_module(wgpu::ShaderModuleDescriptor {
                         label: Some(op),
-                        source: wgpu::ShaderSource::Wgsl(wgsl::source(op, body).into()),
+                        source: wgpu::ShaderSource::Wgsl(src.into()),
                     });
                 Arc::new(
                     self.device

@@ -1,8 +1,10 @@
-//! The wgpu backend's WGSL compute shaders, one per operation.
+//! The wgpu backend's WGSL compute shaders, one per operation, generated from the kernel
+//! bodies of `bodies.rs` (which the CUDA kernels are generated from too).
 //!
 //! Conventions (every shader): binding 0 is the op's parameters, a struct `p` generated from
-//! its description in `params.rs` (fields read by name: `p.rows`), bindings 1.. the tensors in the order the Rust side passes them; every binding
-//! is read by the shader (the pipelines' layouts are derived from what each entry point uses).
+//! its description in `params.rs` (fields read by name: `p.rows`), bindings 1.. the tensors
+//! in the order the Rust side passes them; every binding is read by the shader (the
+//! pipelines' layouts are derived from what each entry point uses).
 //! Views are whole buffers plus an element offset in the parameters, so no binding offset has
 //! to meet the device's alignment. One invocation computes one output element (or one row) with
 //! a sequential loop: each element's reduction has one fixed order whatever the batch, so
@@ -69,8 +71,11 @@ fn act_k(x: f32, act: u32) -> f32 {
 "#;
 
 /// Shader `op`'s whole source: the CPU's constants (as exact decimal literals), the format
-/// codes, its parameter struct (`params.rs`), [`PRELUDE`] and its body.
-pub(super) fn source(op: &str, body: &str) -> String {
+/// codes, its parameter struct (`params.rs`), [`PRELUDE`], its bindings, [`WQ`] where it
+/// binds a `u32` buffer `w`, its `weight`, and its body (`bodies.rs`) in an entry point.
+/// `None` if there is no kernel `op`.
+pub(super) fn source(op: &str) -> Option<String> {
+    let k = super::bodies::body(op)?;
     let consts: String = super::math_constants()
         .iter()
         .map(|(name, v)| format!("const {name}: f32 = {v:e};\n"))
@@ -80,14 +85,27 @@ pub(super) fn source(op: &str, body: &str) -> String {
         .map(|(name, c)| format!("const {name}: u32 = {c}u;\n"))
         .collect();
     let params = super::params::wgsl_struct(op);
-    format!("{consts}{codes}{params}{PRELUDE}{body}")
-}
-
-/// The entry point's signature, shared by every shader.
-macro_rules! entry {
-    () => {
-        "@compute @workgroup_size(64)\nfn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {\n    let i = flat(gid, nwg);\n"
-    };
+    let mut out = format!("{consts}{codes}{params}{PRELUDE}");
+    for (j, (name, ty, write)) in k.bufs.iter().enumerate() {
+        let access = if *write { "read_write" } else { "read" };
+        out += &format!(
+            "@group(0) @binding({}) var<storage, {access}> {name}: array<{ty}>;\n",
+            j + 1
+        );
+    }
+    if k.bufs.contains(&("w", "u32", false)) {
+        out += WQ;
+    }
+    if let Some(w) = k.weight {
+        let w = super::bodies::to_wgsl(w);
+        out += &format!("fn weight(c: u32, t: u32) -> f32 {{ return {w}; }}\n");
+    }
+    out += "@compute @workgroup_size(64)\n";
+    out += "fn main(@builtin(global_invocation_id) gid: vec3<u32>, \
+            @builtin(num_workgroups) nwg: vec3<u32>) {\n    let i = flat(gid, nwg);";
+    out += &super::bodies::to_wgsl(k.body);
+    out += "}\n";
+    Some(out)
 }
 
 /// Weights read in their stored format from a `u32` array `w` (each shader that uses it
@@ -95,9 +113,7 @@ macro_rules! entry {
 /// its format code `fmt` one of the `F_*` constants (the format table's GPU codes; ggml's
 /// block layouts with the reference dequantizers' arithmetic, `kernels/ggml.rs`). Halves
 /// never straddle a word: every row and block starts at an even byte.
-macro_rules! wq {
-    () => {
-        r#"
+const WQ: &str = r#"
 fn byte_at(b: u32) -> u32 { return (w[b >> 2u] >> ((b & 3u) * 8u)) & 255u; }
 fn half_at(b: u32) -> u32 { return (w[b >> 2u] >> ((b & 2u) * 8u)) & 65535u; }
 fn f16_k(h: u32) -> f32 { return unpack2x16float(h).x; }
@@ -167,256 +183,4 @@ fn wq(fmt: u32, base: u32, t: u32) -> f32 {
         }
     }
 }
-"#
-    };
-}
-
-/// The body of `linear` and `linear_q` over the shader's own `weight(column, t)`: a 4 × 4
-/// output tile per invocation (see `linear`).
-macro_rules! tile4 {
-    () => {
-        concat!(
-            entry!(),
-            r#"
-    let rows = p.rows; let k = p.k; let gn = p.gn;
-    let ct = (gn + 3u) / 4u;
-    if (i >= ((rows + 3u) / 4u) * ct) { return; }
-    let r0 = (i / ct) * 4u; let c0 = (i % ct) * 4u;
-    var acc: array<f32, 16>;
-    for (var t = 0u; t < k; t++) {
-        var xv: array<f32, 4>;
-        var wv: array<f32, 4>;
-        for (var a = 0u; a < 4u; a++) {
-            xv[a] = x[p.xo + min(r0 + a, rows - 1u) * k + t];
-            wv[a] = weight(min(c0 + a, gn - 1u), t);
-        }
-        for (var a = 0u; a < 4u; a++) {
-            for (var c = 0u; c < 4u; c++) { acc[a * 4u + c] = fma(xv[a], wv[c], acc[a * 4u + c]); }
-        }
-    }
-    for (var a = 0u; a < 4u; a++) {
-        for (var c = 0u; c < 4u; c++) {
-            if (r0 + a < rows && c0 + c < gn) {
-                var v = acc[a * 4u + c];
-                if (p.has_bias != 0u) { v += b[p.bo + p.j0 + c0 + c]; }
-                o[p.oo + (r0 + a) * p.ntot + p.j0 + c0 + c] = v;
-            }
-        }
-    }
-}"#
-        )
-    };
-}
-
-mod seq;
-
-/// The body of shader `op`, if there is one.
-pub(super) fn shader(op: &str) -> Option<&'static str> {
-    SHADERS
-        .iter()
-        .chain(seq::SHADERS)
-        .find(|(name, _)| *name == op)
-        .map(|(_, b)| *b)
-}
-
-/// `(name, body)` of the matrix, normalization, elementwise, gather and rope shaders (the
-/// rest are `seq.rs`'s).
-const SHADERS: &[(&str, &str)] = &[
-    // `o[r][j0 + c] = x[r] · w[c] + b[j0 + c]` for one column group of `gn` outputs (weights `[gn, k]`, torch's layout). One invocation
-    // computes a 4 × 4 tile (4 rows, 4 columns): each input and weight read once serves four
-    // products. Every element is still its own fma chain over k from 0, so the tiling changes
-    // no bit (nor does a row's tile partners: rows past `rows` read a clamped row, unused).
-    (
-        "linear",
-        concat!(
-            "@group(0) @binding(1) var<storage, read> x: array<f32>;\n",
-            "@group(0) @binding(2) var<storage, read> w: array<f32>;\n",
-            "@group(0) @binding(3) var<storage, read> b: array<f32>;\n",
-            "@group(0) @binding(4) var<storage, read_write> o: array<f32>;\n",
-            "fn weight(c: u32, t: u32) -> f32 { return w[c * p.k + t]; }\n",
-            tile4!(),
-        ),
-    ),
-    // [`linear`] over weights in a stored format (`p.fmt`, rows `p.row_bytes` apart).
-    (
-        "linear_q",
-        concat!(
-            "@group(0) @binding(1) var<storage, read> x: array<f32>;\n",
-            "@group(0) @binding(2) var<storage, read> w: array<u32>;\n",
-            "@group(0) @binding(3) var<storage, read> b: array<f32>;\n",
-            "@group(0) @binding(4) var<storage, read_write> o: array<f32>;\n",
-            wq!(),
-            "fn weight(c: u32, t: u32) -> f32 { return wq(p.fmt, c * p.row_bytes, t); }\n",
-            tile4!(),
-        ),
-    ),
-    // Rows `ids[r]` of a weight in a stored format, as f32.
-    (
-        "gather_q",
-        concat!(
-            "@group(0) @binding(1) var<storage, read> w: array<u32>;\n",
-            "@group(0) @binding(2) var<storage, read> ids: array<u32>;\n",
-            "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n",
-            wq!(),
-            entry!(),
-            r#"
-    let k = p.k;
-    if (i >= p.rows * k) { return; }
-    let r = i / k; let t = i % k;
-    o[p.oo + i] = wq(p.fmt, ids[r] * p.row_bytes, t);
-}"#
-        ),
-    ),
-    // `o[i][j] = Σ_t a[i][t] · b[t][j]`.
-    (
-        "matmul",
-        concat!(
-            "@group(0) @binding(1) var<storage, read> a: array<f32>;\n",
-            "@group(0) @binding(2) var<storage, read> b: array<f32>;\n",
-            "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n",
-            entry!(),
-            r#"
-    let m = p.m; let k = p.k; let n = p.n;
-    if (i >= m * n) { return; }
-    let r = i / n; let c = i % n;
-    var acc = 0.0;
-    for (var t = 0u; t < k; t++) { acc = fma(a[p.ao + r * p.lda + t], b[p.bo + t * p.ldb + c], acc); }
-    o[p.oo + r * n + c] = acc;
-}"#
-        ),
-    ),
-    // Layer norm in place. One invocation per row: torch's biased variance.
-    (
-        "layer_norm",
-        concat!(
-            "@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n",
-            "@group(0) @binding(2) var<storage, read> w: array<f32>;\n",
-            "@group(0) @binding(3) var<storage, read> b: array<f32>;\n",
-            entry!(),
-            r#"
-    let n = p.width;
-    if (i >= p.rows) { return; }
-    let base = p.xo + i * n;
-    var sum = 0.0;
-    for (var t = 0u; t < n; t++) { sum += x[base + t]; }
-    let mean = sum / f32(n);
-    var ss = 0.0;
-    for (var t = 0u; t < n; t++) { let d = x[base + t] - mean; ss = fma(d, d, ss); }
-    let inv = 1.0 / sqrt(ss / f32(n) + p.eps);
-    for (var t = 0u; t < n; t++) { x[base + t] = fma((x[base + t] - mean) * inv, w[t], b[t]); }
-}"#
-        ),
-    ),
-    // RMS norm, one invocation per row.
-    (
-        "rms_norm",
-        concat!(
-            "@group(0) @binding(1) var<storage, read> x: array<f32>;\n",
-            "@group(0) @binding(2) var<storage, read> w: array<f32>;\n",
-            "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n",
-            entry!(),
-            r#"
-    let n = p.width;
-    if (i >= p.rows) { return; }
-    let xb = p.xo + i * n; let ob = p.oo + i * n;
-    var ss = 0.0;
-    for (var t = 0u; t < n; t++) { ss = fma(x[xb + t], x[xb + t], ss); }
-    let inv = 1.0 / sqrt(ss / f32(n) + p.eps);
-    for (var t = 0u; t < n; t++) { o[ob + t] = w[t] * (x[xb + t] * inv); }
-}"#
-        ),
-    ),
-    // Elementwise in place: op 0..4 an activation (act_k), 5 scale by s,
-    // 6 softcap at s.
-    (
-        "unary",
-        concat!(
-            "@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n",
-            entry!(),
-            r#"
-    if (i >= p.len) { return; }
-    let v = x[p.xo + i];
-    var y: f32;
-    switch p.op {
-        case 5u: { y = v * p.s; }
-        case 6u: { y = tanh_k(v / p.s) * p.s; }
-        default: { y = act_k(v, p.op); }
-    }
-    x[p.xo + i] = y;
-}"#
-        ),
-    ),
-    // `x op= y`: 0 add, 1 mul.
-    (
-        "binary",
-        concat!(
-            "@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n",
-            "@group(0) @binding(2) var<storage, read> y: array<f32>;\n",
-            entry!(),
-            r#"
-    if (i >= p.len) { return; }
-    let a = x[p.xo + i]; let b = y[p.yo + i];
-    x[p.xo + i] = select(a + b, a * b, p.op == 1u);
-}"#
-        ),
-    ),
-    // `o[r][j] = act(gate) · up` of `[gate | up]` rows.
-    (
-        "glu",
-        concat!(
-            "@group(0) @binding(1) var<storage, read> g: array<f32>;\n",
-            "@group(0) @binding(2) var<storage, read_write> o: array<f32>;\n",
-            entry!(),
-            r#"
-    let w = p.width;
-    if (i >= p.rows * w) { return; }
-    let r = i / w; let j = i % w;
-    let base = p.go + r * 2u * w;
-    o[p.oo + i] = act_k(g[base + j], p.act) * g[base + w + j];
-}"#
-        ),
-    ),
-    // Row r of o (=|+=) row ids[r] of the table.
-    (
-        "gather",
-        concat!(
-            "@group(0) @binding(1) var<storage, read> t: array<f32>;\n",
-            "@group(0) @binding(2) var<storage, read> ids: array<u32>;\n",
-            "@group(0) @binding(3) var<storage, read_write> o: array<f32>;\n",
-            entry!(),
-            r#"
-    let w = p.width;
-    if (i >= p.rows * w) { return; }
-    let r = i / w; let c = i % w;
-    let v = t[ids[r] * w + c];
-    let at = p.oo + i;
-    o[at] = select(v, o[at] + v, p.add != 0u);
-}"#
-        ),
-    ),
-    // Rotary embedding in place. cs: per row `[cos (dim/2) |
-    // sin (dim/2)]`. One invocation per rotated pair.
-    (
-        "rope",
-        concat!(
-            "@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n",
-            "@group(0) @binding(2) var<storage, read> cs: array<f32>;\n",
-            entry!(),
-            r#"
-    let hd = p.head_dim; let hh = p.dim / 2u;
-    let heads = p.width / hd;
-    if (i >= p.rows * heads * hh) { return; }
-    let r = i / (heads * hh);
-    let h = (i / hh) % heads;
-    let k = i % hh;
-    let c = cs[r * 2u * hh + k]; let s = cs[r * 2u * hh + hh + k];
-    let base = p.xo + r * p.stride + h * hd;
-    var a: u32; var b: u32;
-    if (p.interleaved != 0u) { a = base + 2u * k; b = a + 1u; } else { a = base + k; b = base + hh + k; }
-    let x1 = x[a]; let x2 = x[b];
-    x[a] = x1 * c - x2 * s;
-    x[b] = x2 * c + x1 * s;
-}"#
-        ),
-    ),
-];
+"#;
