@@ -1,14 +1,7 @@
-//! Every GPU kernel's body, written once: the WGSL shader (`wgsl.rs`) and the CUDA kernel
-//! (`cuda_kernels.rs`) are both generated from it, with the parameter struct of `params.rs`.
-//!
-//! The dialect is the part of C that WGSL also reads, after one mechanical rewrite
-//! ([`to_wgsl`]): declarations `u32 x = e;`, `f32 x;`, `f32 x[4];` (one per statement; in
-//! WGSL `var x: u32 = e;`, `var x: array<f32, 4>;`), conversions written as calls (`f32(n)`,
-//! `u32(s)`, `i32(t)`), float literals with `f` (`1.0f`), `select(if_false, if_true, cond)`
-//! for a conditional value, braces on every `if`/`for` and case (a case ends in `break;`), and
-//! the functions both languages have (`fma`, `exp`, `sqrt`, `max`, `min`, the preludes'
-//! `tanh_k`, `act_k` and `wq(w, fmt, base, t)`, which reads the `u32` buffer `w`). In scope:
-//! `p` (the parameters), `i` (the invocation's flat index), the buffers by name.
+//! Every GPU kernel's body, written once in the kernel dialect (`dialect.rs`): the WGSL
+//! shader (`wgsl.rs`) and the CUDA kernel (`cuda_kernels.rs`) are both generated from it, with
+//! the parameter struct of `params.rs`. In scope in a body: `p` (the parameters), `i` (the
+//! invocation's flat index), the buffers by name, the dialect's helpers.
 //!
 //! One invocation computes one output element (or one row) with a sequential loop: each
 //! element's reduction has one fixed order whatever the batch (no atomics anywhere).
@@ -35,48 +28,6 @@ pub(crate) struct Body {
     pub(crate) bufs: &'static [Buf],
     pub(crate) weight: Option<&'static str>,
     pub(crate) body: &'static str,
-}
-
-/// The body in WGSL: declarations rewritten (`T x` → `var x: T`, `T x[N]` →
-/// `var x: array<T, N>`) and `wq(w, ` → `wq(` (WGSL's reads the global `w`).
-#[cfg(feature = "wgpu")]
-pub(crate) fn to_wgsl(src: &str) -> String {
-    let src = src.replace("wq(w, ", "wq(");
-    let mut out = String::with_capacity(src.len() + src.len() / 4);
-    let b = src.as_bytes();
-    let mut at = 0;
-    while at < b.len() {
-        let word_start = at == 0 || !(b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_');
-        let ty = ["u32 ", "f32 ", "i32 "]
-            .into_iter()
-            .find(|t| src[at..].starts_with(t));
-        match ty {
-            Some(t) if word_start => {
-                let name_start = at + t.len();
-                let name_end = name_start
-                    + src[name_start..]
-                        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                        .unwrap_or(src.len() - name_start);
-                let name = &src[name_start..name_end];
-                let ty = t.trim_end();
-                if src[name_end..].starts_with('[') {
-                    let close = name_end + src[name_end..].find(']').expect("an array length");
-                    let len = &src[name_end + 1..close];
-                    out.push_str(&format!("var {name}: array<{ty}, {len}>"));
-                    at = close + 1;
-                } else {
-                    out.push_str(&format!("var {name}: {ty}"));
-                    at = name_end;
-                }
-            }
-            _ => {
-                let ch = src[at..].chars().next().expect("in bounds");
-                out.push(ch);
-                at += ch.len_utf8();
-            }
-        }
-    }
-    out
 }
 
 /// The body of `op`.
@@ -595,19 +546,5 @@ mod tests {
             .collect();
         let bodies: Vec<&str> = BODIES.iter().map(|b| b.op).collect();
         assert_eq!(ops, bodies);
-    }
-
-    #[cfg(feature = "wgpu")]
-    #[test]
-    fn declarations_become_wgsl() {
-        let got = to_wgsl("u32 n = p.rows; f32 acc[16]; for (u32 t = 0u; t < n; t++) { f32 x1; }");
-        assert_eq!(
-            got,
-            "var n: u32 = p.rows; var acc: array<f32, 16>; \
-             for (var t: u32 = 0u; t < n; t++) { var x1: f32; }"
-        );
-        // A conversion (no space) and a name ending in a type's letters are left alone.
-        assert_eq!(to_wgsl("f32(n) + xu32 q"), "f32(n) + xu32 q");
-        assert_eq!(to_wgsl("wq(w, p.fmt, b, t)"), "wq(p.fmt, b, t)");
     }
 }

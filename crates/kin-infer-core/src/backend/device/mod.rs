@@ -20,6 +20,8 @@
 
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod bodies;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod dialect;
 mod ops;
 mod ops_seq;
 mod params;
