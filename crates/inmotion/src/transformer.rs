@@ -17,8 +17,10 @@ use crate::error::{Error, Result};
 use crate::meta::{n_tokens, Family, Meta, TransformerHparams};
 use crate::nn::{linear, load_host, load_linear, load_matrix, load_norm, BatchNorm};
 use crate::weights::Store;
-use kin_infer_core::backend::{Act, Backend, SeqSpan, Tensor};
-use kin_infer_core::nn::{LayerNorm, Linear};
+use kin_infer_core::backend::{Act, AttnShape, Backend, SeqSpan, Tensor};
+use kin_infer_core::nn::block::{Block, BlockBuffers, Mlp, Residual};
+use kin_infer_core::nn::ffn::FfnAct;
+use kin_infer_core::nn::{LayerNorm, Linear, Norm};
 use kin_infer_core::{Pooling, PoolingMode};
 
 enum Tokenizer {
@@ -32,15 +34,6 @@ enum Tokenizer {
     CfJepa(Linear),
 }
 
-struct Layer {
-    norm1: LayerNorm,
-    qkv: Linear,
-    out_proj: Linear,
-    norm2: LayerNorm,
-    linear1: Linear,
-    linear2: Linear,
-}
-
 enum Pool {
     /// Mean over tokens `skip..`.
     Mean { skip: usize, pooling: Pooling },
@@ -52,11 +45,12 @@ pub struct Transformer {
     family: Family,
     n_tokens: usize,
     d: usize,
-    heads: usize,
     n_reg: usize,
     tokenizer: Tokenizer,
     pos: Option<Tensor>,
-    layers: Vec<Layer>,
+    /// PyTorch's pre-norm `TransformerEncoderLayer` as the shared block, run
+    /// bidirectionally: norm1, in_proj, attention, out_proj; norm2, linear1, GELU, linear2.
+    layers: Vec<Block>,
     norm: LayerNorm,
     pool: Pool,
     head0: Linear,
@@ -66,17 +60,12 @@ pub struct Transformer {
 
 /// Run-state, allocated once. Shapes in comments (n = n_tokens, d = d_model).
 struct Scratch {
-    input: Tensor,  // [T, C] the window; t_jepa: [n_reg + T·C] values, ones first
-    tok_in: Tensor, // cf_jepa: [C, T] the transposed window
-    x: Tensor,      // [n, d] residual stream
-    h: Tensor,      // [n, d] normed
-    attn: Tensor,   // [n, d] attention output
-    tmp: Tensor,    // [n, d]
-    qkv: Tensor,    // [n, 3d]
-    ff: Tensor,     // [n, ff]
-    scores: Tensor, // [n] attention-pool weights
-    pooled: Tensor, // [d]
-    hid: Tensor,    // [head_hidden]
+    input: Tensor,       // [T, C] the window; t_jepa: [n_reg + T·C] values, ones first
+    tok_in: Tensor,      // cf_jepa: [C, T] the transposed window
+    block: BlockBuffers, // the layers' (x: [n, d] residual stream, qkv: [n, max(3d, ff)])
+    scores: Tensor,      // [n] attention-pool weights
+    pooled: Tensor,      // [d]
+    hid: Tensor,         // [head_hidden]
 }
 
 /// `out[j] = P · v[j]` for rows `v[j]` of `d`, `P` `[d, d]` row-major, in f64.
@@ -166,13 +155,27 @@ impl Transformer {
                     &[3 * d, d],
                 )?;
                 let qkv_b = st.get(&format!("{p}.self_attn.in_proj_bias"), &[3 * d])?;
-                Ok(Layer {
-                    norm1: load_norm(be, st, &format!("{p}.norm1"), d, eps)?,
+                Ok(Block {
+                    attn_norm: Norm::Layer(load_norm(be, st, &format!("{p}.norm1"), d, eps)?),
                     qkv: Linear::from_parts(be, qkv_w, Some(qkv_b)),
-                    out_proj: load_linear(be, st, &format!("{p}.self_attn.out_proj"), &[d, d])?,
-                    norm2: load_norm(be, st, &format!("{p}.norm2"), d, eps)?,
-                    linear1: load_linear(be, st, &format!("{p}.linear1"), &[ff, d])?,
-                    linear2: load_linear(be, st, &format!("{p}.linear2"), &[d, ff])?,
+                    o: load_linear(be, st, &format!("{p}.self_attn.out_proj"), &[d, d])?,
+                    mlp: Mlp::Plain {
+                        fc1: load_linear(be, st, &format!("{p}.linear1"), &[ff, d])?,
+                        act: FfnAct::GeluErf,
+                        fc2: load_linear(be, st, &format!("{p}.linear2"), &[d, ff])?,
+                        width: ff,
+                    },
+                    residual: Residual::Sequential {
+                        ffn_norm: Norm::Layer(load_norm(be, st, &format!("{p}.norm2"), d, eps)?),
+                    },
+                    attn: AttnShape {
+                        heads: h.n_heads,
+                        kv_heads: h.n_heads,
+                        head_dim: d / h.n_heads,
+                        scale: 1.0 / ((d / h.n_heads) as f32).sqrt(),
+                        window: None,
+                        softcap: None,
+                    },
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -205,12 +208,7 @@ impl Transformer {
         let s = Scratch {
             input,
             tok_in,
-            x: be.zeros(n * d),
-            h: be.zeros(n * d),
-            attn: be.zeros(n * d),
-            tmp: be.zeros(n * d),
-            qkv: be.zeros(n * 3 * d),
-            ff: be.zeros(n * ff),
+            block: BlockBuffers::new(be, n, d, d, (3 * d).max(ff), 0),
             scores: be.zeros(n),
             pooled: be.zeros(d),
             hid: be.zeros(hh),
@@ -219,7 +217,6 @@ impl Transformer {
             family,
             n_tokens: n,
             d,
-            heads: h.n_heads,
             n_reg: h.n_reg,
             tokenizer,
             pos,
@@ -244,55 +241,34 @@ impl Transformer {
         match &self.tokenizer {
             Tokenizer::Lejepa(proj) => {
                 be.write(x, s.input.at_mut(..));
-                proj.forward(be, s.input.view(), n, s.x.at_mut(..));
+                proj.forward(be, s.input.view(), n, s.block.x.at_mut(..));
             }
             Tokenizer::TJepa { a, c } => {
                 be.write(x, s.input.at_mut(self.n_reg..));
-                be.copy(c.view(), s.x.at_mut(..));
-                be.row_axpy(s.x.at_mut(..), d, s.input.view(), a.view());
+                be.copy(c.view(), s.block.x.at_mut(..));
+                be.row_axpy(s.block.x.at_mut(..), d, s.input.view(), a.view());
             }
             Tokenizer::TsJepa(proj) => {
                 be.write(x, s.input.at_mut(..));
-                proj.forward(be, s.input.view(), n, s.x.at_mut(..));
+                proj.forward(be, s.input.view(), n, s.block.x.at_mut(..));
             }
             Tokenizer::CfJepa(proj) => {
                 be.write(x, s.input.at_mut(..));
                 let t = s.input.len() / n;
                 be.transpose(s.input.view(), t, n, s.tok_in.at_mut(..));
-                proj.forward(be, s.tok_in.view(), n, s.x.at_mut(..));
+                proj.forward(be, s.tok_in.view(), n, s.block.x.at_mut(..));
             }
         }
         if let Some(pos) = &self.pos {
-            be.add(s.x.at_mut(..), pos.view());
+            be.add(s.block.x.at_mut(..), pos.view());
         }
         // 4. encoder layers (pre-norm)
-        let hd = d / self.heads;
-        let scale = 1.0 / (hd as f32).sqrt();
         let seq = [SeqSpan { start: 0, len: n }];
         for l in &self.layers {
-            be.copy(s.x.view(), s.h.at_mut(..));
-            l.norm1.forward(be, s.h.at_mut(..));
-            l.qkv.forward(be, s.h.view(), n, s.qkv.at_mut(..));
-            be.attention(
-                s.qkv.view(),
-                &seq,
-                self.heads,
-                hd,
-                scale,
-                None,
-                s.attn.at_mut(..),
-            );
-            l.out_proj.forward(be, s.attn.view(), n, s.tmp.at_mut(..));
-            be.add(s.x.at_mut(..), s.tmp.view());
-            be.copy(s.x.view(), s.h.at_mut(..));
-            l.norm2.forward(be, s.h.at_mut(..));
-            l.linear1.forward(be, s.h.view(), n, s.ff.at_mut(..));
-            be.activation(s.ff.at_mut(..), Act::GeluErf);
-            l.linear2.forward(be, s.ff.view(), n, s.tmp.at_mut(..));
-            be.add(s.x.at_mut(..), s.tmp.view());
+            l.forward_bidirectional(be, &mut s.block, (n, d), &seq, None);
         }
         // 5. final norm
-        self.norm.forward(be, s.x.at_mut(..));
+        self.norm.forward(be, s.block.x.at_mut(..));
         // 6. pool
         match &self.pool {
             Pool::Mean { skip, pooling } => {
@@ -300,17 +276,17 @@ impl Transformer {
                     start: *skip,
                     len: n - skip,
                 }];
-                be.pool(s.x.view(), &span, d, pooling, s.pooled.at_mut(..));
+                be.pool(s.block.x.view(), &span, d, pooling, s.pooled.at_mut(..));
             }
             Pool::Attention(score) => {
-                score.forward(be, s.x.view(), n, s.scores.at_mut(..));
+                score.forward(be, s.block.x.view(), n, s.scores.at_mut(..));
                 be.softmax(s.scores.at_mut(..), n);
                 be.matmul(
                     s.scores.view(),
                     n,
                     1,
                     n,
-                    s.x.view(),
+                    s.block.x.view(),
                     d,
                     d,
                     s.pooled.at_mut(..),

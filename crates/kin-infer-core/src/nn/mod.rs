@@ -1,7 +1,8 @@
 //! Shared building blocks, written once for every family: linear layers, norms, gated
-//! feed-forwards, embedding sums, pooling, the decoder block.
+//! feed-forwards, embedding sums, pooling, the pre-norm block (decoders, T5, inMotion).
 //! They hold backend-prepared weights and call only [`GpuCompute`] operations.
 
+pub mod block;
 pub mod dense;
 pub mod embeddings;
 pub mod encoder;

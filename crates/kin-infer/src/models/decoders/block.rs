@@ -1,11 +1,9 @@
 //! The decoder block and stack every decoder family is configured into: a family file parses
 //! its config and loads its tensors into a [`Stack`]; the forward pass is written once, here.
 //!
-//! Per layer (pre-norm): `n = norm(x)`, `a = o(attn(rope(q), rope(k) ∪ cache, v ∪ cache))` on
-//! `n`, then the block's [`Residual`] style combines `a` with the feed-forward:
-//! - sequential (LLaMA, Mistral, Qwen2, GPT-2, Phi-3, Gemma): `x += a; x += ffn(norm2(x))`;
-//! - parallel (Phi): `x += a + ffn(n)`, as transformers' `attn + ff + residual` rounds;
-//! - sandwich (Gemma 2): `x += post_attn(a); x += post_ffn(ffn(pre_ffn(x)))`.
+//! Per layer, the shared pre-norm [`Block`] (`nn::block`, which T5 and inMotion run
+//! bidirectionally): `n = norm(x)`, `a = o(attn(rope(q), rope(k) ∪ cache, v ∪ cache))` on
+//! `n`, then the block's residual style with its feed-forward ([`Block::tail`]).
 //!
 //! Then `logits = lm_head(norm(x))` for the rows asked, optionally soft-capped.
 //! Determinism: every op is per row or per (query, head), so a chunk of one row computes what
@@ -13,52 +11,11 @@
 
 use super::cache::{Buffers, KvCache, Scratch, ScratchDims};
 use super::{BatchScratch, Decoder, DecoderSpec, LogitsRows};
-use crate::backend::{
-    AttnShape, DeviceMatrix, GpuCompute, KvView, Positions, Tensor, View, ViewMut,
-};
+use crate::backend::{DeviceMatrix, GpuCompute, KvView, Positions, Tensor, ViewMut};
 use crate::error::{InferError, Result};
-use crate::nn::ffn::{FfnAct, FfnBuffers, GatedFfn};
+pub(crate) use crate::nn::block::{Block, Mlp, Residual};
 use crate::nn::rope::{Rotary, RotaryChunk, SwitchedRotary};
 use crate::nn::{Linear, Norm};
-
-/// How a block combines its attention and feed-forward with the residual stream.
-pub(crate) enum Residual {
-    /// `x += a; x += ffn(ffn_norm(x))`.
-    Sequential { ffn_norm: Norm },
-    /// `x += a + ffn(n)` on the attention's own normalized input `n`.
-    Parallel,
-    /// `x += post_attn(a); x += post_ffn(ffn(pre_ffn(x)))`.
-    Sandwich {
-        post_attn: Norm,
-        pre_ffn: Norm,
-        post_ffn: Norm,
-    },
-}
-
-/// A block's feed-forward.
-pub(crate) enum Mlp {
-    /// `down(act(gate(x)) · up(x))`.
-    Gated(GatedFfn),
-    /// `fc2(act(fc1(x)))`; `fc1`'s output is `width` wide.
-    Plain {
-        fc1: Linear,
-        act: FfnAct,
-        fc2: Linear,
-        width: usize,
-    },
-}
-
-/// One decoder layer.
-pub(crate) struct Block {
-    pub(crate) attn_norm: Norm,
-    /// Fused `[q | k | v]`.
-    pub(crate) qkv: Linear,
-    pub(crate) o: Linear,
-    pub(crate) mlp: Mlp,
-    pub(crate) residual: Residual,
-    /// This layer's attention (scale, window, softcap).
-    pub(crate) attn: AttnShape,
-}
 
 /// Positions of a decoder.
 pub(crate) enum Rope {
@@ -224,7 +181,7 @@ impl Stack {
             let p = c.len();
             rotary.push(match &self.rope {
                 Rope::Learned(wpe) => {
-                    let x = s.x.at_mut(i * per * h..(i + 1) * per * h);
+                    let x = s.block.x.at_mut(i * per * h..(i + 1) * per * h);
                     be.add(x, wpe.at(p * h..(p + per) * h));
                     None
                 }
@@ -234,23 +191,27 @@ impl Stack {
         }
         let n = rows * h;
         for (l, b) in self.blocks.iter().enumerate() {
-            b.attn_norm.forward(be, s.x.at(..n), s.normed.at_mut(..n));
-            b.qkv.forward(be, s.normed.at(..n), rows, s.qkv.at_mut(..));
+            b.attn_norm
+                .forward(be, s.block.x.at(..n), s.block.normed.at_mut(..n));
+            b.qkv
+                .forward(be, s.block.normed.at(..n), rows, s.block.qkv.at_mut(..));
             for (i, c) in caches.iter_mut().enumerate() {
                 let (start, capacity) = (c.len(), c.capacity());
                 let (mut kc, mut vc) = c.layer_mut(l);
                 self.attend(
                     be,
                     b,
-                    s.qkv.at_mut(i * per * qkv_dim..(i + 1) * per * qkv_dim),
+                    s.block
+                        .qkv
+                        .at_mut(i * per * qkv_dim..(i + 1) * per * qkv_dim),
                     (per, start, capacity),
                     rotary[i].as_ref(),
                     (kc.at_mut(..), vc.at_mut(..)),
                     s.scores.at_mut(..),
-                    s.attn.at_mut(i * per * q_dim..(i + 1) * per * q_dim),
+                    s.block.attn.at_mut(i * per * q_dim..(i + 1) * per * q_dim),
                 );
             }
-            b.tail(be, s, rows, h, q_dim);
+            b.tail(be, &mut s.block, rows, h, q_dim);
         }
         for c in caches.iter_mut() {
             c.advance(per);
@@ -312,17 +273,17 @@ impl Stack {
         );
     }
 
-    /// Gathers the embeddings of `ids` into `s.x` (scaled where the family scales them).
+    /// Gathers the embeddings of `ids` into `s.block.x` (scaled where the family scales them).
     fn embed(&self, be: &dyn GpuCompute, ids: &[u32], s: &mut Buffers) {
         let n = ids.len() * self.hidden;
-        let x = s.x.at_mut(..n);
+        let x = s.block.x.at_mut(..n);
         match &self.embed {
             Embedding::Table(t) => be.gather(t, self.hidden, ids, x),
             Embedding::Matrix(m) => be.gather_matrix_rows(m, ids, x),
             Embedding::Head => be.gather_matrix_rows(self.lm_head.weight(), ids, x),
         }
         if let Some(f) = self.embed_scale {
-            be.scale(s.x.at_mut(..n), f);
+            be.scale(s.block.x.at_mut(..n), f);
         }
     }
 
@@ -338,11 +299,11 @@ impl Stack {
         let s = scratch.bufs.as_mut().expect("scratch ensured");
         self.final_norm.forward(
             be,
-            s.x.at(first * h..(first + n) * h),
-            s.normed.at_mut(..n * h),
+            s.block.x.at(first * h..(first + n) * h),
+            s.block.normed.at_mut(..n * h),
         );
         self.lm_head
-            .forward(be, s.normed.at(..n * h), n, s.logits.at_mut(..));
+            .forward(be, s.block.normed.at(..n * h), n, s.logits.at_mut(..));
         if let Some(cap) = self.final_softcap {
             be.softcap(s.logits.at_mut(..n * self.vocab), cap);
         }
@@ -371,92 +332,6 @@ impl Stack {
             });
         }
         Ok(logits)
-    }
-}
-
-impl Block {
-    /// The layer after attention: the output projection, then the residual style with its
-    /// feed-forward, on `rows` rows of `s`.
-    fn tail(&self, be: &dyn GpuCompute, s: &mut Buffers, rows: usize, h: usize, q_dim: usize) {
-        let b = self;
-        let n = rows * h;
-        b.o.forward(be, s.attn.at(..rows * q_dim), rows, s.out.at_mut(..));
-        // feed-forward and residuals
-        match &b.residual {
-            Residual::Sequential { ffn_norm } => {
-                be.add(s.x.at_mut(..n), s.out.at(..n));
-                ffn_norm.forward(be, s.x.at(..n), s.normed.at_mut(..n));
-                b.mlp.forward(
-                    be,
-                    s.normed.at(..n),
-                    rows,
-                    &mut s.qkv,
-                    &mut s.ffn,
-                    s.mlp.at_mut(..),
-                );
-                be.add(s.x.at_mut(..n), s.mlp.at(..n));
-            }
-            Residual::Parallel => {
-                b.mlp.forward(
-                    be,
-                    s.normed.at(..n),
-                    rows,
-                    &mut s.qkv,
-                    &mut s.ffn,
-                    s.mlp.at_mut(..),
-                );
-                be.add(s.out.at_mut(..n), s.mlp.at(..n));
-                be.add(s.x.at_mut(..n), s.out.at(..n));
-            }
-            Residual::Sandwich {
-                post_attn,
-                pre_ffn,
-                post_ffn,
-            } => {
-                post_attn.forward(be, s.out.at(..n), s.normed.at_mut(..n));
-                be.add(s.x.at_mut(..n), s.normed.at(..n));
-                pre_ffn.forward(be, s.x.at(..n), s.normed.at_mut(..n));
-                b.mlp.forward(
-                    be,
-                    s.normed.at(..n),
-                    rows,
-                    &mut s.qkv,
-                    &mut s.ffn,
-                    s.mlp.at_mut(..),
-                );
-                post_ffn.forward(be, s.mlp.at(..n), s.normed.at_mut(..n));
-                be.add(s.x.at_mut(..n), s.normed.at(..n));
-            }
-        }
-    }
-}
-
-impl Mlp {
-    /// Reads `rows` rows of `x`, writes `rows · hidden` of `out`; `inner` (the qkv buffer) and
-    /// `ffn` are scratch.
-    fn forward(
-        &self,
-        be: &dyn GpuCompute,
-        x: View,
-        rows: usize,
-        inner: &mut Tensor,
-        ffn: &mut Option<FfnBuffers>,
-        out: ViewMut,
-    ) {
-        match self {
-            Mlp::Gated(g) => g.forward(be, x, rows, ffn.as_mut().expect("gated buffers"), out),
-            Mlp::Plain {
-                fc1,
-                act,
-                fc2,
-                width,
-            } => {
-                let w = rows * width;
-                fc1.forward(be, x, rows, inner.at_mut(..w));
-                act.apply(be, inner.at_mut(..w));
-                fc2.forward(be, inner.at(..w), rows, out);
-            }
-        }
     }
 }
 

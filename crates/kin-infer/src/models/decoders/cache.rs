@@ -3,7 +3,7 @@
 
 use crate::backend::{causal_scores_len, GpuCompute, Tensor, ViewMut};
 use crate::error::{InferError, Result};
-use crate::nn::ffn::FfnBuffers;
+use crate::nn::block::BlockBuffers;
 
 /// Keys and values of every layer for positions `0..len()`, preallocated for `capacity()` on
 /// the backend at the first forward pass.
@@ -103,25 +103,12 @@ pub(crate) struct Scratch {
 }
 
 pub(crate) struct Buffers {
-    /// `[rows, hidden]` residual stream.
-    pub(crate) x: Tensor,
-    /// `[rows, hidden]` normalized input of a sub-block.
-    pub(crate) normed: Tensor,
-    /// `[rows, max(q_dim + 2·kv_dim, plain ffn width)]` fused projections (a plain
-    /// feed-forward's hidden layer reuses it once attention has run).
-    pub(crate) qkv: Tensor,
-    /// `[rows, q_dim]` attention output.
-    pub(crate) attn: Tensor,
-    /// `[rows, hidden]` attention sub-block output.
-    pub(crate) out: Tensor,
-    /// `[rows, hidden]` feed-forward output.
-    pub(crate) mlp: Tensor,
+    /// The blocks' buffers (residual stream, projections, feed-forward).
+    pub(crate) block: BlockBuffers,
     /// Causal attention scores.
     pub(crate) scores: Tensor,
     /// `[rows, vocab]` logits.
     pub(crate) logits: Tensor,
-    /// A gated feed-forward's buffers.
-    pub(crate) ffn: Option<FfnBuffers>,
 }
 
 /// Dimensions a decoder's scratch needs.
@@ -155,16 +142,10 @@ impl Scratch {
         self.rows = rows;
         self.dims = Some(d.clone());
         self.bufs = Some(Buffers {
-            x: be.zeros(rows * d.hidden),
-            normed: be.zeros(rows * d.hidden),
-            qkv: be.zeros(rows * d.qkv_dim),
-            attn: be.zeros(rows * d.q_dim),
-            out: be.zeros(rows * d.hidden),
-            mlp: be.zeros(rows * d.hidden),
+            block: BlockBuffers::new(be, rows, d.hidden, d.q_dim, d.qkv_dim, d.gated),
             // The two that grow with a request's context and prompt: fallible.
             scores: be.try_zeros(scores)?,
             logits: be.try_zeros(rows * d.vocab)?,
-            ffn: (d.gated > 0).then(|| FfnBuffers::new(be, rows, d.gated)),
         });
         Ok(())
     }

@@ -9,15 +9,16 @@
 //! per-head table over relative distance built once per forward, so a query row gets exactly
 //! the values its own sequence would give it alone.
 
-use crate::backend::{AttnBias, GpuCompute, Tensor};
+use crate::backend::{AttnBias, AttnShape, GpuCompute, Tensor};
 use crate::error::{InferError, Result};
 use crate::io::config::ModelArchitecture;
 use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
 use crate::models::{Batch, Encoder, EncoderSpec, Forward, Loaded};
-use crate::nn::ffn::FfnAct;
-use crate::nn::{Linear, RmsNorm};
+use crate::nn::block::{Block, BlockBuffers, Mlp, Residual};
+use crate::nn::ffn::{FfnAct, GatedFfn};
+use crate::nn::{Linear, Norm, RmsNorm};
 use rayon::prelude::*;
 use std::path::Path;
 
@@ -167,19 +168,6 @@ impl T5Config {
     }
 }
 
-struct Block {
-    attn_norm: RmsNorm,
-    /// q, k, v fused: `[3 * inner, d_model]`.
-    qkv: Linear,
-    o: Linear,
-    ff_norm: RmsNorm,
-    /// `wi` (plain) or `wi_0` (gated: the activated half).
-    wi: Linear,
-    /// `wi_1`, the linear half of a gated feed-forward.
-    wi_1: Option<Linear>,
-    wo: Linear,
-}
-
 /// A T5 / mT5 encoder.
 pub struct T5Encoder {
     cfg: T5Config,
@@ -190,6 +178,9 @@ pub struct T5Encoder {
     /// Bucket of each absolute relative distance `0..max_distance` for a key before the query
     /// (one after it adds `num_buckets / 2`); distances past the table take the last bucket.
     buckets: Vec<usize>,
+    /// The shared pre-norm block, run bidirectionally: RMSNorm, fused q/k/v, unscaled
+    /// attention with the relative bias, `o`, then RMSNorm and the feed-forward (`wi`/`wo`,
+    /// or gated `wi_0`/`wi_1`/`wo`), sequential residuals.
     blocks: Vec<Block>,
     final_norm: RmsNorm,
 }
@@ -218,13 +209,25 @@ impl T5Encoder {
             .map(|i| {
                 let t = |name: &str| src.layer(i, name);
                 let linear = |name: &str, i, o| Linear::load_with(be, w, &[&t(name)], i, o, false);
-                let (wi, wi_1) = if cfg.gated {
-                    (linear("ffn_gate", h, ff)?, Some(linear("ffn_up", h, ff)?))
+                // Gated: `wi_0` (activated) and `wi_1` fused as `[gate | up]`; each output is
+                // still its own projection's dot product.
+                let mlp = if cfg.gated {
+                    let gate_up = [t("ffn_gate"), t("ffn_up")];
+                    let gate_up = [gate_up[0].as_str(), gate_up[1].as_str()];
+                    let down = t("ffn_down");
+                    Mlp::Gated(GatedFfn::load(
+                        be, w, &gate_up, &down, h, ff, false, false, cfg.act,
+                    )?)
                 } else {
-                    (linear("ffn_up", h, ff)?, None)
+                    Mlp::Plain {
+                        fc1: linear("ffn_up", h, ff)?,
+                        act: cfg.act,
+                        fc2: linear("ffn_down", ff, h)?,
+                        width: ff,
+                    }
                 };
                 Ok(Block {
-                    attn_norm: RmsNorm::load(be, w, &wt(t("attn_norm")), h, eps)?,
+                    attn_norm: Norm::Rms(RmsNorm::load(be, w, &wt(t("attn_norm")), h, eps)?),
                     qkv: Linear::load_with(
                         be,
                         w,
@@ -234,10 +237,18 @@ impl T5Encoder {
                         false,
                     )?,
                     o: linear("attn_output", inner, h)?,
-                    ff_norm: RmsNorm::load(be, w, &wt(t("ffn_norm")), h, eps)?,
-                    wi,
-                    wi_1,
-                    wo: linear("ffn_down", ff, h)?,
+                    mlp,
+                    residual: Residual::Sequential {
+                        ffn_norm: Norm::Rms(RmsNorm::load(be, w, &wt(t("ffn_norm")), h, eps)?),
+                    },
+                    attn: AttnShape {
+                        heads: cfg.num_heads,
+                        kv_heads: cfg.num_heads,
+                        head_dim: cfg.d_kv,
+                        scale: 1.0,
+                        window: None,
+                        softcap: None,
+                    },
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -385,43 +396,18 @@ impl Forward for T5Encoder {
             max_len,
         };
 
-        let mut x = be.zeros(total * h);
+        let (qkv_dim, gated) = match c.gated {
+            true => (3 * inner, c.d_ff),
+            false => ((3 * inner).max(c.d_ff), 0),
+        };
+        let mut s = BlockBuffers::new(be, total, h, inner, qkv_dim, gated);
         let ids: Vec<u32> = seqs.iter().flat_map(|s| s.iter().copied()).collect();
-        be.gather(&self.embed, h, &ids, x.at_mut(..));
-
-        let mut normed = be.zeros(total * h);
-        let mut qkv = be.zeros(total * 3 * inner);
-        let mut ctx = be.zeros(total * inner);
-        let mut tmp = be.zeros(total * h);
-        let mut gate = be.zeros(total * c.d_ff);
-        let mut lin = be.zeros(if c.gated { total * c.d_ff } else { 0 });
+        be.gather(&self.embed, h, &ids, s.x.at_mut(..));
         for b in &self.blocks {
-            b.attn_norm.forward(be, x.view(), normed.at_mut(..));
-            b.qkv.forward(be, normed.view(), total, qkv.at_mut(..));
-            be.attention(
-                qkv.view(),
-                spans,
-                c.num_heads,
-                c.d_kv,
-                1.0,
-                Some(&bias),
-                ctx.at_mut(..),
-            );
-            b.o.forward(be, ctx.view(), total, tmp.at_mut(..));
-            be.add(x.at_mut(..), tmp.view());
-
-            b.ff_norm.forward(be, x.view(), normed.at_mut(..));
-            b.wi.forward(be, normed.view(), total, gate.at_mut(..));
-            c.act.apply(be, gate.at_mut(..));
-            if let Some(wi_1) = &b.wi_1 {
-                wi_1.forward(be, normed.view(), total, lin.at_mut(..));
-                be.mul(gate.at_mut(..), lin.view());
-            }
-            b.wo.forward(be, gate.view(), total, tmp.at_mut(..));
-            be.add(x.at_mut(..), tmp.view());
+            b.forward_bidirectional(be, &mut s, (total, h), spans, Some(&bias));
         }
-        self.final_norm.forward(be, x.view(), normed.at_mut(..));
-        Ok(normed)
+        self.final_norm.forward(be, s.x.view(), s.normed.at_mut(..));
+        Ok(s.normed)
     }
 }
 
