@@ -149,25 +149,11 @@ impl Block {
             Residual::Sequential { ffn_norm } => {
                 be.add(s.x.at_mut(..n), s.out.at(..n));
                 ffn_norm.forward(be, s.x.at(..n), s.normed.at_mut(..n));
-                b.mlp.forward(
-                    be,
-                    s.normed.at(..n),
-                    rows,
-                    &mut s.qkv,
-                    &mut s.ffn,
-                    s.mlp.at_mut(..),
-                );
+                b.ffn(be, s, rows, n);
                 be.add(s.x.at_mut(..n), s.mlp.at(..n));
             }
             Residual::Parallel => {
-                b.mlp.forward(
-                    be,
-                    s.normed.at(..n),
-                    rows,
-                    &mut s.qkv,
-                    &mut s.ffn,
-                    s.mlp.at_mut(..),
-                );
+                b.ffn(be, s, rows, n);
                 be.add(s.out.at_mut(..n), s.mlp.at(..n));
                 be.add(s.x.at_mut(..n), s.out.at(..n));
             }
@@ -179,18 +165,20 @@ impl Block {
                 post_attn.forward(be, s.out.at(..n), s.normed.at_mut(..n));
                 be.add(s.x.at_mut(..n), s.normed.at(..n));
                 pre_ffn.forward(be, s.x.at(..n), s.normed.at_mut(..n));
-                b.mlp.forward(
-                    be,
-                    s.normed.at(..n),
-                    rows,
-                    &mut s.qkv,
-                    &mut s.ffn,
-                    s.mlp.at_mut(..),
-                );
+                b.ffn(be, s, rows, n);
                 post_ffn.forward(be, s.mlp.at(..n), s.normed.at_mut(..n));
                 be.add(s.x.at_mut(..n), s.normed.at(..n));
             }
         }
+    }
+}
+
+impl Block {
+    /// The feed-forward of `s.normed`'s first `n` values (`rows` rows) into `s.mlp`.
+    fn ffn(&self, be: &dyn GpuCompute, s: &mut BlockBuffers, rows: usize, n: usize) {
+        let x = s.normed.at(..n);
+        self.mlp
+            .forward(be, x, rows, &mut s.qkv, &mut s.ffn, s.mlp.at_mut(..));
     }
 }
 

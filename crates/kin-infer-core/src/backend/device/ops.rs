@@ -207,31 +207,7 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
             if g.fmt == 0 {
                 self.run(p, &bufs, tiles);
             } else {
-                let Linear {
-                    rows,
-                    k,
-                    gn,
-                    ntot,
-                    j0,
-                    xo,
-                    oo,
-                    has_bias,
-                    bo,
-                } = p;
-                let (fmt, row_bytes) = (g.fmt, u(g.row_bytes));
-                let q = LinearQ {
-                    rows,
-                    k,
-                    gn,
-                    ntot,
-                    j0,
-                    xo,
-                    oo,
-                    has_bias,
-                    bo,
-                    fmt,
-                    row_bytes,
-                };
+                let q = p.stored(g.fmt, u(g.row_bytes));
                 self.run(q, &bufs, tiles);
             }
             j0 += g.n;

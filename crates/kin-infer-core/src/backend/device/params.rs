@@ -150,6 +150,36 @@ kernels! {
     }
 }
 
+impl Linear {
+    /// The same product over weights in a stored format.
+    pub(crate) fn stored(self, fmt: u32, row_bytes: u32) -> LinearQ {
+        let Linear {
+            rows,
+            k,
+            gn,
+            ntot,
+            j0,
+            xo,
+            oo,
+            has_bias,
+            bo,
+        } = self;
+        LinearQ {
+            rows,
+            k,
+            gn,
+            ntot,
+            j0,
+            xo,
+            oo,
+            has_bias,
+            bo,
+            fmt,
+            row_bytes,
+        }
+    }
+}
+
 // Every parameter block fits the words a launch passes (CUDA passes exactly that many).
 const _: () = {
     let mut i = 0;
