@@ -9,9 +9,8 @@
 mod support;
 
 use support::decoder::{
-    assert_context_errors, assert_goldens_match, assert_identical_across_threads_and_tiers,
-    assert_incremental_equals_full, assert_unknown_id_error, context_up_to_40, load,
-    load_edited_err,
+    assert_context_errors, assert_unknown_id_error, context_up_to_40, family_suite, load,
+    load_edited_err, standard_splits, threads_prompt,
 };
 
 use kin_infer::gpu::create_compute;
@@ -19,24 +18,13 @@ use serde_json::Value;
 
 const FIXTURES: [&str; 2] = ["gpt2_small", "gpt2_bare"];
 
-#[test]
-fn logits_and_greedy_tokens_match_transformers() {
-    assert_goldens_match(&FIXTURES, true, |_, _| {});
-}
-
-/// The key decoder test: prefill + one token at a time (and other chunkings) give exactly
-/// the full forward pass's logits.
-#[test]
-fn incremental_decoding_equals_the_full_forward_bit_for_bit() {
-    assert_incremental_equals_full(&FIXTURES, context_up_to_40, |n| {
-        vec![vec![1], vec![5], vec![17, 1], vec![3, 20, 2], vec![n - 1]]
-    });
-}
-
-#[test]
-fn identical_across_threads_and_tiers() {
-    let prompt: Vec<u32> = (0..23u32).map(|i| (i * 13 + 5) % 100).collect();
-    assert_identical_across_threads_and_tiers(&FIXTURES, &prompt);
+family_suite! {
+    fixtures: FIXTURES,
+    streamed: true,
+    per_model: |_, _| {},
+    lengths: context_up_to_40,
+    splits: standard_splits,
+    threads_prompt: threads_prompt(100),
 }
 
 #[test]

@@ -8,8 +8,8 @@
 mod support;
 
 use support::decoder::{
-    assert_context_errors, assert_goldens_match, assert_identical_across_threads_and_tiers,
-    assert_incremental_equals_full, assert_unknown_id_error, config, context_up_to_40, with_config,
+    assert_context_errors, assert_unknown_id_error, config, context_up_to_40, family_suite,
+    standard_splits, threads_prompt, with_config,
 };
 
 use kin_infer::gpu::create_compute;
@@ -17,24 +17,13 @@ use kin_infer::models::decoders::load_decoder;
 
 const FIXTURES: [&str; 4] = ["llama_gqa", "llama_mqa", "llama_bf16", "llama_sharded"];
 
-#[test]
-fn logits_and_greedy_tokens_match_transformers() {
-    assert_goldens_match(&FIXTURES, true, |_, _| {});
-}
-
-/// The key decoder test: prefill + one token at a time (and other chunkings) give exactly
-/// the full forward pass's logits.
-#[test]
-fn incremental_decoding_equals_the_full_forward_bit_for_bit() {
-    assert_incremental_equals_full(&FIXTURES, context_up_to_40, |n| {
-        vec![vec![1], vec![5], vec![17, 1], vec![3, 20, 2], vec![n - 1]]
-    });
-}
-
-#[test]
-fn identical_across_threads_and_tiers() {
-    let prompt: Vec<u32> = (0..23u32).map(|i| (i * 13 + 5) % 60).collect();
-    assert_identical_across_threads_and_tiers(&FIXTURES, &prompt);
+family_suite! {
+    fixtures: FIXTURES,
+    streamed: true,
+    per_model: |_, _| {},
+    lengths: context_up_to_40,
+    splits: standard_splits,
+    threads_prompt: threads_prompt(60),
 }
 
 #[test]

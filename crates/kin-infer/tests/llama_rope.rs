@@ -18,7 +18,7 @@ mod support;
 use support::decoder::{
     assert_goldens_match, assert_identical_across_threads_and_tiers,
     assert_incremental_equals_full, bits, chunked_logits, config, context_up_to_40, full_logits,
-    load, prompt, with_config,
+    load, prompt, standard_splits, with_config,
 };
 
 use kin_infer::generate::generate_greedy;
@@ -55,7 +55,7 @@ fn incremental_decoding_equals_the_full_forward_bit_for_bit() {
     assert_incremental_equals_full(
         &["llama_rope_linear", "llama_rope_llama3"],
         context_up_to_40,
-        |n| vec![vec![1], vec![5], vec![17, 1], vec![3, 20, 2], vec![n - 1]],
+        standard_splits,
     );
 }
 

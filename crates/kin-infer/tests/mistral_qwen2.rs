@@ -13,8 +13,7 @@
 mod support;
 
 use support::decoder::{
-    assert_goldens_match, assert_identical_across_threads_and_tiers,
-    assert_incremental_equals_full, bits, context_up_to_40, full_logits, load, load_edited_err,
+    bits, context_up_to_40, family_suite, full_logits, load, load_edited_err, threads_prompt,
     Edited,
 };
 
@@ -25,18 +24,15 @@ use serde_json::Value;
 
 const FIXTURES: [&str; 4] = ["mistral_sw", "mistral_hd", "qwen2_bias", "qwen2_sw"];
 
-#[test]
-fn logits_and_greedy_tokens_match_transformers() {
-    assert_goldens_match(&FIXTURES, true, |name, m| {
+// The chunkings end inside the sliding window and past it.
+family_suite! {
+    fixtures: FIXTURES,
+    streamed: true,
+    per_model: |name, m| {
         assert_eq!(m.spec().model_type, name.split('_').next().unwrap());
-    });
-}
-
-/// Prefill + one token at a time (and other chunkings, some ending inside the window, some
-/// past it) give exactly the full forward pass's logits.
-#[test]
-fn incremental_decoding_past_the_window_equals_the_full_forward_bit_for_bit() {
-    assert_incremental_equals_full(&FIXTURES, context_up_to_40, |n| {
+    },
+    lengths: context_up_to_40,
+    splits: |n| {
         vec![
             vec![1],
             vec![3],
@@ -46,13 +42,8 @@ fn incremental_decoding_past_the_window_equals_the_full_forward_bit_for_bit() {
             vec![3, 20, 2],
             vec![n - 1],
         ]
-    });
-}
-
-#[test]
-fn identical_across_threads_and_tiers() {
-    let prompt: Vec<u32> = (0..23u32).map(|i| (i * 13 + 5) % 90).collect();
-    assert_identical_across_threads_and_tiers(&FIXTURES, &prompt);
+    },
+    threads_prompt: threads_prompt(90),
 }
 
 /// The window changes the logits (the fixtures would not test it otherwise), and the spec

@@ -10,8 +10,7 @@
 mod support;
 
 use support::decoder::{
-    assert_goldens_match, assert_identical_across_threads_and_tiers,
-    assert_incremental_equals_full, bits, config, full_logits, golden, load, load_edited_err,
+    bits, config, family_suite, full_logits, golden, load, load_edited_err, threads_prompt,
     with_config,
 };
 
@@ -22,9 +21,15 @@ use serde_json::{json, Value};
 
 const FIXTURES: [&str; 2] = ["phi_partial", "phi3_longrope"];
 
-#[test]
-fn logits_and_greedy_tokens_match_transformers() {
-    assert_goldens_match(&FIXTURES, true, |_, _| {});
+// 20 and 40 positions: within and past the phi3 fixture's original context (24, short and
+// long factors), both past its sliding window (12).
+family_suite! {
+    fixtures: FIXTURES,
+    streamed: true,
+    per_model: |_, _| {},
+    lengths: |_| vec![20, 40],
+    splits: |n| vec![vec![1], vec![5], vec![17, 1], vec![3, 14, 2], vec![n - 1]],
+    threads_prompt: threads_prompt(90),
 }
 
 /// The phi3 goldens exercise both longrope factor sets: a forward and a generation past the
@@ -70,23 +75,6 @@ fn phi3_factor_set_follows_the_cache_capacity() {
     );
     assert_eq!(run(25), run(64), "both past it: long factors");
     assert_ne!(run(24), run(25), "the long factors change the logits");
-}
-
-#[test]
-fn incremental_decoding_equals_the_full_forward_bit_for_bit() {
-    // 20 and 40 positions: within and past the phi3 fixture's original context (24, short
-    // and long factors), both past its sliding window (12).
-    assert_incremental_equals_full(
-        &FIXTURES,
-        |_| vec![20, 40],
-        |n| vec![vec![1], vec![5], vec![17, 1], vec![3, 14, 2], vec![n - 1]],
-    );
-}
-
-#[test]
-fn identical_across_threads_and_tiers() {
-    let prompt: Vec<u32> = (0..23u32).map(|i| (i * 13 + 5) % 90).collect();
-    assert_identical_across_threads_and_tiers(&FIXTURES, &prompt);
 }
 
 /// The Hub's spelling (top-level `rope_theta` / `partial_rotary_factor`, `rope_scaling` with

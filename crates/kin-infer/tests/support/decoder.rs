@@ -241,6 +241,53 @@ pub fn assert_incremental_equals_full(
     }
 }
 
+/// The chunkings most families check after the prompt: single tokens, short and long runs,
+/// uneven splits, and everything but the last token at once.
+pub fn standard_splits(n: usize) -> Vec<Vec<usize>> {
+    vec![vec![1], vec![5], vec![17, 1], vec![3, 20, 2], vec![n - 1]]
+}
+
+/// The 23-token prompt (ids below `vocab`) the threads-and-tiers check decodes from.
+pub fn threads_prompt(vocab: u32) -> Vec<u32> {
+    (0..23u32).map(|i| (i * 13 + 5) % vocab).collect()
+}
+
+/// The three tests every decoder family file runs on its fixtures, written once so that no
+/// family can drop one: golden parity (`assert_goldens_match` with `streamed` and
+/// `per_model`), incremental decoding equal to the full pass for each chunking of
+/// `splits(n)` at each length of `lengths(model)`, and 1 vs 2 threads on every SIMD tier
+/// bit-identical when decoding from `threads_prompt`.
+#[allow(unused_macros)]
+macro_rules! family_suite {
+    (
+        fixtures: $fixtures:expr,
+        streamed: $streamed:expr,
+        per_model: $per_model:expr,
+        lengths: $lengths:expr,
+        splits: $splits:expr,
+        threads_prompt: $prompt:expr $(,)?
+    ) => {
+        #[test]
+        fn logits_and_greedy_tokens_match_transformers() {
+            $crate::support::decoder::assert_goldens_match(&$fixtures, $streamed, $per_model);
+        }
+
+        #[test]
+        fn incremental_decoding_equals_the_full_forward_bit_for_bit() {
+            $crate::support::decoder::assert_incremental_equals_full(&$fixtures, $lengths, $splits);
+        }
+
+        #[test]
+        fn identical_across_threads_and_tiers() {
+            $crate::support::decoder::assert_identical_across_threads_and_tiers(
+                &$fixtures, &$prompt,
+            );
+        }
+    };
+}
+#[allow(unused_imports)] // only the family files use it
+pub(crate) use family_suite;
+
 /// The fixture's context, at most 40 positions: the usual incremental-decoding length.
 pub fn context_up_to_40(m: &dyn Decoder) -> Vec<usize> {
     vec![m.spec().max_sequence_length.min(40)]
