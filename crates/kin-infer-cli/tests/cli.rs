@@ -18,16 +18,7 @@ fn bare_invocation_lists_commands() {
 fn check_passes_fixtures_and_fails_perturbed_goldens() {
     let dir = fixture("roberta_tiny");
     let g = dir.join("golden.json");
-    let o = run(
-        &mut kin(&[
-            "check",
-            "--model",
-            dir.to_str().unwrap(),
-            "--golden",
-            g.to_str().unwrap(),
-        ]),
-        "",
-    );
+    let o = check(&dir, &g, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("PARITY OK"));
 
@@ -38,16 +29,7 @@ fn check_passes_fixtures_and_fails_perturbed_goldens() {
     let tmp = tempfile::tempdir().unwrap();
     let bad = tmp.path().join("g.json");
     std::fs::write(&bad, v.to_string()).unwrap();
-    let o = run(
-        &mut kin(&[
-            "check",
-            "--model",
-            dir.to_str().unwrap(),
-            "--golden",
-            bad.to_str().unwrap(),
-        ]),
-        "",
-    );
+    let o = check(&dir, &bad, &[]);
     assert_eq!(o.status.code(), Some(1));
     let out = text(&o.stdout);
     assert!(
@@ -55,32 +37,13 @@ fn check_passes_fixtures_and_fails_perturbed_goldens() {
         "{out}"
     );
 
-    let o = run(
-        &mut kin(&[
-            "check",
-            "--model",
-            dir.to_str().unwrap(),
-            "--golden",
-            bad.to_str().unwrap(),
-            "--json",
-        ]),
-        "",
-    );
+    let o = check(&dir, &bad, &["--json"]);
     let j: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
     assert_eq!(j["result"], "PARITY FAILED");
 
     v.as_object_mut().unwrap().remove("tol");
     std::fs::write(&bad, v.to_string()).unwrap();
-    let o = run(
-        &mut kin(&[
-            "check",
-            "--model",
-            dir.to_str().unwrap(),
-            "--golden",
-            bad.to_str().unwrap(),
-        ]),
-        "",
-    );
+    let o = check(&dir, &bad, &[]);
     assert_clean_error(&o, 2, "tol");
 }
 
@@ -119,16 +82,12 @@ fn broken_models_exit_2_without_panicking() {
 
 #[test]
 fn describe_reports_numerics_version_and_tier() {
-    let o = run(
-        &mut kin(&[
-            "describe",
-            "--model",
-            fixture("bert_sharded").to_str().unwrap(),
-            "--json",
-        ]),
-        "",
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = ok(&[
+        "describe",
+        "--model",
+        fixture("bert_sharded").to_str().unwrap(),
+        "--json",
+    ]);
     let j: serde_json::Value = serde_json::from_str(text(&o.stdout).trim()).unwrap();
     assert_eq!(j["numerics_version"], kin_infer::NUMERICS_VERSION);
     assert_eq!(j["shards"], 3);
@@ -280,16 +239,7 @@ fn every_simd_tier_writes_the_same_bytes() {
 fn check_replays_decoder_logits_and_generate_goldens() {
     let dir = root().join("tests/decoder_fixtures/llama_gqa");
     let g = dir.join("golden.json");
-    let o = run(
-        &mut kin(&[
-            "check",
-            "--model",
-            dir.to_str().unwrap(),
-            "--golden",
-            g.to_str().unwrap(),
-        ]),
-        "",
-    );
+    let o = check(&dir, &g, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(text(&o.stdout).contains("PARITY OK"));
     // One generated token changed: PARITY FAILED naming the position, exit 1.
@@ -306,16 +256,7 @@ fn check_replays_decoder_logits_and_generate_goldens() {
     let tmp = tempfile::tempdir().unwrap();
     let bad = tmp.path().join("g.json");
     std::fs::write(&bad, v.to_string()).unwrap();
-    let o = run(
-        &mut kin(&[
-            "check",
-            "--model",
-            dir.to_str().unwrap(),
-            "--golden",
-            bad.to_str().unwrap(),
-        ]),
-        "",
-    );
+    let o = check(&dir, &bad, &[]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         text(&o.stdout).contains("new token 2"),
@@ -324,15 +265,6 @@ fn check_replays_decoder_logits_and_generate_goldens() {
     );
     // An encoder golden against a decoder is a usage error, not a pass.
     let enc = fixture("bert_tiny").join("golden.json");
-    let o = run(
-        &mut kin(&[
-            "check",
-            "--model",
-            dir.to_str().unwrap(),
-            "--golden",
-            enc.to_str().unwrap(),
-        ]),
-        "",
-    );
+    let o = check(&dir, &enc, &[]);
     assert_clean_error(&o, 2, "encoder");
 }

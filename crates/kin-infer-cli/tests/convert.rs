@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_clean_error, fixture, kin, run, text};
+use common::{assert_clean_error, fixture, kin, ok, run, text};
 use serde_json::Value;
 use std::path::Path;
 
@@ -18,20 +18,16 @@ fn gguf(name: &str) -> String {
 /// The token events and the stop reason of `generate --json` (the summary's timings differ
 /// run to run).
 fn tokens(model: &str) -> (Vec<Value>, Value) {
-    let o = run(
-        &mut kin(&[
-            "generate",
-            "--model",
-            model,
-            "--prompt-ids",
-            "1 5 9 33 2 7",
-            "--max-tokens",
-            "12",
-            "--json",
-        ]),
-        "",
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = ok(&[
+        "generate",
+        "--model",
+        model,
+        "--prompt-ids",
+        "1 5 9 33 2 7",
+        "--max-tokens",
+        "12",
+        "--json",
+    ]);
     let lines: Vec<Value> = text(&o.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

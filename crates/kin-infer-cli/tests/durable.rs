@@ -232,24 +232,29 @@ fn long_input(dir: &Path, n: usize) -> PathBuf {
     p
 }
 
+/// `kin-infer embed --model MODEL --input INPUT [extra...]`.
+fn embed_file(model: &Path, input: &Path, extra: &[&str]) -> Command {
+    let (m, i) = (model.to_str().unwrap(), input.to_str().unwrap());
+    kin(&[&["embed", "--model", m, "--input", i], extra].concat())
+}
+
 #[test]
 fn watchdog_wall_cap_exits_4_and_the_run_resumes() {
     let Some(m) = minilm() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let input = long_input(tmp.path(), 3000);
     let out = tmp.path().join("o.jsonl");
-    let c = spawn(&mut kin(&[
-        "embed",
-        "--model",
-        m.to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-        "--output",
-        out.to_str().unwrap(),
-        "--resume",
-        "--max-wall",
-        "1",
-    ]));
+    let c = spawn(&mut embed_file(
+        &m,
+        &input,
+        &[
+            "--output",
+            out.to_str().unwrap(),
+            "--resume",
+            "--max-wall",
+            "1",
+        ],
+    ));
     let (code, err) = wait_bounded(c, Duration::from_secs(15));
     assert_eq!(code, 4, "{err}");
     assert!(
@@ -271,19 +276,11 @@ fn watchdog_stalled_sink_exits_5_within_bounded_time() {
     let tmp = tempfile::tempdir().unwrap();
     let input = long_input(tmp.path(), 3000);
     // Stdout is a pipe nobody reads: once its buffer fills, every write blocks.
-    let c = kin(&[
-        "embed",
-        "--model",
-        m.to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-        "--min-rate",
-        "5",
-        "--rate-window",
-        "1",
-        "--batch-size",
-        "4",
-    ])
+    let c = embed_file(
+        &m,
+        &input,
+        &["--min-rate", "5", "--rate-window", "1", "--batch-size", "4"],
+    )
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())
@@ -301,17 +298,16 @@ fn watchdog_watched_process_gone_exits_3() {
     let input = long_input(tmp.path(), 3000);
     let mut sleeper = Command::new("sleep").arg("1").spawn().unwrap();
     let pid = sleeper.id().to_string();
-    let c = spawn(&mut kin(&[
-        "embed",
-        "--model",
-        m.to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-        "--output",
-        tmp.path().join("o.jsonl").to_str().unwrap(),
-        "--watch-pid",
-        &pid,
-    ]));
+    let c = spawn(&mut embed_file(
+        &m,
+        &input,
+        &[
+            "--output",
+            tmp.path().join("o.jsonl").to_str().unwrap(),
+            "--watch-pid",
+            &pid,
+        ],
+    ));
     sleeper.wait().unwrap();
     let (code, err) = wait_bounded(c, Duration::from_secs(15));
     assert_eq!(code, 3, "{err}");
@@ -323,9 +319,6 @@ fn watchdog_orphaned_by_parent_exit_exits_3() {
     let Some(m) = minilm() else { return };
     let tmp = tempfile::tempdir().unwrap();
     let input = long_input(tmp.path(), 3000);
-    // Orphans of our children become ours, so the test can collect the exit status.
-    // SAFETY: prctl with these arguments only changes this process's reaping role.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     let err = tmp.path().join("err.txt");
     let script = format!(
         "'{}' embed --model '{}' --input '{}' > /dev/null 2> '{}' & echo $!; sleep 0.5",
@@ -334,40 +327,8 @@ fn watchdog_orphaned_by_parent_exit_exits_3() {
         input.display(),
         err.display()
     );
-    let mut sh = Command::new("sh");
-    sh.arg("-c").arg(script);
-    // A run started under `nohup` is detached on purpose and its orphan check is off: reset
-    // SIGHUP so this test means the same whatever started the test runner.
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut sh, || {
-            libc::signal(libc::SIGHUP, libc::SIG_DFL);
-            Ok(())
-        });
-    }
-    let o = sh.output().unwrap();
-    let pid: i32 = text(&o.stdout).trim().parse().unwrap();
-    let t0 = Instant::now();
-    let mut status = 0;
-    loop {
-        // SAFETY: plain waitpid on a pid that is (now) our child.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if r == pid {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(15),
-            "orphan did not exit"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(libc::WIFEXITED(status));
-    assert_eq!(
-        libc::WEXITSTATUS(status),
-        3,
-        "{}",
-        std::fs::read_to_string(&err).unwrap()
-    );
+    let (code, _) = orphan_exit(&script, Duration::from_secs(15));
+    assert_eq!(code, 3, "{}", std::fs::read_to_string(&err).unwrap());
 }
 
 #[test]

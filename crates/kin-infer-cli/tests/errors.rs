@@ -76,8 +76,7 @@ fn jsonl_input_without_the_flag_is_warned_about_not_refused() {
     let i = input.to_str().unwrap();
     let warning = "ends in .jsonl but --jsonl is not set";
 
-    let o = run(&mut kin(&["embed", "--model", &m, "--input", i]), "");
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = ok(&["embed", "--model", &m, "--input", i]);
     let err = text(&o.stderr);
     assert!(
         err.contains(warning) && err.contains("pass --jsonl"),
@@ -85,11 +84,7 @@ fn jsonl_input_without_the_flag_is_warned_about_not_refused() {
     );
     assert_eq!(text(&o.stdout).lines().count(), 2);
 
-    let o = run(
-        &mut kin(&["embed", "--model", &m, "--input", i, "--jsonl"]),
-        "",
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = ok(&["embed", "--model", &m, "--input", i, "--jsonl"]);
     assert!(!text(&o.stderr).contains(warning), "{}", text(&o.stderr));
 }
 

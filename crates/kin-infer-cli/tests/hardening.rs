@@ -98,6 +98,20 @@ fn describe_of_max_position_embeddings_2_pow_24_allocates_no_rope_table() {
     }
 }
 
+/// `generate --model DIR --prompt-ids "1 2" --max-tokens N [extra...]`.
+fn generate_args<'a>(dir: &'a str, max_tokens: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let base = [
+        "generate",
+        "--model",
+        dir,
+        "--prompt-ids",
+        "1 2",
+        "--max-tokens",
+        max_tokens,
+    ];
+    [&base[..], extra].concat()
+}
+
 #[test]
 fn dynamic_rope_factor_1e300_is_rejected() {
     let t = edited(&decoder_fixture("llama_rope_dynamic"), "config.json", |v| {
@@ -110,15 +124,7 @@ fn dynamic_rope_factor_1e300_is_rejected() {
         v["max_position_embeddings"] = Value::from(1u64 << 20);
         v["rope_parameters"]["factor"] = Value::from(1000.0);
     });
-    let o = kin_out(&[
-        "generate",
-        "--model",
-        &dir_arg(&t),
-        "--prompt-ids",
-        "1 2",
-        "--max-tokens",
-        "18446744073709551615",
-    ]);
+    let o = kin_out(&generate_args(&dir_arg(&t), "18446744073709551615", &[]));
     assert_clean_error(&o, 2, "context");
 }
 
@@ -126,29 +132,12 @@ fn dynamic_rope_factor_1e300_is_rejected() {
 fn max_tokens_beyond_the_context_is_an_error() {
     let dir = decoder_fixture("llama_gqa").display().to_string();
     for n in ["65", "1000000", "18446744073709551615"] {
-        let o = kin_out(&[
-            "generate",
-            "--model",
-            &dir,
-            "--prompt-ids",
-            "1 2",
-            "--max-tokens",
-            n,
-        ]);
+        let o = kin_out(&generate_args(&dir, n, &[]));
         assert_clean_error(&o, 2, "context");
         assert!(o.stdout.is_empty());
     }
     // Up to the context is a correct run (it stops when the context fills).
-    let o = kin_out(&[
-        "generate",
-        "--model",
-        &dir,
-        "--prompt-ids",
-        "1 2",
-        "--max-tokens",
-        "64",
-        "--json",
-    ]);
+    let o = kin_out(&generate_args(&dir, "64", &["--json"]));
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 }
 
@@ -158,18 +147,7 @@ fn kv_cache_that_cannot_fit_is_a_typed_error() {
     let t = edited(&decoder_fixture("llama_gqa"), "config.json", |v| {
         v["max_position_embeddings"] = Value::from(1u64 << 24);
     });
-    let o = kin_limited(
-        1 << 20,
-        &[
-            "generate",
-            "--model",
-            &dir_arg(&t),
-            "--prompt-ids",
-            "1 2",
-            "--max-tokens",
-            "16000000",
-        ],
-    );
+    let o = kin_limited(1 << 20, &generate_args(&dir_arg(&t), "16000000", &[]));
     assert_clean_error(&o, 2, "RLIMIT_AS");
     assert!(text(&o.stderr).contains("KV cache"), "{}", text(&o.stderr));
 }
@@ -185,13 +163,7 @@ fn golden_whose_only_case_generates_zero_tokens_compares_nothing() {
                    "expected_tokens": [[]]}]
     });
     std::fs::write(&g, golden.to_string()).unwrap();
-    let o = kin_out(&[
-        "check",
-        "--model",
-        &dir.display().to_string(),
-        "--golden",
-        &g.display().to_string(),
-    ]);
+    let o = check(&dir, &g, &[]);
     assert_clean_error(&o, 2, "no values compared");
     assert!(!text(&o.stdout).contains("PARITY OK"));
 }

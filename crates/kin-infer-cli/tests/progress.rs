@@ -9,7 +9,7 @@ use common::*;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn tiny() -> String {
     root()
@@ -247,8 +247,6 @@ fn orphaned_run(prefix: &str, n: usize) -> (i32, String, usize, bool) {
     let input = lines(tmp.path(), n);
     let out = tmp.path().join("o.jsonl");
     let err = tmp.path().join("err.txt");
-    // SAFETY: prctl with these arguments only changes this process's reaping role.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     let script = format!(
         "{prefix} '{}' embed --model '{}' --input '{}' --output '{}' < /dev/null > /dev/null 2> '{}' & echo $!; sleep 0.3",
         env!("CARGO_BIN_EXE_kin-infer"),
@@ -257,36 +255,10 @@ fn orphaned_run(prefix: &str, n: usize) -> (i32, String, usize, bool) {
         out.display(),
         err.display()
     );
-    let mut sh = Command::new("sh");
-    sh.arg("-c").arg(script);
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        sh.pre_exec(|| {
-            libc::signal(libc::SIGHUP, libc::SIG_DFL);
-            Ok(())
-        });
-    }
-    let o = sh.output().unwrap();
-    let pid: i32 = text(&o.stdout).trim().parse().unwrap();
-    let t0 = Instant::now();
-    let mut status = 0;
-    // Whether the run outlived the shell at all: a run that ends before its parent proves
-    // nothing about what happens when the parent dies.
-    // SAFETY: plain waitpid on a pid that is (now) our child.
-    let outlived = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == 0;
-    // SAFETY (loop): plain waitpid on a pid that is (now) our child.
-    while outlived && unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != pid {
-        if t0.elapsed() > Duration::from_secs(120) {
-            // SAFETY: ending our own (adopted) child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("the run did not exit within 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(libc::WIFEXITED(status), "killed by a signal: {status}");
+    let (code, outlived) = orphan_exit(&script, Duration::from_secs(120));
     let done = std::fs::read_to_string(&out).map_or(0, |s| s.lines().count());
     (
-        libc::WEXITSTATUS(status),
+        code,
         std::fs::read_to_string(&err).unwrap_or_default(),
         done,
         outlived,

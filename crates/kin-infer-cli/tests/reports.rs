@@ -31,11 +31,7 @@ fn quantize_reports_each_fallback_with_its_reason() {
     let out = tmp.path().join("q.gguf");
     let out = out.to_str().unwrap();
 
-    let o = run(
-        &mut kin(&["quantize", "--model", &m, "--type", "q4_k", "--out", out]),
-        "",
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = ok(&["quantize", "--model", &m, "--type", "q4_k", "--out", out]);
     let err = text(&o.stderr);
     assert!(
         err.contains(
@@ -63,11 +59,7 @@ fn quantize_reports_each_fallback_with_its_reason() {
     assert_eq!(v["tensor_types"]["Q5_0"], 16, "{v}");
 
     // The _M recipe's Q6_K falls back to Q8_0, reported as its own group.
-    let o = run(
-        &mut kin(&["quantize", "--model", &m, "--type", "q4_k_m", "--out", out]),
-        "",
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = ok(&["quantize", "--model", &m, "--type", "q4_k_m", "--out", out]);
     let err = text(&o.stderr);
     assert!(
         err.contains("q6_k requested: 3 tensors fell back to Q8_0"),
@@ -258,19 +250,22 @@ fn describe_and_plan_name_shared_quantities_alike() {
         &mut p,
     );
     // The quantities both report, under one name and with one value.
-    for k in [
+    // The run-time facts the text forms name alike too, then the model's shape.
+    let facts = [
         "model",
         "threads",
         "simd_tier",
         "backend",
         "device",
         "numerics_version",
+    ];
+    for k in facts.into_iter().chain([
         "max_length",
         "hidden_size",
         "intermediate_size",
         "num_hidden_layers",
         "num_attention_heads",
-    ] {
+    ]) {
         assert!(
             d.contains_key(k) && p.contains_key(k),
             "`{k}`: describe {d:?} plan {p:?}"
@@ -284,14 +279,7 @@ fn describe_and_plan_name_shared_quantities_alike() {
     // The text forms use the JSON names, so a reader of one finds the other.
     let dt = rows(&[&["describe", "--model", m][..], &th].concat());
     let pt = rows(&[&["plan", "--model", m][..], &th].concat());
-    for k in [
-        "model",
-        "threads",
-        "simd_tier",
-        "backend",
-        "device",
-        "numerics_version",
-    ] {
+    for k in facts {
         assert_eq!(dt.get(k), pt.get(k), "`{k}`: describe {dt:?} plan {pt:?}");
         assert!(dt.contains_key(k), "`{k}`");
     }

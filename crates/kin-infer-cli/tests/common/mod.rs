@@ -68,3 +68,58 @@ pub fn assert_clean_error(o: &Output, code: i32, needle: &str) {
     assert!(!err.contains("panicked"), "panic: {err}");
     assert!(err.contains(needle), "stderr lacks `{needle}`: {err}");
 }
+
+/// `kin-infer check --model MODEL --golden GOLDEN [extra...]`, run with no input.
+pub fn check(model: &Path, golden: &Path, extra: &[&str]) -> Output {
+    let (m, g) = (model.to_str().unwrap(), golden.to_str().unwrap());
+    run(
+        &mut kin(&[&["check", "--model", m, "--golden", g], extra].concat()),
+        "",
+    )
+}
+
+/// Runs `sh -c script`, whose stdout is the pid of a process it leaves running in the
+/// background, and collects that orphan's exit status: this process becomes the subreaper of
+/// its descendants, and the shell starts with SIGHUP at its default (the test runner may
+/// itself run under nohup, and a run under nohup is detached on purpose). Returns the exit
+/// code and whether the orphan outlived the shell (a run that ends before its parent proves
+/// nothing about what happens when the parent dies). Past `limit` the orphan is killed and
+/// the test fails.
+pub fn orphan_exit(script: &str, limit: std::time::Duration) -> (i32, bool) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl with these arguments only changes this process's reaping role.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let mut sh = Command::new("sh");
+    sh.arg("-c").arg(script);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        sh.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let o = sh.output().unwrap();
+    let pid: i32 = text(&o.stdout).trim().parse().unwrap();
+    let t0 = std::time::Instant::now();
+    let mut status = 0;
+    // SAFETY: plain waitpid on a pid that is (now) our child.
+    let outlived = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == 0;
+    // SAFETY (loop): plain waitpid on a pid that is (now) our child.
+    while outlived && unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != pid {
+        if t0.elapsed() > limit {
+            // SAFETY: ending our own (adopted) child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("the orphan did not exit within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(libc::WIFEXITED(status), "killed by a signal: {status}");
+    (libc::WEXITSTATUS(status), outlived)
+}
+
+/// `kin-infer ARGS` with no input, which must succeed (its stderr is the failure message).
+pub fn ok(args: &[&str]) -> Output {
+    let o = run(&mut kin(args), "");
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o.stderr));
+    o
+}
