@@ -6,6 +6,7 @@
 //!
 //! The batch is packed exactly as for BERT: attention runs per sequence over its own keys.
 
+use super::{plain_ffn, post_ln_layer, PostLnShape, QKV_SPLIT};
 use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
 use crate::io::config::{Activation, ModelArchitecture};
@@ -14,7 +15,7 @@ use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
 use crate::models::{Batch, Encoder, EncoderSpec, Forward, Loaded};
 use crate::nn::embeddings::sum_embeddings;
-use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
+use crate::nn::encoder::{EncoderBuffers, PostLnLayer, SelfAttention};
 use crate::nn::{LayerNorm, Linear};
 use rayon::prelude::*;
 use std::path::Path;
@@ -181,32 +182,19 @@ impl AlbertModel {
         let pairs: Vec<(usize, usize)> = (0..cfg.num_hidden_groups)
             .flat_map(|g| (0..cfg.inner_group_num).map(move |l| (g, l)))
             .collect();
+        let shape = PostLnShape {
+            hidden: h,
+            inner: h,
+            qkv: QKV_SPLIT,
+            attn_bias: true,
+            eps,
+        };
         let layers = pairs
             .into_par_iter()
             .map(|(g, l)| {
                 let t = |name: &str| src.layer_at(&[g, l], name);
-                let ln = |name: &str| LayerNorm::load(be, w, &t(name), h, eps);
-                let linear = |name: &str, i, o| Linear::load(be, w, &t(name), i, o);
-                // transformers: LayerNorm(hidden + attn_output), then
-                // full_layer_layer_norm(ffn_output + attention_output).
-                Ok(PostLnLayer {
-                    qkv: Linear::load_fused(
-                        be,
-                        w,
-                        &[&t("attn_q"), &t("attn_k"), &t("attn_v")],
-                        h,
-                        h,
-                    )?,
-                    attn_out: linear("attn_output", h, h)?,
-                    attn_norm: ln("attn_output_norm")?,
-                    ffn: EncoderFfn::Plain {
-                        intermediate: linear("ffn_up", h, cfg.intermediate_size)?,
-                        act: cfg.hidden_act.into(),
-                        output: linear("ffn_down", cfg.intermediate_size, h)?,
-                        width: cfg.intermediate_size,
-                    },
-                    out_norm: ln("layer_output_norm")?,
-                })
+                let ffn = plain_ffn(be, w, &t, h, cfg.intermediate_size, cfg.hidden_act.into())?;
+                post_ln_layer(be, w, &t, &shape, ffn)
             })
             .collect::<Result<Vec<_>>>()?;
         let mut it = layers.into_iter();

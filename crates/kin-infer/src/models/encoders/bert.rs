@@ -6,6 +6,7 @@
 //! sequence's output cannot depend on its neighbours (the determinism contract) and no work
 //! is spent on padding.
 
+use super::{plain_ffn, post_ln_layer, PostLnShape, QKV_SPLIT};
 use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
 use crate::io::config::BertConfig;
@@ -13,8 +14,8 @@ use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
 use crate::models::{Batch, EncoderSpec, Forward, Loaded};
 use crate::nn::embeddings::sum_embeddings;
-use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
-use crate::nn::{LayerNorm, Linear};
+use crate::nn::encoder::{EncoderBuffers, PostLnLayer, SelfAttention};
+use crate::nn::LayerNorm;
 use rayon::prelude::*;
 
 /// Hugging Face's BERT layout (RoBERTa and XLM-RoBERTa share it), in logical names (GGUF's
@@ -87,30 +88,19 @@ impl BertModel {
             norm: LayerNorm::load(be, w, &src.global("token_embd_norm"), h, eps)?,
         };
         // Layers pack in parallel: load time is dominated by touching and packing weights.
+        let shape = PostLnShape {
+            hidden: h,
+            inner: h,
+            qkv: QKV_SPLIT,
+            attn_bias: true,
+            eps,
+        };
         let layers = (0..cfg.num_hidden_layers)
             .into_par_iter()
             .map(|i| {
                 let t = |name: &str| src.layer(i, name);
-                let ln = |name: &str| LayerNorm::load(be, w, &t(name), h, eps);
-                let linear = |name: &str, i, o| Linear::load(be, w, &t(name), i, o);
-                Ok(PostLnLayer {
-                    qkv: Linear::load_fused(
-                        be,
-                        w,
-                        &[&t("attn_q"), &t("attn_k"), &t("attn_v")],
-                        h,
-                        h,
-                    )?,
-                    attn_out: linear("attn_output", h, h)?,
-                    attn_norm: ln("attn_output_norm")?,
-                    ffn: EncoderFfn::Plain {
-                        intermediate: linear("ffn_up", h, cfg.intermediate_size)?,
-                        act: cfg.hidden_act.into(),
-                        output: linear("ffn_down", cfg.intermediate_size, h)?,
-                        width: cfg.intermediate_size,
-                    },
-                    out_norm: ln("layer_output_norm")?,
-                })
+                let ffn = plain_ffn(be, w, &t, h, cfg.intermediate_size, cfg.hidden_act.into())?;
+                post_ln_layer(be, w, &t, &shape, ffn)
             })
             .collect::<Result<Vec<_>>>()?;
         let prefix = w.prefix().to_string();

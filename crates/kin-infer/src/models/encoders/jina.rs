@@ -14,6 +14,7 @@
 //! The bias of query `i` depends only on `i`, the key index and the head, so a sequence's rows
 //! never depend on its neighbours in the packed batch.
 
+use super::{post_ln_layer, PostLnShape, QKV_SPLIT};
 use crate::backend::{AttnBias, GpuCompute, Tensor};
 use crate::error::{InferError, Result};
 use crate::io::config::ModelArchitecture;
@@ -25,7 +26,7 @@ use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::exp2_f64;
-use crate::nn::{LayerNorm, Linear};
+use crate::nn::LayerNorm;
 use rayon::prelude::*;
 use std::path::Path;
 
@@ -195,34 +196,29 @@ impl JinaModel {
                 )));
             }
         }
+        let shape = PostLnShape {
+            hidden: h,
+            inner: h,
+            qkv: QKV_SPLIT,
+            attn_bias: true,
+            eps,
+        };
         let layers = (0..cfg.num_hidden_layers)
             .into_par_iter()
             .map(|i| {
                 let t = |name: &str| src.layer(i, name);
-                Ok(PostLnLayer {
-                    qkv: Linear::load_with(
-                        be,
-                        w,
-                        &[&t("attn_q"), &t("attn_k"), &t("attn_v")],
-                        h,
-                        h,
-                        true,
-                    )?,
-                    attn_out: Linear::load_with(be, w, &[&t("attn_output")], h, h, true)?,
-                    attn_norm: LayerNorm::load(be, w, &t("attn_output_norm"), h, eps)?,
-                    ffn: EncoderFfn::Gated(GatedFfn::load(
-                        be,
-                        w,
-                        &[&t("ffn_up")],
-                        &t("ffn_down"),
-                        h,
-                        cfg.intermediate_size,
-                        false,
-                        true,
-                        cfg.act,
-                    )?),
-                    out_norm: LayerNorm::load(be, w, &t("layer_output_norm"), h, eps)?,
-                })
+                let ffn = EncoderFfn::Gated(GatedFfn::load(
+                    be,
+                    w,
+                    &[&t("ffn_up")],
+                    &t("ffn_down"),
+                    h,
+                    cfg.intermediate_size,
+                    false,
+                    true,
+                    cfg.act,
+                )?);
+                post_ln_layer(be, w, &t, &shape, ffn)
             })
             .collect::<Result<Vec<_>>>()?;
         let slopes = alibi_slopes(cfg.num_attention_heads);

@@ -1,4 +1,4 @@
-//! Encoder families, one file each.
+//! Encoder families, one file each; the post-LayerNorm layer they load alike is here.
 
 pub mod albert;
 pub mod bert;
@@ -7,3 +7,64 @@ pub mod gguf;
 pub mod jina;
 pub mod nomic;
 pub mod t5;
+
+use crate::backend::{Act, GpuCompute};
+use crate::error::Result;
+use crate::io::safetensors::Weights;
+use crate::nn::encoder::{EncoderFfn, PostLnLayer};
+use crate::nn::{LayerNorm, Linear};
+
+/// One post-LN layer's shape as its checkpoint stores it.
+pub(crate) struct PostLnShape<'a> {
+    pub hidden: usize,
+    /// The attention width (heads · head dim), `hidden` in all but nomic's variants.
+    pub inner: usize,
+    /// Canonical names of the attention's input projections, fused into one GEMM of
+    /// `3 · inner` outputs: q, k and v, or one stored `attn_qkv`.
+    pub qkv: &'a [&'a str],
+    /// Whether the attention's projections carry biases.
+    pub attn_bias: bool,
+    pub eps: f32,
+}
+
+/// Loads a post-LN layer under the canonical tensor names (`t` maps one to the checkpoint's):
+/// the fused attention projections, the output projection and its norm, `ffn`, the output
+/// norm. transformers' order: LayerNorm(hidden + attention), then LayerNorm(attention + ffn).
+pub(crate) fn post_ln_layer(
+    be: &dyn GpuCompute,
+    w: &Weights,
+    t: &dyn Fn(&str) -> String,
+    s: &PostLnShape,
+    ffn: EncoderFfn,
+) -> Result<PostLnLayer> {
+    let qkv: Vec<String> = s.qkv.iter().map(|n| t(n)).collect();
+    let qkv: Vec<&str> = qkv.iter().map(String::as_str).collect();
+    let (h, inner) = (s.hidden, s.inner);
+    Ok(PostLnLayer {
+        qkv: Linear::load_with(be, w, &qkv, h, 3 * inner / qkv.len(), s.attn_bias)?,
+        attn_out: Linear::load_with(be, w, &[&t("attn_output")], inner, h, s.attn_bias)?,
+        attn_norm: LayerNorm::load(be, w, &t("attn_output_norm"), h, s.eps)?,
+        ffn,
+        out_norm: LayerNorm::load(be, w, &t("layer_output_norm"), h, s.eps)?,
+    })
+}
+
+/// BERT's feed-forward: `ffn_down(act(ffn_up(x)))`, both with biases.
+pub(crate) fn plain_ffn(
+    be: &dyn GpuCompute,
+    w: &Weights,
+    t: &dyn Fn(&str) -> String,
+    hidden: usize,
+    width: usize,
+    act: Act,
+) -> Result<EncoderFfn> {
+    Ok(EncoderFfn::Plain {
+        intermediate: Linear::load(be, w, &t("ffn_up"), hidden, width)?,
+        act,
+        output: Linear::load(be, w, &t("ffn_down"), width, hidden)?,
+        width,
+    })
+}
+
+/// q, k and v as three stored tensors (every layout but nomic's original one).
+pub(crate) const QKV_SPLIT: &[&str] = &["attn_q", "attn_k", "attn_v"];

@@ -17,6 +17,7 @@
 //! `x = LN2(x + down(act(gate(x)) * up(x)))`. Positions restart at 0 in every sequence of the
 //! packed batch, so a sequence's rows never depend on its neighbours.
 
+use super::{post_ln_layer, PostLnShape, QKV_SPLIT};
 use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
 use crate::io::config::ModelArchitecture;
@@ -28,7 +29,7 @@ use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::Rotary;
-use crate::nn::{LayerNorm, Linear};
+use crate::nn::LayerNorm;
 use rayon::prelude::*;
 use std::path::Path;
 
@@ -372,47 +373,30 @@ impl NomicModel {
         let word = be.upload_weights(w.get(&g("token_embd"), &[cfg.vocab_size, h])?);
         let token_type = be.upload_weights(w.get(&g("token_types"), &[cfg.type_vocab_size, h])?);
         let emb_norm = LayerNorm::load(be, w, &src.global("token_embd_norm"), h, eps)?;
+        let shape = PostLnShape {
+            hidden: h,
+            inner,
+            qkv: if orig_names { &["attn_qkv"] } else { QKV_SPLIT },
+            attn_bias: cfg.qkv_bias,
+            eps,
+        };
         let layers = (0..cfg.num_hidden_layers)
             .into_par_iter()
             .map(|i| {
                 let t = |name: &str| src.layer(i, name);
-                let qkv = if orig_names {
-                    Linear::load_with(be, w, &[&t("attn_qkv")], h, 3 * inner, cfg.qkv_bias)?
-                } else {
-                    Linear::load_with(
-                        be,
-                        w,
-                        &[&t("attn_q"), &t("attn_k"), &t("attn_v")],
-                        h,
-                        inner,
-                        cfg.qkv_bias,
-                    )?
-                };
-                Ok(PostLnLayer {
-                    qkv,
-                    attn_out: Linear::load_with(
-                        be,
-                        w,
-                        &[&t("attn_output")],
-                        inner,
-                        h,
-                        cfg.qkv_bias,
-                    )?,
-                    attn_norm: LayerNorm::load(be, w, &t("attn_output_norm"), h, eps)?,
-                    // gate first, then up: one GEMM, `act(gate) * up`.
-                    ffn: EncoderFfn::Gated(GatedFfn::load(
-                        be,
-                        w,
-                        &[&t("ffn_gate"), &t("ffn_up")],
-                        &t("ffn_down"),
-                        h,
-                        ffn,
-                        cfg.fc1_bias,
-                        cfg.fc2_bias,
-                        cfg.act,
-                    )?),
-                    out_norm: LayerNorm::load(be, w, &t("layer_output_norm"), h, eps)?,
-                })
+                // gate first, then up: one GEMM, `act(gate) * up`.
+                let ffn = EncoderFfn::Gated(GatedFfn::load(
+                    be,
+                    w,
+                    &[&t("ffn_gate"), &t("ffn_up")],
+                    &t("ffn_down"),
+                    h,
+                    ffn,
+                    cfg.fc1_bias,
+                    cfg.fc2_bias,
+                    cfg.act,
+                )?);
+                post_ln_layer(be, w, &t, &shape, ffn)
             })
             .collect::<Result<Vec<_>>>()?;
         let rotary = Rotary::new(
