@@ -51,6 +51,40 @@ pub struct SelfAttention<'a> {
     pub rope: Option<(RotaryChunk<'a>, &'a [u32])>,
 }
 
+impl<'a> SelfAttention<'a> {
+    /// Attention over `spans` scaled by 1/√head_dim, with neither bias nor rotary.
+    pub fn scaled(spans: &'a [SeqSpan], heads: usize, head_dim: usize) -> Self {
+        SelfAttention {
+            spans,
+            heads,
+            head_dim,
+            scale: 1.0 / (head_dim as f32).sqrt(),
+            bias: None,
+            rope: None,
+        }
+    }
+}
+
+/// Runs `layers` in order on the `rows` rows of `x` (`hidden` wide), in place, all with
+/// `att` and one set of scratch sized by the first.
+pub fn run_post_ln<'l>(
+    be: &dyn GpuCompute,
+    layers: impl IntoIterator<Item = &'l PostLnLayer>,
+    x: &mut Tensor,
+    rows: usize,
+    hidden: usize,
+    att: &SelfAttention,
+) {
+    let mut layers = layers.into_iter().peekable();
+    let Some(&first) = layers.peek() else {
+        return;
+    };
+    let mut buf = EncoderBuffers::new(be, rows, hidden, att.heads * att.head_dim, first);
+    for layer in layers {
+        layer.forward(be, x, rows, att, &mut buf);
+    }
+}
+
 /// Scratch of a forward pass, allocated once for the batch.
 pub struct EncoderBuffers {
     qkv: Tensor,

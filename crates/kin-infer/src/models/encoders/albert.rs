@@ -15,7 +15,7 @@ use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
 use crate::models::{Batch, Encoder, EncoderSpec, Forward, Loaded};
 use crate::nn::embeddings::sum_embeddings;
-use crate::nn::encoder::{EncoderBuffers, PostLnLayer, SelfAttention};
+use crate::nn::encoder::{run_post_ln, PostLnLayer, SelfAttention};
 use crate::nn::{LayerNorm, Linear};
 use rayon::prelude::*;
 use std::path::Path;
@@ -256,20 +256,9 @@ impl Forward for AlbertModel {
             .forward(be, emb.view(), total, x.at_mut(..));
 
         let hd = h / c.num_attention_heads;
-        let att = SelfAttention {
-            spans,
-            heads: c.num_attention_heads,
-            head_dim: hd,
-            scale: 1.0 / (hd as f32).sqrt(),
-            bias: None,
-            rope: None,
-        };
-        let mut buf = EncoderBuffers::new(be, total, h, h, &self.groups[0][0]);
-        for i in 0..c.num_hidden_layers {
-            for layer in &self.groups[c.group_of_layer(i)] {
-                layer.forward(be, &mut x, total, &att, &mut buf);
-            }
-        }
+        let att = SelfAttention::scaled(spans, c.num_attention_heads, hd);
+        let layers = (0..c.num_hidden_layers).flat_map(|i| &self.groups[c.group_of_layer(i)]);
+        run_post_ln(be, layers, &mut x, total, h, &att);
         Ok(x)
     }
 }

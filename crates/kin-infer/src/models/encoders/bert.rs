@@ -14,7 +14,7 @@ use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
 use crate::models::{Batch, EncoderSpec, Forward, Loaded};
 use crate::nn::embeddings::sum_embeddings;
-use crate::nn::encoder::{EncoderBuffers, PostLnLayer, SelfAttention};
+use crate::nn::encoder::{run_post_ln, PostLnLayer, SelfAttention};
 use crate::nn::LayerNorm;
 use rayon::prelude::*;
 
@@ -176,18 +176,8 @@ impl Forward for BertModel {
         self.emb.norm.forward(be, x.at_mut(..));
 
         let hd = c.head_dim();
-        let att = SelfAttention {
-            spans,
-            heads: c.num_attention_heads,
-            head_dim: hd,
-            scale: 1.0 / (hd as f32).sqrt(),
-            bias: None,
-            rope: None,
-        };
-        let mut buf = EncoderBuffers::new(be, total, h, h, &self.layers[0]);
-        for layer in &self.layers {
-            layer.forward(be, &mut x, total, &att, &mut buf);
-        }
+        let att = SelfAttention::scaled(spans, c.num_attention_heads, hd);
+        run_post_ln(be, &self.layers, &mut x, total, h, &att);
         Ok(x)
     }
 }

@@ -23,7 +23,7 @@ use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
 use crate::models::{Batch, Encoder, EncoderSpec, Forward, Loaded};
 use crate::nn::embeddings::sum_embeddings;
-use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
+use crate::nn::encoder::{run_post_ln, EncoderFfn, PostLnLayer, SelfAttention};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::exp2_f64;
 use crate::nn::LayerNorm;
@@ -277,19 +277,12 @@ impl Forward for JinaModel {
 
         let hd = h / c.num_attention_heads;
         let att = SelfAttention {
-            spans,
-            heads: c.num_attention_heads,
-            head_dim: hd,
-            scale: 1.0 / (hd as f32).sqrt(),
             bias: Some(AttnBias::Alibi {
                 slopes: &self.slopes,
             }),
-            rope: None,
+            ..SelfAttention::scaled(spans, c.num_attention_heads, hd)
         };
-        let mut buf = EncoderBuffers::new(be, total, h, h, &self.layers[0]);
-        for layer in &self.layers {
-            layer.forward(be, &mut x, total, &att, &mut buf);
-        }
+        run_post_ln(be, &self.layers, &mut x, total, h, &att);
         Ok(x)
     }
 }

@@ -26,7 +26,7 @@ use crate::io::safetensors::WeightStore;
 use crate::io::source::{self, WeightSource};
 use crate::models::{Batch, Encoder, EncoderSpec, Forward, Loaded};
 use crate::nn::embeddings::sum_embeddings;
-use crate::nn::encoder::{EncoderBuffers, EncoderFfn, PostLnLayer, SelfAttention};
+use crate::nn::encoder::{run_post_ln, EncoderFfn, PostLnLayer, SelfAttention};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::Rotary;
 use crate::nn::LayerNorm;
@@ -483,17 +483,10 @@ impl Forward for NomicModel {
         let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
 
         let att = SelfAttention {
-            spans,
-            heads: c.num_attention_heads,
-            head_dim: c.head_dim,
-            scale: 1.0 / (c.head_dim as f32).sqrt(),
-            bias: None,
             rope: Some((self.rotary.chunk(0, longest), &positions)),
+            ..SelfAttention::scaled(spans, c.num_attention_heads, c.head_dim)
         };
-        let mut buf = EncoderBuffers::new(be, total, h, c.inner(), &self.layers[0]);
-        for layer in &self.layers {
-            layer.forward(be, &mut x, total, &att, &mut buf);
-        }
+        run_post_ln(be, &self.layers, &mut x, total, h, &att);
         Ok(x)
     }
 }
