@@ -6,7 +6,7 @@
 //!
 //! The batch is packed exactly as for BERT: attention runs per sequence over its own keys.
 
-use super::{plain_ffn, post_ln_layer, PostLnShape, QKV_SPLIT};
+use super::{plain_ffn, post_ln_layers, PostLnShape};
 use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
 use crate::io::config::{Activation, ModelArchitecture};
@@ -17,7 +17,6 @@ use crate::models::{Batch, Encoder, EncoderSpec, Forward, Loaded};
 use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{run_post_ln, PostLnLayer, SelfAttention};
 use crate::nn::{LayerNorm, Linear};
-use rayon::prelude::*;
 use std::path::Path;
 
 /// Where checkpoints nest the encoder (`AlbertForMaskedLM` etc. save under `albert.`).
@@ -179,24 +178,16 @@ impl AlbertModel {
             norm: LayerNorm::load(be, w, &src.global("token_embd_norm"), e, eps)?,
             mapping_in: Linear::load(be, w, &src.global("token_embd_proj"), e, h)?,
         };
-        let pairs: Vec<(usize, usize)> = (0..cfg.num_hidden_groups)
-            .flat_map(|g| (0..cfg.inner_group_num).map(move |l| (g, l)))
-            .collect();
-        let shape = PostLnShape {
-            hidden: h,
-            inner: h,
-            qkv: QKV_SPLIT,
-            attn_bias: true,
-            eps,
-        };
-        let layers = pairs
-            .into_par_iter()
-            .map(|(g, l)| {
-                let t = |name: &str| src.layer_at(&[g, l], name);
-                let ffn = plain_ffn(be, w, &t, h, cfg.intermediate_size, cfg.hidden_act.into())?;
-                post_ln_layer(be, w, &t, &shape, ffn)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        // Layer k is (group, layer in group) = (k / inner_group_num, k % inner_group_num).
+        let per = cfg.inner_group_num;
+        let layers = post_ln_layers(
+            be,
+            w,
+            cfg.num_hidden_groups * per,
+            |k, name| src.layer_at(&[k / per, k % per], name),
+            &PostLnShape::bert(h, eps),
+            |t| plain_ffn(be, w, t, h, cfg.intermediate_size, cfg.hidden_act.into()),
+        )?;
         let mut it = layers.into_iter();
         let groups = (0..cfg.num_hidden_groups)
             .map(|_| it.by_ref().take(cfg.inner_group_num).collect())

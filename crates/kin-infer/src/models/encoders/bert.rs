@@ -6,7 +6,7 @@
 //! sequence's output cannot depend on its neighbours (the determinism contract) and no work
 //! is spent on padding.
 
-use super::{plain_ffn, post_ln_layer, PostLnShape, QKV_SPLIT};
+use super::{plain_ffn, post_ln_layers, PostLnShape};
 use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
 use crate::io::config::BertConfig;
@@ -16,7 +16,6 @@ use crate::models::{Batch, EncoderSpec, Forward, Loaded};
 use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{run_post_ln, PostLnLayer, SelfAttention};
 use crate::nn::LayerNorm;
-use rayon::prelude::*;
 
 /// Hugging Face's BERT layout (RoBERTa and XLM-RoBERTa share it), in logical names (GGUF's
 /// BERT vocabulary, `io::source`); the prefix (`bert.`, `roberta.`, ...) is the
@@ -87,22 +86,14 @@ impl BertModel {
             token_type: be.upload_weights(w.get(&g("token_types"), &[cfg.type_vocab_size, h])?),
             norm: LayerNorm::load(be, w, &src.global("token_embd_norm"), h, eps)?,
         };
-        // Layers pack in parallel: load time is dominated by touching and packing weights.
-        let shape = PostLnShape {
-            hidden: h,
-            inner: h,
-            qkv: QKV_SPLIT,
-            attn_bias: true,
-            eps,
-        };
-        let layers = (0..cfg.num_hidden_layers)
-            .into_par_iter()
-            .map(|i| {
-                let t = |name: &str| src.layer(i, name);
-                let ffn = plain_ffn(be, w, &t, h, cfg.intermediate_size, cfg.hidden_act.into())?;
-                post_ln_layer(be, w, &t, &shape, ffn)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let layers = post_ln_layers(
+            be,
+            w,
+            cfg.num_hidden_layers,
+            |i, name| src.layer(i, name),
+            &PostLnShape::bert(h, eps),
+            |t| plain_ffn(be, w, t, h, cfg.intermediate_size, cfg.hidden_act.into()),
+        )?;
         let prefix = w.prefix().to_string();
         let spec = EncoderSpec {
             architecture: cfg.architecture,

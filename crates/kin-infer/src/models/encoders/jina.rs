@@ -14,7 +14,7 @@
 //! The bias of query `i` depends only on `i`, the key index and the head, so a sequence's rows
 //! never depend on its neighbours in the packed batch.
 
-use super::{post_ln_layer, PostLnShape, QKV_SPLIT};
+use super::{post_ln_layers, PostLnShape};
 use crate::backend::{AttnBias, GpuCompute, Tensor};
 use crate::error::{InferError, Result};
 use crate::io::config::ModelArchitecture;
@@ -27,7 +27,6 @@ use crate::nn::encoder::{run_post_ln, EncoderFfn, PostLnLayer, SelfAttention};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::exp2_f64;
 use crate::nn::LayerNorm;
-use rayon::prelude::*;
 use std::path::Path;
 
 /// Prefixes a JinaBERT checkpoint may nest its encoder under.
@@ -196,18 +195,14 @@ impl JinaModel {
                 )));
             }
         }
-        let shape = PostLnShape {
-            hidden: h,
-            inner: h,
-            qkv: QKV_SPLIT,
-            attn_bias: true,
-            eps,
-        };
-        let layers = (0..cfg.num_hidden_layers)
-            .into_par_iter()
-            .map(|i| {
-                let t = |name: &str| src.layer(i, name);
-                let ffn = EncoderFfn::Gated(GatedFfn::load(
+        let layers = post_ln_layers(
+            be,
+            w,
+            cfg.num_hidden_layers,
+            |i, name| src.layer(i, name),
+            &PostLnShape::bert(h, eps),
+            |t| {
+                Ok(EncoderFfn::Gated(GatedFfn::load(
                     be,
                     w,
                     &[&t("ffn_up")],
@@ -217,10 +212,9 @@ impl JinaModel {
                     false,
                     true,
                     cfg.act,
-                )?);
-                post_ln_layer(be, w, &t, &shape, ffn)
-            })
-            .collect::<Result<Vec<_>>>()?;
+                )?))
+            },
+        )?;
         let slopes = alibi_slopes(cfg.num_attention_heads);
         let g = |name: &str| format!("{}.weight", src.global(name));
         let spec = EncoderSpec {

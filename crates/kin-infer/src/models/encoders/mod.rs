@@ -13,6 +13,7 @@ use crate::error::Result;
 use crate::io::safetensors::Weights;
 use crate::nn::encoder::{EncoderFfn, PostLnLayer};
 use crate::nn::{LayerNorm, Linear};
+use rayon::prelude::*;
 
 /// One post-LN layer's shape as its checkpoint stores it.
 pub(crate) struct PostLnShape<'a> {
@@ -27,10 +28,43 @@ pub(crate) struct PostLnShape<'a> {
     pub eps: f32,
 }
 
+impl PostLnShape<'static> {
+    /// BERT's: attention as wide as the hidden size, q, k and v stored apart, with biases.
+    pub fn bert(hidden: usize, eps: f32) -> Self {
+        PostLnShape {
+            hidden,
+            inner: hidden,
+            qkv: QKV_SPLIT,
+            attn_bias: true,
+            eps,
+        }
+    }
+}
+
+/// Loads `n` post-LN layers in parallel (load time is dominated by touching and packing
+/// weights): `name(i, canonical)` names layer `i`'s tensors in the checkpoint, `ffn` loads a
+/// layer's feed-forward from its names.
+pub(crate) fn post_ln_layers(
+    be: &dyn GpuCompute,
+    w: &Weights,
+    n: usize,
+    name: impl Fn(usize, &str) -> String + Sync,
+    s: &PostLnShape,
+    ffn: impl Fn(&dyn Fn(&str) -> String) -> Result<EncoderFfn> + Sync,
+) -> Result<Vec<PostLnLayer>> {
+    (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let t = |canonical: &str| name(i, canonical);
+            post_ln_layer(be, w, &t, s, ffn(&t)?)
+        })
+        .collect()
+}
+
 /// Loads a post-LN layer under the canonical tensor names (`t` maps one to the checkpoint's):
 /// the fused attention projections, the output projection and its norm, `ffn`, the output
 /// norm. transformers' order: LayerNorm(hidden + attention), then LayerNorm(attention + ffn).
-pub(crate) fn post_ln_layer(
+fn post_ln_layer(
     be: &dyn GpuCompute,
     w: &Weights,
     t: &dyn Fn(&str) -> String,

@@ -17,7 +17,7 @@
 //! `x = LN2(x + down(act(gate(x)) * up(x)))`. Positions restart at 0 in every sequence of the
 //! packed batch, so a sequence's rows never depend on its neighbours.
 
-use super::{post_ln_layer, PostLnShape, QKV_SPLIT};
+use super::{post_ln_layers, PostLnShape, QKV_SPLIT};
 use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
 use crate::io::config::ModelArchitecture;
@@ -30,7 +30,6 @@ use crate::nn::encoder::{run_post_ln, EncoderFfn, PostLnLayer, SelfAttention};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::Rotary;
 use crate::nn::LayerNorm;
-use rayon::prelude::*;
 use std::path::Path;
 
 /// Prefixes a nomic-bert checkpoint may nest its encoder under (`nomic_bert.` is what
@@ -380,12 +379,15 @@ impl NomicModel {
             attn_bias: cfg.qkv_bias,
             eps,
         };
-        let layers = (0..cfg.num_hidden_layers)
-            .into_par_iter()
-            .map(|i| {
-                let t = |name: &str| src.layer(i, name);
+        let layers = post_ln_layers(
+            be,
+            w,
+            cfg.num_hidden_layers,
+            |i, name| src.layer(i, name),
+            &shape,
+            |t| {
                 // gate first, then up: one GEMM, `act(gate) * up`.
-                let ffn = EncoderFfn::Gated(GatedFfn::load(
+                Ok(EncoderFfn::Gated(GatedFfn::load(
                     be,
                     w,
                     &[&t("ffn_gate"), &t("ffn_up")],
@@ -395,10 +397,9 @@ impl NomicModel {
                     cfg.fc1_bias,
                     cfg.fc2_bias,
                     cfg.act,
-                )?);
-                post_ln_layer(be, w, &t, &shape, ffn)
-            })
-            .collect::<Result<Vec<_>>>()?;
+                )?))
+            },
+        )?;
         let rotary = Rotary::new(
             cfg.rotary_dim,
             cfg.rotary_base,
