@@ -29,7 +29,10 @@
 
 use super::block::{Block, DecoderModel, Residual, Rope};
 use super::build::{assemble, Builder, Described, Parts, Sizes};
-use super::{attention_dims, attention_kind, sliding_note, token_ids, DecoderFamily};
+use super::{
+    attention_dims, attention_kind, common_sizes, sliding_note, token_ids, CommonSizes,
+    DecoderFamily,
+};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
@@ -96,31 +99,18 @@ impl GemmaConfig {
                 ))
             }
         };
-        let hidden = f.usize("hidden_size", None)?;
-        let heads = f.usize("num_attention_heads", None)?;
-        let layers = f.usize("num_hidden_layers", None)?;
-        let intermediate = f.usize("intermediate_size", None)?;
-        let vocab = f.usize("vocab_size", None)?;
-        let kv_heads = f.usize("num_key_value_heads", Some(heads))?;
+        let CommonSizes {
+            hidden,
+            heads,
+            layers,
+            intermediate,
+            vocab,
+            kv_heads,
+            max_positions,
+        } = common_sizes(f, 8192)?;
         let head_dim = f.usize("head_dim", Some(256))?;
-        let max_positions = f.usize("max_position_embeddings", Some(8192))?;
-        f.check_sizes(&[
-            ("hidden_size", hidden),
-            ("num_attention_heads", heads),
-            ("num_hidden_layers", layers),
-            ("intermediate_size", intermediate),
-            ("vocab_size", vocab),
-            ("num_key_value_heads", kv_heads),
-            ("head_dim", head_dim),
-            ("max_position_embeddings", max_positions),
-        ])?;
+        f.check_sizes(&[("head_dim", head_dim)])?;
         attention_dims(f, heads, kv_heads, head_dim)?;
-        if heads % kv_heads != 0 {
-            return Err(f.err(
-                "num_key_value_heads",
-                format!("num_attention_heads {heads} is not a multiple of {kv_heads}"),
-            ));
-        }
         if !head_dim.is_multiple_of(2) {
             return Err(f.err(
                 "head_dim",

@@ -116,6 +116,11 @@ impl LlamaConfig {
                 ))
             }
         };
+        let sizes = common_sizes(f, 2048)?;
+        let head_dim = match f.opt_usize("head_dim")? {
+            Some(d) => d,
+            None => sizes.even_head_dim(f)?,
+        };
         let CommonSizes {
             hidden,
             heads,
@@ -124,19 +129,7 @@ impl LlamaConfig {
             vocab,
             kv_heads,
             max_positions,
-        } = common_sizes(f)?;
-        let head_dim = match f.opt_usize("head_dim")? {
-            Some(d) => d,
-            None if hidden % heads == 0 => hidden / heads,
-            None => {
-                return Err(f.err(
-                    "num_attention_heads",
-                    format!(
-                        "hidden_size {hidden} is not a multiple of num_attention_heads {heads}"
-                    ),
-                ))
-            }
-        };
+        } = sizes;
         attention_dims(f, heads, kv_heads, head_dim)?;
         if !head_dim.is_multiple_of(2) {
             return Err(f.err(

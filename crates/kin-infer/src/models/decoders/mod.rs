@@ -302,16 +302,16 @@ pub(crate) struct CommonSizes {
 
 /// Reads `hidden_size`, `num_attention_heads`, `num_hidden_layers`, `intermediate_size`,
 /// `vocab_size`, `num_key_value_heads` (default: the query heads) and
-/// `max_position_embeddings` (default 2048), checks they are positive, and that the query
-/// heads are a multiple of the kv heads.
-pub(crate) fn common_sizes(f: &ConfigFields) -> Result<CommonSizes> {
+/// `max_position_embeddings` (default `default_positions`), checks they are positive, and
+/// that the query heads are a multiple of the kv heads.
+pub(crate) fn common_sizes(f: &ConfigFields, default_positions: usize) -> Result<CommonSizes> {
     let hidden = f.usize("hidden_size", None)?;
     let heads = f.usize("num_attention_heads", None)?;
     let layers = f.usize("num_hidden_layers", None)?;
     let intermediate = f.usize("intermediate_size", None)?;
     let vocab = f.usize("vocab_size", None)?;
     let kv_heads = f.usize("num_key_value_heads", Some(heads))?;
-    let max_positions = f.usize("max_position_embeddings", Some(2048))?;
+    let max_positions = f.usize("max_position_embeddings", Some(default_positions))?;
     f.check_sizes(&[
         ("hidden_size", hidden),
         ("num_attention_heads", heads),
@@ -336,6 +336,20 @@ pub(crate) fn common_sizes(f: &ConfigFields) -> Result<CommonSizes> {
         kv_heads,
         max_positions,
     })
+}
+
+impl CommonSizes {
+    /// `hidden_size / num_attention_heads`, an error naming the heads where it does not divide.
+    pub(crate) fn even_head_dim(&self, f: &ConfigFields) -> Result<usize> {
+        let (hidden, heads) = (self.hidden, self.heads);
+        if hidden % heads != 0 {
+            return Err(f.err(
+                "num_attention_heads",
+                format!("hidden_size {hidden} is not a multiple of num_attention_heads {heads}"),
+            ));
+        }
+        Ok(hidden / heads)
+    }
 }
 
 /// The largest `head_dim` accepted (real models use 64..256; 2^40 once made `describe`

@@ -151,6 +151,9 @@ impl PhiConfig {
                 ))
             }
         };
+        let sizes = common_sizes(f, 2048)?;
+        let even = sizes.even_head_dim(f)?;
+        let head_dim = f.opt_usize("head_dim")?.unwrap_or(even);
         let CommonSizes {
             hidden,
             heads,
@@ -159,14 +162,7 @@ impl PhiConfig {
             vocab,
             kv_heads,
             max_positions,
-        } = common_sizes(f)?;
-        if hidden % heads != 0 {
-            return Err(f.err(
-                "num_attention_heads",
-                format!("hidden_size {hidden} is not a multiple of num_attention_heads {heads}"),
-            ));
-        }
-        let head_dim = f.opt_usize("head_dim")?.unwrap_or(hidden / heads);
+        } = sizes;
         attention_dims(f, heads, kv_heads, head_dim)?;
         let rp = object(f, "rope_parameters")?;
         let scaling = object(f, "rope_scaling")?;
