@@ -157,71 +157,8 @@ macro_rules! map {
     }};
 }
 
-#[target_feature(enable = "neon")]
-unsafe fn exp(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::exp_v(v), |v| math::exp_v(v)) }
-}
-#[target_feature(enable = "neon")]
-unsafe fn gelu_erf(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::gelu_erf_v(v), |v| math::gelu_erf_v(v)) }
-}
-#[target_feature(enable = "neon")]
-unsafe fn gelu_tanh(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::gelu_tanh_v(v), |v| math::gelu_tanh_v(v)) }
-}
-#[target_feature(enable = "neon")]
-unsafe fn silu(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::silu_v(v), |v| math::silu_v(v)) }
-}
-#[target_feature(enable = "neon")]
-unsafe fn tanh(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::tanh_v(v), |v| math::tanh_v(v)) }
-}
-#[target_feature(enable = "neon")]
-unsafe fn exp_sub(x: &mut [f32], s: f32) {
-    let sv = V::splat(s);
-    unsafe { map!(x, |v| math::exp_v(v.sub(sv)), |v| math::exp_v(v - s)) }
-}
-#[target_feature(enable = "neon")]
-unsafe fn sub_scalar(x: &mut [f32], s: f32) {
-    let sv = V::splat(s);
-    unsafe { map!(x, |v| v.sub(sv), |v| v - s) }
-}
-#[target_feature(enable = "neon")]
-unsafe fn scale(x: &mut [f32], s: f32) {
-    let sv = V::splat(s);
-    unsafe { map!(x, |v| v.mul(sv), |v| v * s) }
-}
-
-#[target_feature(enable = "neon")]
-unsafe fn axpy(x: &mut [f32], a: f32, y: &[f32]) {
-    unsafe { elementwise::axpy::<V>(x, a, y) }
-}
-
-#[target_feature(enable = "neon")]
-unsafe fn add(x: &mut [f32], y: &[f32]) {
-    unsafe { elementwise::add::<V>(x, y) }
-}
-
-#[target_feature(enable = "neon")]
-unsafe fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
-    unsafe { elementwise::affine::<V>(x, s, w, b) }
-}
-
-#[target_feature(enable = "neon")]
-unsafe fn sum(x: &[f32]) -> f32 {
-    unsafe { elementwise::sum::<V>(x) }
-}
-
-#[target_feature(enable = "neon")]
-unsafe fn dot(x: &[f32], y: &[f32]) -> f32 {
-    unsafe { elementwise::dot::<V>(x, y) }
-}
-
-#[target_feature(enable = "neon")]
-unsafe fn max(x: &[f32]) -> f32 {
-    unsafe { elementwise::max::<V>(x) }
-}
+tier_maps!("neon");
+tier_fused!("neon");
 
 /// 6×16 register tile: 24 q accumulators + 4 for the B row, A values via `vfmaq_n_f32`.
 const MR: usize = 6;

@@ -210,63 +210,15 @@ macro_rules! map {
     }};
 }
 
+tier_maps!("avx2,fma");
+tier_fused!("avx2,fma");
+
 /// Lanes `0..rem` of a 256-bit mask set (`rem` <= 8).
 #[inline(always)]
 unsafe fn tail_mask8(rem: usize) -> __m256i {
     const ON: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
     // SAFETY: rem <= 8, so the 8 lanes read lie inside ON.
     unsafe { _mm256_loadu_si256(ON.as_ptr().add(8 - rem).cast()) }
-}
-
-#[target_feature(enable = "avx2,fma")]
-unsafe fn exp(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::exp_v(v), |v| math::exp_v(v)) }
-}
-#[target_feature(enable = "avx2,fma")]
-unsafe fn gelu_erf(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::gelu_erf_v(v), |v| math::gelu_erf_v(v)) }
-}
-#[target_feature(enable = "avx2,fma")]
-unsafe fn gelu_tanh(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::gelu_tanh_v(v), |v| math::gelu_tanh_v(v)) }
-}
-#[target_feature(enable = "avx2,fma")]
-unsafe fn silu(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::silu_v(v), |v| math::silu_v(v)) }
-}
-#[target_feature(enable = "avx2,fma")]
-unsafe fn tanh(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::tanh_v(v), |v| math::tanh_v(v)) }
-}
-#[target_feature(enable = "avx2,fma")]
-unsafe fn exp_sub(x: &mut [f32], s: f32) {
-    let sv = V::splat(s);
-    unsafe { map!(x, |v| math::exp_v(v.sub(sv)), |v| math::exp_v(v - s)) }
-}
-#[target_feature(enable = "avx2,fma")]
-unsafe fn sub_scalar(x: &mut [f32], s: f32) {
-    let sv = V::splat(s);
-    unsafe { map!(x, |v| v.sub(sv), |v| v - s) }
-}
-#[target_feature(enable = "avx2,fma")]
-unsafe fn scale(x: &mut [f32], s: f32) {
-    let sv = V::splat(s);
-    unsafe { map!(x, |v| v.mul(sv), |v| v * s) }
-}
-
-#[target_feature(enable = "avx2,fma")]
-unsafe fn axpy(x: &mut [f32], a: f32, y: &[f32]) {
-    unsafe { elementwise::axpy::<V>(x, a, y) }
-}
-
-#[target_feature(enable = "avx2,fma")]
-unsafe fn add(x: &mut [f32], y: &[f32]) {
-    unsafe { elementwise::add::<V>(x, y) }
-}
-
-#[target_feature(enable = "avx2,fma")]
-unsafe fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
-    unsafe { elementwise::affine::<V>(x, s, w, b) }
 }
 
 /// Spills the two ymm (canonical lanes 0-7, 8-15) for the scalar tail and tree.
@@ -278,21 +230,6 @@ unsafe fn lanes(lo: __m256, hi: __m256) -> [f32; 16] {
         _mm256_storeu_ps(l.as_mut_ptr().add(8), hi);
     }
     l
-}
-
-#[target_feature(enable = "avx2,fma")]
-unsafe fn sum(x: &[f32]) -> f32 {
-    unsafe { elementwise::sum::<V>(x) }
-}
-
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot(x: &[f32], y: &[f32]) -> f32 {
-    unsafe { elementwise::dot::<V>(x, y) }
-}
-
-#[target_feature(enable = "avx2,fma")]
-unsafe fn max(x: &[f32]) -> f32 {
-    unsafe { elementwise::max::<V>(x) }
 }
 
 /// Fused `x *= s; softmax(x)`: the composite's exact sequence (see `Ops::softmax_scaled`):

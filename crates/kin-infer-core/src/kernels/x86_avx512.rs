@@ -206,7 +206,7 @@ fn tail_mask(n: usize) -> __mmask16 {
 /// function taking a closure: a closure does not inherit `#[target_feature]`, so the math
 /// would be compiled for baseline x86-64 with every intrinsic an out-of-line call.
 macro_rules! map {
-    ($x:expr, |$v:ident| $body:expr) => {{
+    ($x:expr, |$v:ident| $body:expr, |$s:ident| $sbody:expr) => {{
         let x: &mut [f32] = $x;
         let n = x.len();
         let p = x.as_mut_ptr();
@@ -221,59 +221,13 @@ macro_rules! map {
             let $v = V(_mm512_maskz_loadu_ps(m, p.add(i)));
             _mm512_mask_storeu_ps(p.add(i), m, ($body).0);
         }
+        // The scalar form (the generic tier's) goes unused: the tail runs as vector lanes too.
+        let _ = |$s: f32| $sbody;
     }};
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn exp(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::exp_v(v)) }
-}
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn gelu_erf(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::gelu_erf_v(v)) }
-}
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn gelu_tanh(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::gelu_tanh_v(v)) }
-}
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn silu(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::silu_v(v)) }
-}
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn tanh(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::tanh_v(v)) }
-}
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn exp_sub(x: &mut [f32], s: f32) {
-    let s = V::splat(s);
-    unsafe { map!(x, |v| math::exp_v(v.sub(s))) }
-}
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn sub_scalar(x: &mut [f32], s: f32) {
-    let s = V::splat(s);
-    unsafe { map!(x, |v| v.sub(s)) }
-}
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn scale(x: &mut [f32], s: f32) {
-    let s = V::splat(s);
-    unsafe { map!(x, |v| v.mul(s)) }
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn axpy(x: &mut [f32], a: f32, y: &[f32]) {
-    unsafe { elementwise::axpy::<V>(x, a, y) }
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn add(x: &mut [f32], y: &[f32]) {
-    unsafe { elementwise::add::<V>(x, y) }
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
-    unsafe { elementwise::affine::<V>(x, s, w, b) }
-}
+tier_maps!("avx512f,avx512bw,avx512dq,avx512vl,fma");
+tier_fused!("avx512f,avx512bw,avx512dq,avx512vl,fma");
 
 /// Spills the 16 lanes for the scalar tail and tree (the tree is 15 scalar ops: cheaper to
 /// keep in one place than to mirror with shuffles).
@@ -282,21 +236,6 @@ unsafe fn lanes(v: __m512) -> [f32; 16] {
     let mut l = [0.0f32; 16];
     unsafe { _mm512_storeu_ps(l.as_mut_ptr(), v) };
     l
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn sum(x: &[f32]) -> f32 {
-    unsafe { elementwise::sum::<V>(x) }
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn dot(x: &[f32], y: &[f32]) -> f32 {
-    unsafe { elementwise::dot::<V>(x, y) }
-}
-
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn max(x: &[f32]) -> f32 {
-    unsafe { elementwise::max::<V>(x) }
 }
 
 /// 14×32 register tile: 28 zmm accumulators + 2 for the B row; A values are broadcast from

@@ -147,7 +147,7 @@ impl Vector for V {
 /// software FMA call on these CPUs). A macro, not a function taking a closure: a closure does
 /// not inherit `#[target_feature]`.
 macro_rules! map {
-    ($x:expr, |$v:ident| $body:expr) => {{
+    ($x:expr, |$v:ident| $body:expr, |$s:ident| $sbody:expr) => {{
         let x: &mut [f32] = $x;
         let n = x.len();
         let main = n - n % 4;
@@ -163,44 +163,12 @@ macro_rules! map {
             _mm_storeu_ps(t.as_mut_ptr(), ($body).0);
             x[main..].copy_from_slice(&t[..n - main]);
         }
+        // The scalar form (the generic tier's) goes unused: the tail runs as vector lanes too.
+        let _ = |$s: f32| $sbody;
     }};
 }
 
-#[target_feature(enable = "sse4.1")]
-unsafe fn exp(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::exp_v(v)) }
-}
-#[target_feature(enable = "sse4.1")]
-unsafe fn gelu_erf(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::gelu_erf_v(v)) }
-}
-#[target_feature(enable = "sse4.1")]
-unsafe fn gelu_tanh(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::gelu_tanh_v(v)) }
-}
-#[target_feature(enable = "sse4.1")]
-unsafe fn silu(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::silu_v(v)) }
-}
-#[target_feature(enable = "sse4.1")]
-unsafe fn tanh(x: &mut [f32]) {
-    unsafe { map!(x, |v| math::tanh_v(v)) }
-}
-#[target_feature(enable = "sse4.1")]
-unsafe fn exp_sub(x: &mut [f32], s: f32) {
-    let sv = V::splat(s);
-    unsafe { map!(x, |v| math::exp_v(v.sub(sv))) }
-}
-#[target_feature(enable = "sse4.1")]
-unsafe fn sub_scalar(x: &mut [f32], s: f32) {
-    let sv = V::splat(s);
-    unsafe { map!(x, |v| v.sub(sv)) }
-}
-#[target_feature(enable = "sse4.1")]
-unsafe fn scale(x: &mut [f32], s: f32) {
-    let sv = V::splat(s);
-    unsafe { map!(x, |v| v.mul(sv)) }
-}
+tier_maps!("sse4.1");
 
 /// Two-input loops: full vectors, then the tail on zero-padded copies.
 macro_rules! zip2 {
