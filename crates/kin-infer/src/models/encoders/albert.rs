@@ -6,7 +6,7 @@
 //!
 //! The batch is packed exactly as for BERT: attention runs per sequence over its own keys.
 
-use super::{plain_ffn, post_ln_layers, PostLnShape};
+use super::{plain_ffn, post_ln_layers, EmbeddingRows, PositionIds, PostLnShape, TokenEmbeddings};
 use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
 use crate::io::config::{Activation, ModelArchitecture};
@@ -14,9 +14,8 @@ use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
 use crate::models::{Batch, Encoder, EncoderSpec, Forward, Loaded};
-use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{run_post_ln, PostLnLayer, SelfAttention};
-use crate::nn::{LayerNorm, Linear};
+use crate::nn::Linear;
 use std::path::Path;
 
 /// Where checkpoints nest the encoder (`AlbertForMaskedLM` etc. save under `albert.`).
@@ -138,14 +137,9 @@ impl AlbertConfig {
     }
 }
 
+/// The factorized embeddings: `embedding_size` wide, then mapped into the hidden size.
 struct Embeddings {
-    /// `[vocab_size, embedding_size]`
-    word: Tensor,
-    /// `[max_position_embeddings, embedding_size]`
-    position: Tensor,
-    /// `[type_vocab_size, embedding_size]`
-    token_type: Tensor,
-    norm: LayerNorm,
+    tokens: TokenEmbeddings,
     /// `embedding_size` → `hidden_size`.
     mapping_in: Linear,
 }
@@ -168,14 +162,14 @@ impl AlbertModel {
         let cfg = AlbertConfig::from_file(config)?;
         let src = WeightSource::open(store, &LAYOUT)?;
         let w = src.weights();
-        let g = |name: &str| format!("{}.weight", src.global(name));
         let (e, h, eps) = (cfg.embedding_size, cfg.hidden_size, cfg.layer_norm_eps);
+        let rows = EmbeddingRows {
+            vocab: cfg.vocab_size,
+            types: cfg.type_vocab_size,
+            positions: Some((cfg.max_position_embeddings, PositionIds::FromZero)),
+        };
         let emb = Embeddings {
-            word: be.upload_weights(w.get(&g("token_embd"), &[cfg.vocab_size, e])?),
-            position: be
-                .upload_weights(w.get(&g("position_embd"), &[cfg.max_position_embeddings, e])?),
-            token_type: be.upload_weights(w.get(&g("token_types"), &[cfg.type_vocab_size, e])?),
-            norm: LayerNorm::load(be, w, &src.global("token_embd_norm"), e, eps)?,
+            tokens: TokenEmbeddings::load(be, &src, e, rows, eps)?,
             mapping_in: Linear::load(be, w, &src.global("token_embd_proj"), e, h)?,
         };
         // Layer k is (group, layer in group) = (k / inner_group_num, k % inner_group_num).
@@ -221,26 +215,13 @@ impl AlbertModel {
 impl Forward for AlbertModel {
     fn forward(&self, be: &dyn GpuCompute, batch: &Batch) -> Result<Tensor> {
         let Batch {
-            seqs,
-            type_ids,
-            ref spans,
-            total,
+            ref spans, total, ..
         } = *batch;
         let c = &self.cfg;
-        let (e, h) = (c.embedding_size, c.hidden_size);
+        let h = c.hidden_size;
 
         // Embeddings: (word + token_type) + position, LayerNorm, all `embedding_size` wide.
-        let positions = |ids: &[u32]| (0..ids.len()).collect();
-        let mut emb = sum_embeddings(
-            be,
-            e,
-            &self.emb.word,
-            &self.emb.token_type,
-            Some((&self.emb.position, &positions)),
-            seqs,
-            type_ids,
-        );
-        self.emb.norm.forward(be, emb.at_mut(..));
+        let emb = self.emb.tokens.forward(be, batch);
         let mut x = be.zeros(total * h);
         self.emb
             .mapping_in

@@ -6,16 +6,14 @@
 //! sequence's output cannot depend on its neighbours (the determinism contract) and no work
 //! is spent on padding.
 
-use super::{plain_ffn, post_ln_layers, PostLnShape};
+use super::{plain_ffn, post_ln_layers, EmbeddingRows, PositionIds, PostLnShape, TokenEmbeddings};
 use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
 use crate::io::config::BertConfig;
 use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
 use crate::models::{Batch, EncoderSpec, Forward, Loaded};
-use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{run_post_ln, PostLnLayer, SelfAttention};
-use crate::nn::LayerNorm;
 
 /// Hugging Face's BERT layout (RoBERTa and XLM-RoBERTa share it), in logical names (GGUF's
 /// BERT vocabulary, `io::source`); the prefix (`bert.`, `roberta.`, ...) is the
@@ -42,20 +40,10 @@ static LAYOUT: Layout = Layout {
     ],
 };
 
-struct Embeddings {
-    /// `[vocab_size, hidden]`, usually borrowed from the map: only looked-up rows are read.
-    word: Tensor,
-    /// `[max_position_embeddings, hidden]`
-    position: Tensor,
-    /// `[type_vocab_size, hidden]`
-    token_type: Tensor,
-    norm: LayerNorm,
-}
-
 /// A BERT-family encoder.
 pub struct BertModel {
     cfg: BertConfig,
-    emb: Embeddings,
+    emb: TokenEmbeddings,
     layers: Vec<PostLnLayer>,
 }
 
@@ -76,16 +64,21 @@ impl BertModel {
     ) -> Result<Loaded<Self>> {
         let src = WeightSource::open_with_prefixes(store, layout, prefixes)?;
         let w = src.weights();
-        let g = |name: &str| format!("{}.weight", src.global(name));
         let h = cfg.hidden_size;
         let eps = cfg.layer_norm_eps;
-        let emb = Embeddings {
-            word: be.upload_weights(w.get(&g("token_embd"), &[cfg.vocab_size, h])?),
-            position: be
-                .upload_weights(w.get(&g("position_embd"), &[cfg.max_position_embeddings, h])?),
-            token_type: be.upload_weights(w.get(&g("token_types"), &[cfg.type_vocab_size, h])?),
-            norm: LayerNorm::load(be, w, &src.global("token_embd_norm"), h, eps)?,
+        let ids = if cfg.architecture.offset_positions() {
+            PositionIds::PastPadding {
+                pad: cfg.pad_token_id,
+            }
+        } else {
+            PositionIds::FromZero
         };
+        let rows = EmbeddingRows {
+            vocab: cfg.vocab_size,
+            types: cfg.type_vocab_size,
+            positions: Some((cfg.max_position_embeddings, ids)),
+        };
+        let emb = TokenEmbeddings::load(be, &src, h, rows, eps)?;
         let layers = post_ln_layers(
             be,
             w,
@@ -120,51 +113,18 @@ impl BertModel {
     pub fn config(&self) -> &BertConfig {
         &self.cfg
     }
-
-    /// Position ids: `0..len` for BERT; for RoBERTa `padding_idx + cumsum(id != pad)` on real
-    /// tokens and `padding_idx` on pad tokens, as transformers computes them.
-    fn positions(&self, ids: &[u32]) -> Vec<usize> {
-        let pad = self.cfg.pad_token_id;
-        if !self.cfg.architecture.offset_positions() {
-            return (0..ids.len()).collect();
-        }
-        let mut count = 0;
-        ids.iter()
-            .map(|&t| {
-                if t == pad {
-                    pad as usize
-                } else {
-                    count += 1;
-                    pad as usize + count
-                }
-            })
-            .collect()
-    }
 }
 
 impl Forward for BertModel {
     fn forward(&self, be: &dyn GpuCompute, batch: &Batch) -> Result<Tensor> {
         let Batch {
-            seqs,
-            type_ids,
-            ref spans,
-            total,
+            ref spans, total, ..
         } = *batch;
         let c = &self.cfg;
         let h = c.hidden_size;
 
         // Embeddings: (word + token_type) + position, then LayerNorm (transformers' order).
-        let positions = |ids: &[u32]| self.positions(ids);
-        let mut x = sum_embeddings(
-            be,
-            h,
-            &self.emb.word,
-            &self.emb.token_type,
-            Some((&self.emb.position, &positions)),
-            seqs,
-            type_ids,
-        );
-        self.emb.norm.forward(be, x.at_mut(..));
+        let mut x = self.emb.forward(be, batch);
 
         let hd = c.head_dim();
         let att = SelfAttention::scaled(spans, c.num_attention_heads, hd);

@@ -14,7 +14,7 @@
 //! The bias of query `i` depends only on `i`, the key index and the head, so a sequence's rows
 //! never depend on its neighbours in the packed batch.
 
-use super::{post_ln_layers, PostLnShape};
+use super::{post_ln_layers, EmbeddingRows, PostLnShape, TokenEmbeddings};
 use crate::backend::{AttnBias, GpuCompute, Tensor};
 use crate::error::{InferError, Result};
 use crate::io::config::ModelArchitecture;
@@ -22,11 +22,9 @@ use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
 use crate::models::{Batch, Encoder, EncoderSpec, Forward, Loaded};
-use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{run_post_ln, EncoderFfn, PostLnLayer, SelfAttention};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::exp2_f64;
-use crate::nn::LayerNorm;
 use std::path::Path;
 
 /// Prefixes a JinaBERT checkpoint may nest its encoder under.
@@ -156,11 +154,8 @@ pub fn alibi_slopes(n: usize) -> Vec<f32> {
 /// A JinaBERT (ALiBi) encoder.
 pub struct JinaModel {
     cfg: JinaConfig,
-    /// `[vocab_size, hidden]`
-    word: Tensor,
-    /// `[type_vocab_size, hidden]`
-    token_type: Tensor,
-    emb_norm: LayerNorm,
+    /// `LN(word + token_type)`, no position table.
+    emb: TokenEmbeddings,
     slopes: Vec<f32>,
     layers: Vec<PostLnLayer>,
 }
@@ -195,6 +190,11 @@ impl JinaModel {
                 )));
             }
         }
+        let rows = EmbeddingRows {
+            vocab: cfg.vocab_size,
+            types: cfg.type_vocab_size,
+            positions: None,
+        };
         let layers = post_ln_layers(
             be,
             w,
@@ -216,7 +216,6 @@ impl JinaModel {
             },
         )?;
         let slopes = alibi_slopes(cfg.num_attention_heads);
-        let g = |name: &str| format!("{}.weight", src.global(name));
         let spec = EncoderSpec {
             architecture: ModelArchitecture::JinaBert,
             hidden_size: h,
@@ -245,9 +244,7 @@ impl JinaModel {
             spec,
             w.prefix(),
             JinaModel {
-                word: be.upload_weights(w.get(&g("token_embd"), &[cfg.vocab_size, h])?),
-                token_type: be.upload_weights(w.get(&g("token_types"), &[cfg.type_vocab_size, h])?),
-                emb_norm: LayerNorm::load(be, w, &src.global("token_embd_norm"), h, eps)?,
+                emb: TokenEmbeddings::load(be, &src, h, rows, eps)?,
                 cfg,
                 slopes,
                 layers,
@@ -259,15 +256,11 @@ impl JinaModel {
 impl Forward for JinaModel {
     fn forward(&self, be: &dyn GpuCompute, batch: &Batch) -> Result<Tensor> {
         let Batch {
-            seqs,
-            type_ids,
-            ref spans,
-            total,
+            ref spans, total, ..
         } = *batch;
         let c = &self.cfg;
         let h = c.hidden_size;
-        let mut x = sum_embeddings(be, h, &self.word, &self.token_type, None, seqs, type_ids);
-        self.emb_norm.forward(be, x.at_mut(..));
+        let mut x = self.emb.forward(be, batch);
 
         let hd = h / c.num_attention_heads;
         let att = SelfAttention {

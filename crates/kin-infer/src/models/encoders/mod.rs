@@ -1,4 +1,5 @@
-//! Encoder families, one file each; the post-LayerNorm layer they load alike is here.
+//! Encoder families, one file each; the input embeddings and the post-LayerNorm layer the
+//! BERT-like ones load alike are here.
 
 pub mod albert;
 pub mod bert;
@@ -8,9 +9,12 @@ pub mod jina;
 pub mod nomic;
 pub mod t5;
 
-use crate::backend::{Act, GpuCompute};
+use crate::backend::{Act, GpuCompute, Tensor};
 use crate::error::Result;
 use crate::io::safetensors::Weights;
+use crate::io::source::WeightSource;
+use crate::models::Batch;
+use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{EncoderFfn, PostLnLayer};
 use crate::nn::{LayerNorm, Linear};
 use rayon::prelude::*;
@@ -102,3 +106,104 @@ pub(crate) fn plain_ffn(
 
 /// q, k and v as three stored tensors (every layout but nomic's original one).
 pub(crate) const QKV_SPLIT: &[&str] = &["attn_q", "attn_k", "attn_v"];
+
+/// Which row of the position table each token of a sequence reads.
+#[derive(Clone, Copy)]
+pub(crate) enum PositionIds {
+    /// `0..len` (BERT, ALBERT).
+    FromZero,
+    /// RoBERTa's: `pad + cumsum(id != pad)` on real tokens and `pad` on pad tokens, as
+    /// transformers' `create_position_ids_from_input_ids` computes them.
+    PastPadding { pad: u32 },
+}
+
+impl PositionIds {
+    fn of(self, ids: &[u32]) -> Vec<usize> {
+        match self {
+            PositionIds::FromZero => (0..ids.len()).collect(),
+            PositionIds::PastPadding { pad } => {
+                let mut count = 0;
+                ids.iter()
+                    .map(|&t| {
+                        if t == pad {
+                            pad as usize
+                        } else {
+                            count += 1;
+                            pad as usize + count
+                        }
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+/// BERT-style input embeddings: word and token-type tables, an optional learned position
+/// table, and the LayerNorm of their sum (added in transformers' order, `nn::embeddings`).
+pub(crate) struct TokenEmbeddings {
+    /// `[vocab, width]`, usually borrowed from the map: only looked-up rows are read.
+    word: Tensor,
+    /// `[types, width]`
+    token_type: Tensor,
+    /// `[positions, width]` and how tokens index it.
+    position: Option<(Tensor, PositionIds)>,
+    norm: LayerNorm,
+    width: usize,
+}
+
+/// The table sizes of [`TokenEmbeddings`]: rows of the word, token-type and (when the family
+/// has one) position tables.
+pub(crate) struct EmbeddingRows {
+    pub vocab: usize,
+    pub types: usize,
+    pub positions: Option<(usize, PositionIds)>,
+}
+
+impl TokenEmbeddings {
+    /// `token_embd`, `token_types`, `position_embd` (when `rows` has positions) and
+    /// `token_embd_norm`, all `width` wide.
+    pub(crate) fn load(
+        be: &dyn GpuCompute,
+        src: &WeightSource,
+        width: usize,
+        rows: EmbeddingRows,
+        eps: f32,
+    ) -> Result<Self> {
+        let w = src.weights();
+        let table = |name: &str, rows: usize| -> Result<Tensor> {
+            let name = format!("{}.weight", src.global(name));
+            Ok(be.upload_weights(w.get(&name, &[rows, width])?))
+        };
+        let position = match rows.positions {
+            Some((n, ids)) => Some((table("position_embd", n)?, ids)),
+            None => None,
+        };
+        Ok(TokenEmbeddings {
+            word: table("token_embd", rows.vocab)?,
+            token_type: table("token_types", rows.types)?,
+            position,
+            norm: LayerNorm::load(be, w, &src.global("token_embd_norm"), width, eps)?,
+            width,
+        })
+    }
+
+    /// The normed sum for every token of `batch`.
+    pub(crate) fn forward(&self, be: &dyn GpuCompute, batch: &Batch) -> Tensor {
+        let of = |s: &[u32]| self.position.as_ref().map_or(vec![], |(_, ids)| ids.of(s));
+        let pos = self
+            .position
+            .as_ref()
+            .map(|(table, _)| (table, &of as &dyn Fn(&[u32]) -> Vec<usize>));
+        let mut x = sum_embeddings(
+            be,
+            self.width,
+            &self.word,
+            &self.token_type,
+            pos,
+            batch.seqs,
+            batch.type_ids,
+        );
+        self.norm.forward(be, x.at_mut(..));
+        x
+    }
+}

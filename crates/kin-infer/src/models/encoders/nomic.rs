@@ -17,7 +17,7 @@
 //! `x = LN2(x + down(act(gate(x)) * up(x)))`. Positions restart at 0 in every sequence of the
 //! packed batch, so a sequence's rows never depend on its neighbours.
 
-use super::{post_ln_layers, PostLnShape, QKV_SPLIT};
+use super::{post_ln_layers, EmbeddingRows, PostLnShape, TokenEmbeddings, QKV_SPLIT};
 use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
 use crate::io::config::ModelArchitecture;
@@ -25,11 +25,9 @@ use crate::io::config_fields::ConfigFields;
 use crate::io::safetensors::WeightStore;
 use crate::io::source::{self, WeightSource};
 use crate::models::{Batch, Encoder, EncoderSpec, Forward, Loaded};
-use crate::nn::embeddings::sum_embeddings;
 use crate::nn::encoder::{run_post_ln, EncoderFfn, PostLnLayer, SelfAttention};
 use crate::nn::ffn::{FfnAct, GatedFfn};
 use crate::nn::rope::Rotary;
-use crate::nn::LayerNorm;
 use std::path::Path;
 
 /// Prefixes a nomic-bert checkpoint may nest its encoder under (`nomic_bert.` is what
@@ -331,11 +329,8 @@ impl NomicConfig {
 /// A nomic-bert encoder.
 pub struct NomicModel {
     cfg: NomicConfig,
-    /// `[vocab_size, hidden]`
-    word: Tensor,
-    /// `[type_vocab_size, hidden]`
-    token_type: Tensor,
-    emb_norm: LayerNorm,
+    /// `LN(word + token_type)`, no position table.
+    emb: TokenEmbeddings,
     rotary: Rotary,
     layers: Vec<PostLnLayer>,
 }
@@ -368,10 +363,12 @@ impl NomicModel {
             WeightSource::open(store, &HF5_NAMES)?
         };
         let w = src.weights();
-        let g = |name: &str| format!("{}.weight", src.global(name));
-        let word = be.upload_weights(w.get(&g("token_embd"), &[cfg.vocab_size, h])?);
-        let token_type = be.upload_weights(w.get(&g("token_types"), &[cfg.type_vocab_size, h])?);
-        let emb_norm = LayerNorm::load(be, w, &src.global("token_embd_norm"), h, eps)?;
+        let rows = EmbeddingRows {
+            vocab: cfg.vocab_size,
+            types: cfg.type_vocab_size,
+            positions: None,
+        };
+        let emb = TokenEmbeddings::load(be, &src, h, rows, eps)?;
         let shape = PostLnShape {
             hidden: h,
             inner,
@@ -458,9 +455,7 @@ impl NomicModel {
             w.prefix(),
             NomicModel {
                 cfg,
-                word,
-                token_type,
-                emb_norm,
+                emb,
                 rotary,
                 layers,
             },
@@ -472,14 +467,13 @@ impl Forward for NomicModel {
     fn forward(&self, be: &dyn GpuCompute, batch: &Batch) -> Result<Tensor> {
         let Batch {
             seqs,
-            type_ids,
             ref spans,
             total,
+            ..
         } = *batch;
         let c = &self.cfg;
         let h = c.hidden_size;
-        let mut x = sum_embeddings(be, h, &self.word, &self.token_type, None, seqs, type_ids);
-        self.emb_norm.forward(be, x.at_mut(..));
+        let mut x = self.emb.forward(be, batch);
         let positions: Vec<u32> = seqs.iter().flat_map(|s| 0..s.len() as u32).collect();
         let longest = seqs.iter().map(|s| s.len()).max().unwrap_or(0);
 
