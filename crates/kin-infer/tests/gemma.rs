@@ -13,7 +13,8 @@
 mod support;
 
 use support::decoder::{
-    bits, context_up_to_40, family_suite, full_logits, load, threads_prompt, Edited,
+    bits, context_up_to_40, family_suite, full_logits, load, model_type_is_name_prefix,
+    threads_prompt, window_splits, Edited,
 };
 
 use kin_infer::gpu::create_compute;
@@ -27,21 +28,9 @@ const FIXTURES: [&str; 3] = ["gemma_tied", "gemma2_sw", "gemma2_hd"];
 family_suite! {
     fixtures: FIXTURES,
     streamed: true,
-    per_model: |name, m| {
-        assert_eq!(m.spec().model_type, name.split('_').next().unwrap());
-    },
+    per_model: model_type_is_name_prefix,
     lengths: context_up_to_40,
-    splits: |n| {
-        vec![
-            vec![1],
-            vec![3],
-            vec![5],
-            vec![6, 1],
-            vec![17, 1],
-            vec![3, 20, 2],
-            vec![n - 1],
-        ]
-    },
+    splits: window_splits(5),
     threads_prompt: threads_prompt(90),
 }
 

@@ -9,8 +9,8 @@
 mod support;
 
 use support::decoder::{
-    assert_context_errors, assert_unknown_id_error, context_up_to_40, family_suite, load,
-    load_edited_err, standard_splits, threads_prompt,
+    assert_context_errors, assert_unknown_id_error, family_suite, load, load_edited_err,
+    threads_prompt,
 };
 
 use kin_infer::gpu::create_compute;
@@ -20,10 +20,6 @@ const FIXTURES: [&str; 2] = ["gpt2_small", "gpt2_bare"];
 
 family_suite! {
     fixtures: FIXTURES,
-    streamed: true,
-    per_model: |_, _| {},
-    lengths: context_up_to_40,
-    splits: standard_splits,
     threads_prompt: threads_prompt(100),
 }
 

@@ -8,8 +8,8 @@
 mod support;
 
 use support::decoder::{
-    assert_context_errors, assert_unknown_id_error, config, context_up_to_40, family_suite,
-    standard_splits, threads_prompt, with_config,
+    assert_context_errors, assert_unknown_id_error, config, family_suite, threads_prompt,
+    with_config,
 };
 
 use kin_infer::gpu::create_compute;
@@ -19,10 +19,6 @@ const FIXTURES: [&str; 4] = ["llama_gqa", "llama_mqa", "llama_bf16", "llama_shar
 
 family_suite! {
     fixtures: FIXTURES,
-    streamed: true,
-    per_model: |_, _| {},
-    lengths: context_up_to_40,
-    splits: standard_splits,
     threads_prompt: threads_prompt(60),
 }
 

@@ -247,6 +247,27 @@ pub fn standard_splits(n: usize) -> Vec<Vec<usize>> {
     vec![vec![1], vec![5], vec![17, 1], vec![3, 20, 2], vec![n - 1]]
 }
 
+/// Chunkings for a sliding `window`: the first chunk ends inside the window, at it and one
+/// past it, then long chunks cross it.
+pub fn window_splits(window: usize) -> impl Fn(usize) -> Vec<Vec<usize>> {
+    move |n| {
+        vec![
+            vec![1],
+            vec![3],
+            vec![window],
+            vec![window + 1, 1],
+            vec![17, 1],
+            vec![3, 20, 2],
+            vec![n - 1],
+        ]
+    }
+}
+
+/// Fixtures named `<model_type>_<variant>` load as that model type.
+pub fn model_type_is_name_prefix(name: &str, m: &dyn Decoder) {
+    assert_eq!(m.spec().model_type, name.split('_').next().unwrap());
+}
+
 /// The 23-token prompt (ids below `vocab`) the threads-and-tiers check decodes from.
 pub fn threads_prompt(vocab: u32) -> Vec<u32> {
     (0..23u32).map(|i| (i * 13 + 5) % vocab).collect()
@@ -259,6 +280,17 @@ pub fn threads_prompt(vocab: u32) -> Vec<u32> {
 /// bit-identical when decoding from `threads_prompt`.
 #[allow(unused_macros)]
 macro_rules! family_suite {
+    // The usual case: no per-model check, the standard lengths and chunkings.
+    (fixtures: $fixtures:expr, threads_prompt: $prompt:expr $(,)?) => {
+        $crate::support::decoder::family_suite! {
+            fixtures: $fixtures,
+            streamed: true,
+            per_model: |_, _| {},
+            lengths: $crate::support::decoder::context_up_to_40,
+            splits: $crate::support::decoder::standard_splits,
+            threads_prompt: $prompt,
+        }
+    };
     (
         fixtures: $fixtures:expr,
         streamed: $streamed:expr,
