@@ -151,3 +151,47 @@ pub(crate) unsafe fn max<V: Vector>(x: &[f32]) -> f32 {
     generic::max_lanes(&mut l, &x[main..]);
     tree16_max(l)
 }
+
+/// [`super::Ops::gemv`]'s vector part: outputs in passes of four vectors (four independent
+/// accumulators), then of one, each output accumulating `a[p]·b[p·ldb + j]` for p = 0, 1, …
+/// in order with FMA from 0.0. Returns how many leading outputs it wrote; the tier finishes
+/// the shorter tail its own way (the same per-output sequence).
+///
+/// # Safety
+/// `b` holds `a.len()` rows of stride `ldb` covering `out.len()` columns; the tier's features.
+#[inline(always)]
+pub(crate) unsafe fn gemv_columns<V: Vector>(
+    a: &[f32],
+    b: &[f32],
+    ldb: usize,
+    out: &mut [f32],
+) -> usize {
+    let n = out.len();
+    let w = V::WIDTH;
+    let (pb, po) = (b.as_ptr(), out.as_mut_ptr());
+    let mut j = 0;
+    unsafe {
+        while j + 4 * w <= n {
+            let mut acc = [V::splat(0.0); 4];
+            for (p, &ap) in a.iter().enumerate() {
+                let (av, row) = (V::splat(ap), pb.add(p * ldb));
+                for (q, acc_q) in acc.iter_mut().enumerate() {
+                    *acc_q = av.fma(V::load(row.add(j + w * q)), *acc_q);
+                }
+            }
+            for (q, v) in acc.iter().enumerate() {
+                v.store(po.add(j + w * q));
+            }
+            j += 4 * w;
+        }
+        while j + w <= n {
+            let mut acc = V::splat(0.0);
+            for (p, &ap) in a.iter().enumerate() {
+                acc = V::splat(ap).fma(V::load(pb.add(p * ldb + j)), acc);
+            }
+            acc.store(po.add(j));
+            j += w;
+        }
+    }
+    j
+}

@@ -15,93 +15,9 @@
 //! Composite kernels (layer_norm, softmax) are written once here from per-tier primitives, so
 //! their formula sequence cannot drift between tiers.
 
-/// A tier's micro-kernel instantiated for every row count: `rows_table!(k, [1, 2])` is
-/// `&[k::<1>, k::<2>]` (generic arguments before the row count are kept).
-macro_rules! rows_table {
-    ($f:ident, [$($r:literal),*]) => {
-        &[$($f::<$r> as _),*]
-    };
-    ($f:ident::<$g:literal>, [$($r:literal),*]) => {
-        &[$($f::<$g, $r> as _),*]
-    };
-}
-
-/// A SIMD tier's activations and scalar maps (`exp` … `scale`), each a
-/// `#[target_feature(enable = $feat)]` function running the tier's own `map!` (how it walks
-/// whole vectors and the tail) over its lanes type `V`, with the one `math::*_v` body every
-/// tier runs: first as vector lanes, then as scalars (the tiers whose tail is not scalar ignore
-/// the second). Written once, so no tier's list or formula can drift.
-macro_rules! tier_maps {
-    ($feat:literal) => {
-        #[target_feature(enable = $feat)]
-        unsafe fn exp(x: &mut [f32]) {
-            unsafe { map!(x, |v| math::exp_v(v), |v| math::exp_v(v)) }
-        }
-        #[target_feature(enable = $feat)]
-        unsafe fn gelu_erf(x: &mut [f32]) {
-            unsafe { map!(x, |v| math::gelu_erf_v(v), |v| math::gelu_erf_v(v)) }
-        }
-        #[target_feature(enable = $feat)]
-        unsafe fn gelu_tanh(x: &mut [f32]) {
-            unsafe { map!(x, |v| math::gelu_tanh_v(v), |v| math::gelu_tanh_v(v)) }
-        }
-        #[target_feature(enable = $feat)]
-        unsafe fn silu(x: &mut [f32]) {
-            unsafe { map!(x, |v| math::silu_v(v), |v| math::silu_v(v)) }
-        }
-        #[target_feature(enable = $feat)]
-        unsafe fn tanh(x: &mut [f32]) {
-            unsafe { map!(x, |v| math::tanh_v(v), |v| math::tanh_v(v)) }
-        }
-        #[target_feature(enable = $feat)]
-        unsafe fn exp_sub(x: &mut [f32], s: f32) {
-            let sv = V::splat(s);
-            unsafe { map!(x, |v| math::exp_v(v.sub(sv)), |v| math::exp_v(v - s)) }
-        }
-        #[target_feature(enable = $feat)]
-        unsafe fn sub_scalar(x: &mut [f32], s: f32) {
-            let sv = V::splat(s);
-            unsafe { map!(x, |v| v.sub(sv), |v| v - s) }
-        }
-        #[target_feature(enable = $feat)]
-        unsafe fn scale(x: &mut [f32], s: f32) {
-            let sv = V::splat(s);
-            unsafe { map!(x, |v| v.mul(sv), |v| v * s) }
-        }
-    };
-}
-
-/// A fused-multiply-add tier's `axpy`, `add`, `affine`, `sum`, `dot` and `max`: the bodies
-/// of [`elementwise`] compiled inside `#[target_feature(enable = $feat)]` over the tier's `V`.
-/// (SSE has no FMA and keeps its own `axpy`, `add`, `affine` and `dot`.)
-macro_rules! tier_fused {
-    ($feat:literal) => {
-        #[target_feature(enable = $feat)]
-        unsafe fn axpy(x: &mut [f32], a: f32, y: &[f32]) {
-            unsafe { elementwise::axpy::<V>(x, a, y) }
-        }
-        #[target_feature(enable = $feat)]
-        unsafe fn add(x: &mut [f32], y: &[f32]) {
-            unsafe { elementwise::add::<V>(x, y) }
-        }
-        #[target_feature(enable = $feat)]
-        unsafe fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
-            unsafe { elementwise::affine::<V>(x, s, w, b) }
-        }
-        #[target_feature(enable = $feat)]
-        unsafe fn sum(x: &[f32]) -> f32 {
-            unsafe { elementwise::sum::<V>(x) }
-        }
-        #[target_feature(enable = $feat)]
-        unsafe fn dot(x: &[f32], y: &[f32]) -> f32 {
-            unsafe { elementwise::dot::<V>(x, y) }
-        }
-        #[target_feature(enable = $feat)]
-        unsafe fn max(x: &[f32]) -> f32 {
-            unsafe { elementwise::max::<V>(x) }
-        }
-    };
-}
+/// The macros every SIMD tier builds its table and kernels with (before the tiers: textual scope).
+#[macro_use]
+mod tier_macros;
 
 pub mod affine;
 mod aligned;

@@ -12,7 +12,7 @@ use super::tile::{tile, F32Panel, Panel};
 use super::Ops;
 use std::arch::aarch64::*;
 
-pub(crate) static OPS: Ops = Ops {
+pub(crate) static OPS: Ops = tier_ops! {
     mr: MR,
     nr: NR,
     // How this tier runs a micro-kernel over each weight format (WeightFormat::index
@@ -25,119 +25,34 @@ pub(crate) static OPS: Ops = Ops {
     row4: None,
     row4_quant: &[],
     dequant: Some(super::neon_quant::dequant),
-    sum: |x| unsafe { sum(x) },
-    dot: |x, y| unsafe { dot(x, y) },
-    max: |x| unsafe { max(x) },
-    exp_sub: |x, s| unsafe { exp_sub(x, s) },
-    exp: |x| unsafe { exp(x) },
-    gelu_erf: |x| unsafe { gelu_erf(x) },
-    gelu_tanh: |x| unsafe { gelu_tanh(x) },
-    silu: |x| unsafe { silu(x) },
-    tanh: |x| unsafe { tanh(x) },
-    sub_scalar: |x, s| unsafe { sub_scalar(x, s) },
-    scale: |x, s| unsafe { scale(x, s) },
-    add: |x, y| unsafe { add(x, y) },
-    axpy: |x, a, y| unsafe { axpy(x, a, y) },
-    gemv: |a, b, ldb, out| unsafe { gemv(a, b, ldb, out) },
-    affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: None,
     pack_rows_f32: None,
 };
-// SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
-// after `Tier::Neon.supported()` confirmed NEON at run time.
 
 /// 4 lanes of f32. Private, and only created inside this module's `#[target_feature]`
 /// functions, which is what makes the safe trait methods (intrinsics inside) sound.
 #[derive(Clone, Copy)]
 struct V(float32x4_t);
 
-impl Lanes for V {
-    type Mask = uint32x4_t;
-    #[inline(always)]
-    fn splat(v: f32) -> Self {
-        unsafe { V(vdupq_n_f32(v)) }
-    }
-    #[inline(always)]
-    fn add(self, o: Self) -> Self {
-        unsafe { V(vaddq_f32(self.0, o.0)) }
-    }
-    #[inline(always)]
-    fn sub(self, o: Self) -> Self {
-        unsafe { V(vsubq_f32(self.0, o.0)) }
-    }
-    #[inline(always)]
-    fn mul(self, o: Self) -> Self {
-        unsafe { V(vmulq_f32(self.0, o.0)) }
-    }
-    #[inline(always)]
-    fn div(self, o: Self) -> Self {
-        unsafe { V(vdivq_f32(self.0, o.0)) }
-    }
-    #[inline(always)]
-    fn fma(self, b: Self, c: Self) -> Self {
-        // vfmaq_f32(c, a, b) = c + a·b, fused.
-        unsafe { V(vfmaq_f32(c.0, self.0, b.0)) }
-    }
-    #[inline(always)]
-    fn round_even(self) -> Self {
-        unsafe { V(vrndnq_f32(self.0)) }
-    }
-    #[inline(always)]
-    fn abs(self) -> Self {
-        unsafe { V(vabsq_f32(self.0)) }
-    }
-    #[inline(always)]
-    fn neg(self) -> Self {
-        unsafe { V(vnegq_f32(self.0)) }
-    }
-    #[inline(always)]
-    fn copysign(self, sign: Self) -> Self {
-        unsafe {
-            let s = vdupq_n_u32(0x8000_0000);
-            V(vbslq_f32(s, sign.0, self.0))
-        }
-    }
-    #[inline(always)]
-    fn gt(self, o: Self) -> uint32x4_t {
-        unsafe { vcgtq_f32(self.0, o.0) }
-    }
-    #[inline(always)]
-    fn is_nan(self) -> uint32x4_t {
-        unsafe { vmvnq_u32(vceqq_f32(self.0, self.0)) }
-    }
-    #[inline(always)]
-    fn none(m: uint32x4_t) -> bool {
-        unsafe { vmaxvq_u32(m) == 0 }
-    }
-    #[inline(always)]
-    fn all(m: uint32x4_t) -> bool {
-        unsafe { vminvq_u32(m) == u32::MAX }
-    }
-    #[inline(always)]
-    fn select(m: uint32x4_t, a: Self, b: Self) -> Self {
-        unsafe { V(vbslq_f32(m, a.0, b.0)) }
-    }
-    #[inline(always)]
-    fn pow2i(self) -> Self {
-        unsafe {
-            // The input is integral, so the truncating conversion is exact.
-            let n = vcvtq_s32_f32(self.0);
-            let e = vaddq_s32(n, vdupq_n_s32(127));
-            V(vreinterpretq_f32_s32(vshlq_n_s32::<23>(e)))
-        }
-    }
-}
-
-impl Vector for V {
-    const WIDTH: usize = 4;
-    #[inline(always)]
-    unsafe fn load(p: *const f32) -> Self {
-        unsafe { V(vld1q_f32(p)) }
-    }
-    #[inline(always)]
-    unsafe fn store(self, p: *mut f32) {
-        unsafe { vst1q_f32(p, self.0) }
-    }
+lanes! {
+    V, mask: uint32x4_t, width: 4,
+    load: |p| vld1q_f32(p), store: |p, v| vst1q_f32(p, v),
+    splat: |x| vdupq_n_f32(x),
+    add: vaddq_f32, sub: vsubq_f32, mul: vmulq_f32, div: vdivq_f32,
+    // vfmaq_f32(c, a, b) = c + a·b, fused.
+    fma: |a, b, c| vfmaq_f32(c, a, b),
+    round_even: |a| vrndnq_f32(a),
+    abs: |a| vabsq_f32(a),
+    neg: |a| vnegq_f32(a),
+    // Bit select: the sign bit from `s`, the rest from `a`.
+    copysign: |a, s| vbslq_f32(vdupq_n_u32(0x8000_0000), s, a),
+    gt: |a, b| vcgtq_f32(a, b),
+    is_nan: |a| vmvnq_u32(vceqq_f32(a, a)),
+    none: |m| vmaxvq_u32(m) == 0,
+    all: |m| vminvq_u32(m) == u32::MAX,
+    select: |m, a, b| vbslq_f32(m, a, b),
+    // The input is integral, so the truncating conversion is exact.
+    pow2i: |a| vreinterpretq_f32_s32(vshlq_n_s32::<23>(vaddq_s32(vcvtq_s32_f32(a), vdupq_n_s32(127)))),
 }
 
 /// Applies `$vbody` (in `$v`) to full vectors and `$sbody` (in `$s`) to the scalar tail. A
@@ -246,34 +161,7 @@ unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(
 #[target_feature(enable = "neon")]
 unsafe fn gemv(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
     let n = out.len();
-    let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
-    let mut j = 0;
-    unsafe {
-        while j + 16 <= n {
-            let mut acc = [vdupq_n_f32(0.0); 4];
-            for p in 0..a.len() {
-                let av = vdupq_n_f32(*pa.add(p));
-                let row = pb.add(p * ldb);
-                for (q, acc_q) in acc.iter_mut().enumerate() {
-                    *acc_q = vfmaq_f32(*acc_q, av, vld1q_f32(row.add(j + 4 * q)));
-                }
-            }
-            for (q, v) in acc.iter().enumerate() {
-                vst1q_f32(po.add(j + 4 * q), *v);
-            }
-            j += 16;
-        }
-        while j + 4 <= n {
-            let mut acc = vdupq_n_f32(0.0);
-            for p in 0..a.len() {
-                let av = vdupq_n_f32(*pa.add(p));
-                let row = pb.add(p * ldb);
-                acc = vfmaq_f32(acc, av, vld1q_f32(row.add(j)));
-            }
-            vst1q_f32(po.add(j), acc);
-            j += 4;
-        }
-    }
+    let j = unsafe { elementwise::gemv_columns::<V>(a, b, ldb, out) };
     if j < n {
         generic::gemv(a, &b[j..], ldb, &mut out[j..]);
     }

@@ -15,7 +15,7 @@ use super::x86_row4::{self, widen8, BF16, F16, F32};
 use super::{tree16, tree16_max, Ops};
 use std::arch::x86_64::*;
 
-pub(crate) static OPS: Ops = Ops {
+pub(crate) static OPS: Ops = tier_ops! {
     mr: MR,
     nr: NR,
     // How this tier runs a micro-kernel over each weight format (WeightFormat::index
@@ -65,123 +65,33 @@ pub(crate) static OPS: Ops = Ops {
         ),
     ],
     dequant: Some(x86_quant::avx2_dequant),
-    sum: |x| unsafe { sum(x) },
-    dot: |x, y| unsafe { dot(x, y) },
-    max: |x| unsafe { max(x) },
-    exp_sub: |x, s| unsafe { exp_sub(x, s) },
-    exp: |x| unsafe { exp(x) },
-    gelu_erf: |x| unsafe { gelu_erf(x) },
-    gelu_tanh: |x| unsafe { gelu_tanh(x) },
-    silu: |x| unsafe { silu(x) },
-    tanh: |x| unsafe { tanh(x) },
-    sub_scalar: |x, s| unsafe { sub_scalar(x, s) },
-    scale: |x, s| unsafe { scale(x, s) },
-    add: |x, y| unsafe { add(x, y) },
-    axpy: |x, a, y| unsafe { axpy(x, a, y) },
-    gemv: |a, b, ldb, out| unsafe { gemv(a, b, ldb, out) },
-    affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: Some(|x, s| unsafe { softmax_scaled(x, s) }),
     pack_rows_f32: Some(|data, w, ldw, k, n| unsafe { pack_rows16(data, w, ldw, k, n) }),
 };
-// SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
-// after `Tier::Avx2.supported()` confirmed AVX2 and FMA at run time.
 
 /// 8 lanes of f32. Private, and only created inside this module's `#[target_feature]`
 /// functions, which is what makes the safe trait methods (intrinsics inside) sound.
 #[derive(Clone, Copy)]
 struct V(__m256);
 
-impl Lanes for V {
-    /// All-ones / all-zeros lanes, as AVX compares produce.
-    type Mask = __m256;
-    #[inline(always)]
-    fn splat(v: f32) -> Self {
-        unsafe { V(_mm256_set1_ps(v)) }
-    }
-    #[inline(always)]
-    fn add(self, o: Self) -> Self {
-        unsafe { V(_mm256_add_ps(self.0, o.0)) }
-    }
-    #[inline(always)]
-    fn sub(self, o: Self) -> Self {
-        unsafe { V(_mm256_sub_ps(self.0, o.0)) }
-    }
-    #[inline(always)]
-    fn mul(self, o: Self) -> Self {
-        unsafe { V(_mm256_mul_ps(self.0, o.0)) }
-    }
-    #[inline(always)]
-    fn div(self, o: Self) -> Self {
-        unsafe { V(_mm256_div_ps(self.0, o.0)) }
-    }
-    #[inline(always)]
-    fn fma(self, b: Self, c: Self) -> Self {
-        unsafe { V(_mm256_fmadd_ps(self.0, b.0, c.0)) }
-    }
-    #[inline(always)]
-    fn round_even(self) -> Self {
-        // _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC
-        unsafe { V(_mm256_round_ps::<0x08>(self.0)) }
-    }
-    #[inline(always)]
-    fn abs(self) -> Self {
-        unsafe { V(_mm256_andnot_ps(_mm256_set1_ps(-0.0), self.0)) }
-    }
-    #[inline(always)]
-    fn neg(self) -> Self {
-        unsafe { V(_mm256_xor_ps(_mm256_set1_ps(-0.0), self.0)) }
-    }
-    #[inline(always)]
-    fn copysign(self, sign: Self) -> Self {
-        unsafe {
-            let s = _mm256_set1_ps(-0.0);
-            V(_mm256_or_ps(
-                _mm256_andnot_ps(s, self.0),
-                _mm256_and_ps(s, sign.0),
-            ))
-        }
-    }
-    #[inline(always)]
-    fn gt(self, o: Self) -> __m256 {
-        unsafe { _mm256_cmp_ps::<_CMP_GT_OQ>(self.0, o.0) }
-    }
-    #[inline(always)]
-    fn is_nan(self) -> __m256 {
-        unsafe { _mm256_cmp_ps::<_CMP_UNORD_Q>(self.0, self.0) }
-    }
-    #[inline(always)]
-    fn none(m: __m256) -> bool {
-        unsafe { _mm256_movemask_ps(m) == 0 }
-    }
-    #[inline(always)]
-    fn all(m: __m256) -> bool {
-        unsafe { _mm256_movemask_ps(m) == 0xff }
-    }
-    #[inline(always)]
-    fn select(m: __m256, a: Self, b: Self) -> Self {
-        // blendv takes the second source where the mask lane's sign bit is set.
-        unsafe { V(_mm256_blendv_ps(b.0, a.0, m)) }
-    }
-    #[inline(always)]
-    fn pow2i(self) -> Self {
-        unsafe {
-            let n = _mm256_cvtps_epi32(self.0);
-            let e = _mm256_add_epi32(n, _mm256_set1_epi32(127));
-            V(_mm256_castsi256_ps(_mm256_slli_epi32::<23>(e)))
-        }
-    }
-}
-
-impl Vector for V {
-    const WIDTH: usize = 8;
-    #[inline(always)]
-    unsafe fn load(p: *const f32) -> Self {
-        unsafe { V(_mm256_loadu_ps(p)) }
-    }
-    #[inline(always)]
-    unsafe fn store(self, p: *mut f32) {
-        unsafe { _mm256_storeu_ps(p, self.0) }
-    }
+lanes! {
+    V, mask: __m256, width: 8,
+    load: |p| _mm256_loadu_ps(p), store: |p, v| _mm256_storeu_ps(p, v),
+    splat: |x| _mm256_set1_ps(x),
+    add: _mm256_add_ps, sub: _mm256_sub_ps, mul: _mm256_mul_ps, div: _mm256_div_ps,
+    fma: |a, b, c| _mm256_fmadd_ps(a, b, c),
+    // _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC
+    round_even: |a| _mm256_round_ps::<0x08>(a),
+    abs: |a| _mm256_andnot_ps(_mm256_set1_ps(-0.0), a),
+    neg: |a| _mm256_xor_ps(_mm256_set1_ps(-0.0), a),
+    copysign: |a, s| _mm256_or_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0), a), _mm256_and_ps(_mm256_set1_ps(-0.0), s)),
+    gt: |a, b| _mm256_cmp_ps::<_CMP_GT_OQ>(a, b),
+    is_nan: |a| _mm256_cmp_ps::<_CMP_UNORD_Q>(a, a),
+    none: |m| _mm256_movemask_ps(m) == 0,
+    all: |m| _mm256_movemask_ps(m) == 0xff,
+    // blendv takes the second source where the mask lane's sign bit is set.
+    select: |m, a, b| _mm256_blendv_ps(b, a, m),
+    pow2i: |a| _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(_mm256_cvtps_epi32(a), _mm256_set1_epi32(127)))),
 }
 
 /// Applies `$vbody` (in `$v`) to full vectors and `$sbody` (in `$s`) to the scalar tail. A
@@ -433,34 +343,7 @@ unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(
 #[target_feature(enable = "avx2,fma")]
 unsafe fn gemv(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
     let n = out.len();
-    let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
-    let mut j = 0;
-    unsafe {
-        while j + 32 <= n {
-            let mut acc = [_mm256_setzero_ps(); 4];
-            for p in 0..a.len() {
-                let av = _mm256_set1_ps(*pa.add(p));
-                let row = pb.add(p * ldb);
-                for (q, acc_q) in acc.iter_mut().enumerate() {
-                    *acc_q = _mm256_fmadd_ps(av, _mm256_loadu_ps(row.add(j + 8 * q)), *acc_q);
-                }
-            }
-            for (q, v) in acc.iter().enumerate() {
-                _mm256_storeu_ps(po.add(j + 8 * q), *v);
-            }
-            j += 32;
-        }
-        while j + 8 <= n {
-            let mut acc = _mm256_setzero_ps();
-            for p in 0..a.len() {
-                let av = _mm256_set1_ps(*pa.add(p));
-                let row = pb.add(p * ldb);
-                acc = _mm256_fmadd_ps(av, _mm256_loadu_ps(row.add(j)), acc);
-            }
-            _mm256_storeu_ps(po.add(j), acc);
-            j += 8;
-        }
-    }
+    let j = unsafe { elementwise::gemv_columns::<V>(a, b, ldb, out) };
     if j < n {
         generic::gemv(a, &b[j..], ldb, &mut out[j..]);
     }

@@ -13,7 +13,7 @@ use super::x86_row4::{self, widen16, BF16, F16, F32};
 use super::{tree16, tree16_max, Ops};
 use std::arch::x86_64::*;
 
-pub(crate) static OPS: Ops = Ops {
+pub(crate) static OPS: Ops = tier_ops! {
     mr: MR,
     nr: NR,
     // How this tier runs a micro-kernel over each weight format (WeightFormat::index
@@ -72,127 +72,38 @@ pub(crate) static OPS: Ops = Ops {
         ),
     ],
     dequant: Some(x86_quant::avx512_dequant),
-    sum: |x| unsafe { sum(x) },
-    dot: |x, y| unsafe { dot(x, y) },
-    max: |x| unsafe { max(x) },
-    exp_sub: |x, s| unsafe { exp_sub(x, s) },
-    exp: |x| unsafe { exp(x) },
-    gelu_erf: |x| unsafe { gelu_erf(x) },
-    gelu_tanh: |x| unsafe { gelu_tanh(x) },
-    silu: |x| unsafe { silu(x) },
-    tanh: |x| unsafe { tanh(x) },
-    sub_scalar: |x, s| unsafe { sub_scalar(x, s) },
-    scale: |x, s| unsafe { scale(x, s) },
-    add: |x, y| unsafe { add(x, y) },
-    axpy: |x, a, y| unsafe { axpy(x, a, y) },
-    gemv: |a, b, ldb, out| unsafe { gemv(a, b, ldb, out) },
-    affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: Some(|x, s| unsafe { softmax_scaled(x, s) }),
     pack_rows_f32: None,
 };
-// SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
-// after `Tier::Avx512.supported()` confirmed the features at run time.
 
 /// 16 lanes of f32. Private, and only created inside this module's `#[target_feature]`
 /// functions, which is what makes the safe trait methods (intrinsics inside) sound.
 #[derive(Clone, Copy)]
 struct V(__m512);
 
-impl Lanes for V {
-    type Mask = __mmask16;
-    #[inline(always)]
-    fn splat(v: f32) -> Self {
-        unsafe { V(_mm512_set1_ps(v)) }
-    }
-    #[inline(always)]
-    fn add(self, o: Self) -> Self {
-        unsafe { V(_mm512_add_ps(self.0, o.0)) }
-    }
-    #[inline(always)]
-    fn sub(self, o: Self) -> Self {
-        unsafe { V(_mm512_sub_ps(self.0, o.0)) }
-    }
-    #[inline(always)]
-    fn mul(self, o: Self) -> Self {
-        unsafe { V(_mm512_mul_ps(self.0, o.0)) }
-    }
-    #[inline(always)]
-    fn div(self, o: Self) -> Self {
-        unsafe { V(_mm512_div_ps(self.0, o.0)) }
-    }
-    #[inline(always)]
-    fn fma(self, b: Self, c: Self) -> Self {
-        unsafe { V(_mm512_fmadd_ps(self.0, b.0, c.0)) }
-    }
-    #[inline(always)]
-    fn round_even(self) -> Self {
-        // imm 0x08: round to nearest even, exceptions suppressed, scale 2^0.
-        unsafe { V(_mm512_roundscale_ps::<0x08>(self.0)) }
-    }
-    #[inline(always)]
-    fn abs(self) -> Self {
-        unsafe { V(_mm512_abs_ps(self.0)) }
-    }
-    #[inline(always)]
-    fn neg(self) -> Self {
-        unsafe {
-            let s = _mm512_set1_epi32(i32::MIN);
-            V(_mm512_castsi512_ps(_mm512_xor_si512(
-                _mm512_castps_si512(self.0),
-                s,
-            )))
-        }
-    }
-    #[inline(always)]
-    fn copysign(self, sign: Self) -> Self {
-        unsafe {
-            let s = _mm512_set1_epi32(i32::MIN);
-            let mag = _mm512_andnot_si512(s, _mm512_castps_si512(self.0));
-            let sg = _mm512_and_si512(s, _mm512_castps_si512(sign.0));
-            V(_mm512_castsi512_ps(_mm512_or_si512(mag, sg)))
-        }
-    }
-    #[inline(always)]
-    fn gt(self, o: Self) -> __mmask16 {
-        unsafe { _mm512_cmp_ps_mask::<_CMP_GT_OQ>(self.0, o.0) }
-    }
-    #[inline(always)]
-    fn is_nan(self) -> __mmask16 {
-        unsafe { _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(self.0, self.0) }
-    }
-    #[inline(always)]
-    fn none(m: __mmask16) -> bool {
-        m == 0
-    }
-    #[inline(always)]
-    fn all(m: __mmask16) -> bool {
-        m == 0xffff
-    }
-    #[inline(always)]
-    fn select(m: __mmask16, a: Self, b: Self) -> Self {
-        // blend takes the second source where the mask bit is set.
-        unsafe { V(_mm512_mask_blend_ps(m, b.0, a.0)) }
-    }
-    #[inline(always)]
-    fn pow2i(self) -> Self {
-        unsafe {
-            let n = _mm512_cvtps_epi32(self.0);
-            let e = _mm512_add_epi32(n, _mm512_set1_epi32(127));
-            V(_mm512_castsi512_ps(_mm512_slli_epi32::<23>(e)))
-        }
-    }
-}
-
-impl Vector for V {
-    const WIDTH: usize = 16;
-    #[inline(always)]
-    unsafe fn load(p: *const f32) -> Self {
-        unsafe { V(_mm512_loadu_ps(p)) }
-    }
-    #[inline(always)]
-    unsafe fn store(self, p: *mut f32) {
-        unsafe { _mm512_storeu_ps(p, self.0) }
-    }
+lanes! {
+    V, mask: __mmask16, width: 16,
+    load: |p| _mm512_loadu_ps(p), store: |p, v| _mm512_storeu_ps(p, v),
+    splat: |x| _mm512_set1_ps(x),
+    add: _mm512_add_ps, sub: _mm512_sub_ps, mul: _mm512_mul_ps, div: _mm512_div_ps,
+    fma: |a, b, c| _mm512_fmadd_ps(a, b, c),
+    // imm 0x08: round to nearest even, exceptions suppressed, scale 2^0.
+    round_even: |a| _mm512_roundscale_ps::<0x08>(a),
+    abs: |a| _mm512_abs_ps(a),
+    // The sign bit flipped and merged in the integer domain (AVX-512F has no float xor/and).
+    neg: |a| _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(i32::MIN))),
+    copysign: |a, s| {
+        let sign = _mm512_set1_epi32(i32::MIN);
+        let mag = _mm512_andnot_si512(sign, _mm512_castps_si512(a));
+        _mm512_castsi512_ps(_mm512_or_si512(mag, _mm512_and_si512(sign, _mm512_castps_si512(s))))
+    },
+    gt: |a, b| _mm512_cmp_ps_mask::<_CMP_GT_OQ>(a, b),
+    is_nan: |a| _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(a, a),
+    none: |m| m == 0,
+    all: |m| m == 0xffff,
+    // blend takes the second source where the mask bit is set.
+    select: |m, a, b| _mm512_mask_blend_ps(m, b, a),
+    pow2i: |a| _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(_mm512_cvtps_epi32(a), _mm512_set1_epi32(127)))),
 }
 
 /// Mask of the first `n` (< 16) lanes.
@@ -371,44 +282,17 @@ unsafe fn softmax_scaled(x: &mut [f32], s: f32) {
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 unsafe fn gemv(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
     let n = out.len();
-    let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
-    let mut j = 0;
-    unsafe {
-        while j + 64 <= n {
-            let mut acc = [_mm512_setzero_ps(); 4];
-            for p in 0..a.len() {
-                let av = _mm512_set1_ps(*pa.add(p));
-                let row = pb.add(p * ldb);
-                for (q, acc_q) in acc.iter_mut().enumerate() {
-                    *acc_q = _mm512_fmadd_ps(av, _mm512_loadu_ps(row.add(j + 16 * q)), *acc_q);
-                }
-            }
-            for (q, v) in acc.iter().enumerate() {
-                _mm512_storeu_ps(po.add(j + 16 * q), *v);
-            }
-            j += 64;
-        }
-        while j + 16 <= n {
-            let mut acc = _mm512_setzero_ps();
-            for p in 0..a.len() {
-                let av = _mm512_set1_ps(*pa.add(p));
-                let row = pb.add(p * ldb);
-                acc = _mm512_fmadd_ps(av, _mm512_loadu_ps(row.add(j)), acc);
-            }
-            _mm512_storeu_ps(po.add(j), acc);
-            j += 16;
-        }
-    }
+    let j = unsafe { elementwise::gemv_columns::<V>(a, b, ldb, out) };
     if j < n {
         // Masked lanes: the same per-output FMA sequence as the scalar reference.
         let m = tail_mask(n - j);
         unsafe {
             let mut acc = _mm512_setzero_ps();
-            for p in 0..a.len() {
-                let av = _mm512_set1_ps(*pa.add(p));
-                acc = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(m, pb.add(p * ldb + j)), acc);
+            for (p, &ap) in a.iter().enumerate() {
+                let row = _mm512_maskz_loadu_ps(m, b.as_ptr().add(p * ldb + j));
+                acc = _mm512_fmadd_ps(_mm512_set1_ps(ap), row, acc);
             }
-            _mm512_mask_storeu_ps(po.add(j), m, acc);
+            _mm512_mask_storeu_ps(out.as_mut_ptr().add(j), m, acc);
         }
     }
 }

@@ -14,7 +14,7 @@ use super::math::{self, Lanes};
 use super::{tree16, Ops};
 use std::arch::x86_64::*;
 
-pub(crate) static OPS: Ops = Ops {
+pub(crate) static OPS: Ops = tier_ops! {
     mr: MR,
     nr: NR,
     // How this tier runs a micro-kernel over each weight format (WeightFormat::index
@@ -27,119 +27,33 @@ pub(crate) static OPS: Ops = Ops {
     row4: None,
     row4_quant: &[],
     dequant: None,
-    sum: |x| unsafe { sum(x) },
-    dot: |x, y| unsafe { dot(x, y) },
-    max: |x| unsafe { max(x) },
-    exp_sub: |x, s| unsafe { exp_sub(x, s) },
-    exp: |x| unsafe { exp(x) },
-    gelu_erf: |x| unsafe { gelu_erf(x) },
-    gelu_tanh: |x| unsafe { gelu_tanh(x) },
-    silu: |x| unsafe { silu(x) },
-    tanh: |x| unsafe { tanh(x) },
-    sub_scalar: |x, s| unsafe { sub_scalar(x, s) },
-    scale: |x, s| unsafe { scale(x, s) },
-    add: |x, y| unsafe { add(x, y) },
-    axpy: |x, a, y| unsafe { axpy(x, a, y) },
-    gemv: |a, b, ldb, out| unsafe { gemv(a, b, ldb, out) },
-    affine: |x, s, w, b| unsafe { affine(x, s, w, b) },
     softmax_scaled: None,
     pack_rows_f32: None,
 };
-// SAFETY (all the `unsafe` wrappers above): this table is only handed out by `Tier::ops`
-// after `Tier::Sse.supported()` confirmed SSE4.1 at run time.
 
 /// 4 lanes of f32. Private, and only created inside this module's `#[target_feature]`
 /// functions, which is what makes the safe trait methods (intrinsics inside) sound.
 #[derive(Clone, Copy)]
 struct V(__m128);
 
-impl Lanes for V {
-    type Mask = __m128;
-    #[inline(always)]
-    fn splat(v: f32) -> Self {
-        unsafe { V(_mm_set1_ps(v)) }
-    }
-    #[inline(always)]
-    fn add(self, o: Self) -> Self {
-        unsafe { V(_mm_add_ps(self.0, o.0)) }
-    }
-    #[inline(always)]
-    fn sub(self, o: Self) -> Self {
-        unsafe { V(_mm_sub_ps(self.0, o.0)) }
-    }
-    #[inline(always)]
-    fn mul(self, o: Self) -> Self {
-        unsafe { V(_mm_mul_ps(self.0, o.0)) }
-    }
-    #[inline(always)]
-    fn div(self, o: Self) -> Self {
-        unsafe { V(_mm_div_ps(self.0, o.0)) }
-    }
-    /// Unfused on this tier: `self * b` rounded, then `+ c` rounded.
-    #[inline(always)]
-    fn fma(self, b: Self, c: Self) -> Self {
-        unsafe { V(_mm_add_ps(_mm_mul_ps(self.0, b.0), c.0)) }
-    }
-    #[inline(always)]
-    fn round_even(self) -> Self {
-        // _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC
-        unsafe { V(_mm_round_ps::<0x08>(self.0)) }
-    }
-    #[inline(always)]
-    fn abs(self) -> Self {
-        unsafe { V(_mm_andnot_ps(_mm_set1_ps(-0.0), self.0)) }
-    }
-    #[inline(always)]
-    fn neg(self) -> Self {
-        unsafe { V(_mm_xor_ps(_mm_set1_ps(-0.0), self.0)) }
-    }
-    #[inline(always)]
-    fn copysign(self, sign: Self) -> Self {
-        unsafe {
-            let s = _mm_set1_ps(-0.0);
-            V(_mm_or_ps(_mm_andnot_ps(s, self.0), _mm_and_ps(s, sign.0)))
-        }
-    }
-    #[inline(always)]
-    fn gt(self, o: Self) -> __m128 {
-        unsafe { _mm_cmpgt_ps(self.0, o.0) }
-    }
-    #[inline(always)]
-    fn is_nan(self) -> __m128 {
-        unsafe { _mm_cmpunord_ps(self.0, self.0) }
-    }
-    #[inline(always)]
-    fn none(m: __m128) -> bool {
-        unsafe { _mm_movemask_ps(m) == 0 }
-    }
-    #[inline(always)]
-    fn all(m: __m128) -> bool {
-        unsafe { _mm_movemask_ps(m) == 0xf }
-    }
-    #[inline(always)]
-    fn select(m: __m128, a: Self, b: Self) -> Self {
-        unsafe { V(_mm_blendv_ps(b.0, a.0, m)) }
-    }
-    #[inline(always)]
-    fn pow2i(self) -> Self {
-        unsafe {
-            let n = _mm_cvtps_epi32(self.0);
-            let e = _mm_add_epi32(n, _mm_set1_epi32(127));
-            V(_mm_castsi128_ps(_mm_slli_epi32::<23>(e)))
-        }
-    }
-}
-
-impl Vector for V {
-    const WIDTH: usize = 4;
-    #[inline(always)]
-    unsafe fn load(p: *const f32) -> Self {
-        unsafe { V(_mm_loadu_ps(p)) }
-    }
-    #[inline(always)]
-    unsafe fn store(self, p: *mut f32) {
-        unsafe { _mm_storeu_ps(p, self.0) }
-    }
+lanes! {
+    V, mask: __m128, width: 4,
+    load: |p| _mm_loadu_ps(p), store: |p, v| _mm_storeu_ps(p, v),
+    splat: |x| _mm_set1_ps(x),
+    add: _mm_add_ps, sub: _mm_sub_ps, mul: _mm_mul_ps, div: _mm_div_ps,
+    // Unfused on this tier: `a * b` rounded, then `+ c` rounded.
+    fma: |a, b, c| _mm_add_ps(_mm_mul_ps(a, b), c),
+    // _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC
+    round_even: |a| _mm_round_ps::<0x08>(a),
+    abs: |a| _mm_andnot_ps(_mm_set1_ps(-0.0), a),
+    neg: |a| _mm_xor_ps(_mm_set1_ps(-0.0), a),
+    copysign: |a, s| _mm_or_ps(_mm_andnot_ps(_mm_set1_ps(-0.0), a), _mm_and_ps(_mm_set1_ps(-0.0), s)),
+    gt: |a, b| _mm_cmpgt_ps(a, b),
+    is_nan: |a| _mm_cmpunord_ps(a, a),
+    none: |m| _mm_movemask_ps(m) == 0,
+    all: |m| _mm_movemask_ps(m) == 0xf,
+    select: |m, a, b| _mm_blendv_ps(b, a, m),
+    pow2i: |a| _mm_castsi128_ps(_mm_slli_epi32::<23>(_mm_add_epi32(_mm_cvtps_epi32(a), _mm_set1_epi32(127)))),
 }
 
 /// Applies `$body` (in `$v`) to every 4 lanes; the tail runs the same vector code on a
@@ -398,34 +312,7 @@ unsafe fn kernel_6x8_half<const BF16: bool, const R: usize>(
 #[target_feature(enable = "sse4.1")]
 unsafe fn gemv(a: &[f32], b: &[f32], ldb: usize, out: &mut [f32]) {
     let n = out.len();
-    let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
-    let mut j = 0;
-    unsafe {
-        while j + 16 <= n {
-            let mut acc = [_mm_setzero_ps(); 4];
-            for p in 0..a.len() {
-                let av = _mm_set1_ps(*pa.add(p));
-                let row = pb.add(p * ldb);
-                for (q, acc_q) in acc.iter_mut().enumerate() {
-                    *acc_q = _mm_add_ps(_mm_mul_ps(av, _mm_loadu_ps(row.add(j + 4 * q))), *acc_q);
-                }
-            }
-            for (q, v) in acc.iter().enumerate() {
-                _mm_storeu_ps(po.add(j + 4 * q), *v);
-            }
-            j += 16;
-        }
-        while j + 4 <= n {
-            let mut acc = _mm_setzero_ps();
-            for p in 0..a.len() {
-                let av = _mm_set1_ps(*pa.add(p));
-                let row = pb.add(p * ldb);
-                acc = _mm_add_ps(_mm_mul_ps(av, _mm_loadu_ps(row.add(j))), acc);
-            }
-            _mm_storeu_ps(po.add(j), acc);
-            j += 4;
-        }
-    }
+    let j = unsafe { elementwise::gemv_columns::<V>(a, b, ldb, out) };
     if j < n {
         gemv_tail(a, &b[j..], ldb, &mut out[j..]);
     }
