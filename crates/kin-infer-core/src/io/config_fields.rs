@@ -236,6 +236,24 @@ impl<'a> ConfigFields<'a> {
         Ok(())
     }
 
+    /// An error naming `by_field` unless `by_field`'s `by` divides `field`'s `value` (the
+    /// hidden width by the attention heads, the query heads by the key-value heads).
+    pub fn check_multiple(
+        &self,
+        field: &str,
+        value: usize,
+        by_field: &str,
+        by: usize,
+    ) -> Result<()> {
+        if by == 0 || !value.is_multiple_of(by) {
+            return Err(self.err(
+                by_field,
+                format!("{field} {value} is not a multiple of {by_field} {by}"),
+            ));
+        }
+        Ok(())
+    }
+
     /// `v` if it is a size within `1..=2^24`.
     pub fn positive(&self, field: &str, v: usize) -> Result<usize> {
         if v == 0 || v > MAX_SIZE {

@@ -189,21 +189,10 @@ impl BertConfig {
         let max_position_embeddings = f.usize("max_position_embeddings", None)?;
         let type_vocab_size = f.usize("type_vocab_size", Some(2))?;
         let layer_norm_eps = f.f64("layer_norm_eps", 1e-12)?;
-        let hidden_act_name = f.opt_str("hidden_act")?.unwrap_or("gelu").to_string();
         let position_embedding_type = f.opt_str("position_embedding_type")?;
         let dtype = f.dtype()?;
         let pad_token_id = f.opt_usize("pad_token_id")?;
-        let hidden_act = match hidden_act_name.as_str() {
-            "gelu" => Activation::GeluErf,
-            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
-            "relu" => Activation::Relu,
-            other => {
-                return Err(f.err(
-                    "hidden_act",
-                    format!("unsupported activation `{other}` (supported: gelu, gelu_new, gelu_pytorch_tanh, relu)"),
-                ))
-            }
-        };
+        let hidden_act = hidden_act(f, "gelu")?;
         if let Some(p) = position_embedding_type {
             if p != "absolute" {
                 return Err(InferError::Unsupported(format!(
@@ -221,15 +210,12 @@ impl BertConfig {
             ("max_position_embeddings", max_position_embeddings),
             ("type_vocab_size", type_vocab_size),
         ])?;
-        if hidden_size % num_attention_heads != 0 {
-            return Err(f.err(
-                "num_attention_heads",
-                format!(
-                    "hidden_size {} is not a multiple of num_attention_heads {}",
-                    hidden_size, num_attention_heads
-                ),
-            ));
-        }
+        f.check_multiple(
+            "hidden_size",
+            hidden_size,
+            "num_attention_heads",
+            num_attention_heads,
+        )?;
         if !(layer_norm_eps.is_finite() && layer_norm_eps >= 0.0) {
             return Err(f.err("layer_norm_eps", "must be finite and >= 0"));
         }
@@ -273,4 +259,20 @@ impl BertConfig {
             self.max_position_embeddings
         }
     }
+}
+
+/// `hidden_act` of a BERT-layout encoder (BERT, RoBERTa, ALBERT), `default` when absent:
+/// transformers' `ACT2FN` names for the erf GELU, the tanh approximations and ReLU.
+pub(crate) fn hidden_act(f: &ConfigFields, default: &str) -> Result<Activation> {
+    Ok(match f.opt_str("hidden_act")?.unwrap_or(default) {
+        "gelu" => Activation::GeluErf,
+        "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
+        "relu" => Activation::Relu,
+        other => {
+            return Err(f.err(
+                "hidden_act",
+                format!("unsupported activation `{other}` (supported: gelu, gelu_new, gelu_pytorch_tanh, relu)"),
+            ))
+        }
+    })
 }

@@ -29,10 +29,7 @@
 
 use super::block::{Block, DecoderModel, Residual, Rope};
 use super::build::{assemble, Builder, Described, Parts, Sizes};
-use super::{
-    attention_dims, attention_kind, common_sizes, sliding_note, token_ids, CommonSizes,
-    DecoderFamily,
-};
+use super::{attention_dims, attention_kind, common_sizes, sliding_note, DecoderFamily};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
@@ -99,18 +96,10 @@ impl GemmaConfig {
                 ))
             }
         };
-        let CommonSizes {
-            hidden,
-            heads,
-            layers,
-            intermediate,
-            vocab,
-            kv_heads,
-            max_positions,
-        } = common_sizes(f, 8192)?;
+        let sizes = common_sizes(f, 8192)?;
         let head_dim = f.usize("head_dim", Some(256))?;
         f.check_sizes(&[("head_dim", head_dim)])?;
-        attention_dims(f, heads, kv_heads, head_dim)?;
+        attention_dims(f, sizes.heads, sizes.kv_heads, head_dim)?;
         if !head_dim.is_multiple_of(2) {
             return Err(f.err(
                 "head_dim",
@@ -166,19 +155,16 @@ impl GemmaConfig {
                 qpas.powf(-0.5) as f32,
                 softcap("attn_logit_softcapping", 50.0)?,
                 softcap("final_logit_softcapping", 30.0)?,
-                layer_windows(f, layers)?,
+                layer_windows(f, sizes.layers)?,
             )
         } else {
             (
                 (head_dim as f64).powf(-0.5) as f32,
                 None,
                 None,
-                vec![None; layers],
+                vec![None; sizes.layers],
             )
         };
-        for field in ["eos_token_id", "bos_token_id"] {
-            f.check_token_ids(field, vocab)?;
-        }
         Ok(GemmaConfig {
             v2,
             windows,
@@ -188,20 +174,7 @@ impl GemmaConfig {
             scale,
             attn_softcap,
             final_softcap,
-            sizes: Sizes {
-                vocab,
-                hidden,
-                layers,
-                heads,
-                kv_heads,
-                head_dim,
-                intermediate,
-                context: max_positions,
-                tied: f.bool("tie_word_embeddings", true)?,
-                eos: token_ids(f, "eos_token_id", true)?,
-                bos: token_ids(f, "bos_token_id", true)?.first().copied(),
-                dtype: f.dtype()?,
-            },
+            sizes: sizes.decoder_sizes(f, head_dim, sizes.max_positions, true, true)?,
         })
     }
 }

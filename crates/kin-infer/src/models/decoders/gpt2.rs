@@ -21,7 +21,7 @@
 
 use super::block::{Block, DecoderModel, Residual, Rope};
 use super::build::{assemble, Builder, Described, Parts, Sizes};
-use super::{token_ids, DecoderFamily};
+use super::{special_ids, DecoderFamily};
 use crate::backend::StoredRows;
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
@@ -97,12 +97,7 @@ impl Gpt2Config {
             Some(1024),
         )?;
         let inner = f.dim(&["n_inner"], Some(4 * hidden))?;
-        if hidden % heads != 0 {
-            return Err(f.err(
-                "n_head",
-                format!("n_embd {hidden} is not a multiple of n_head {heads}"),
-            ));
-        }
+        f.check_multiple("n_embd", hidden, "n_head", heads)?;
         let act = match f.str("activation_function", Some("gelu_new"))?.as_str() {
             "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => FfnAct::GeluTanh,
             "gelu" => FfnAct::GeluErf,
@@ -123,11 +118,7 @@ impl Gpt2Config {
                     .into(),
             ));
         }
-        for field in ["eos_token_id", "bos_token_id"] {
-            f.check_token_ids(field, vocab)?;
-        }
-        let eos = token_ids(f, "eos_token_id", false)?;
-        let bos = token_ids(f, "bos_token_id", false)?.first().copied();
+        let (eos, bos) = special_ids(f, vocab, false)?;
         Ok(Gpt2Config {
             eps: f.eps("layer_norm_epsilon", 1e-5)?,
             act,

@@ -32,8 +32,8 @@
 use super::block::{Block, DecoderModel, Residual, Rope};
 use super::build::{assemble, Builder, Described, Parts, Sizes};
 use super::{
-    attention_dims, attention_kind, common_sizes, scaled_context, sliding_note, token_ids,
-    CommonSizes, DecoderFamily, MAX_ROPE_FACTOR,
+    attention_dims, attention_kind, common_sizes, scaled_context, sliding_note, DecoderFamily,
+    MAX_ROPE_FACTOR,
 };
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
@@ -121,16 +121,7 @@ impl LlamaConfig {
             Some(d) => d,
             None => sizes.even_head_dim(f)?,
         };
-        let CommonSizes {
-            hidden,
-            heads,
-            layers,
-            intermediate,
-            vocab,
-            kv_heads,
-            max_positions,
-        } = sizes;
-        attention_dims(f, heads, kv_heads, head_dim)?;
+        attention_dims(f, sizes.heads, sizes.kv_heads, head_dim)?;
         if !head_dim.is_multiple_of(2) {
             return Err(f.err(
                 "head_dim",
@@ -147,7 +138,7 @@ impl LlamaConfig {
                 }
             }
         }
-        let windows = layer_windows(f, family, layers)?;
+        let windows = layer_windows(f, family, sizes.layers)?;
         let act = f.str("hidden_act", Some("silu"))?;
         if act != "silu" {
             return Err(f.err(
@@ -155,40 +146,22 @@ impl LlamaConfig {
                 format!("`{act}` is not supported (supported: silu)"),
             ));
         }
-        let (rope_theta, rope_scaling) = rope(f, max_positions, head_dim)?;
+        let (rope_theta, rope_scaling) = rope(f, sizes.max_positions, head_dim)?;
         let context = match rope_scaling {
             RopeScaling::Dynamic { factor } => {
-                scaled_context(f, "rope_scaling.factor", max_positions, factor)?
+                scaled_context(f, "rope_scaling.factor", sizes.max_positions, factor)?
             }
-            _ => max_positions,
+            _ => sizes.max_positions,
         };
-        for field in ["eos_token_id", "bos_token_id"] {
-            f.check_token_ids(field, vocab)?;
-        }
-        let eos = token_ids(f, "eos_token_id", false)?;
-        let bos = token_ids(f, "bos_token_id", false)?.first().copied();
         Ok(LlamaConfig {
             family,
             qkv_bias: family == Family::Qwen2,
             windows,
-            max_positions,
+            max_positions: sizes.max_positions,
             eps: f.eps("rms_norm_eps", 1e-6)?,
             rope_theta,
             rope_scaling,
-            sizes: Sizes {
-                vocab,
-                hidden,
-                layers,
-                heads,
-                kv_heads,
-                head_dim,
-                intermediate,
-                context,
-                tied: f.bool("tie_word_embeddings", false)?,
-                eos,
-                bos,
-                dtype: f.dtype()?,
-            },
+            sizes: sizes.decoder_sizes(f, head_dim, context, false, false)?,
         })
     }
 }

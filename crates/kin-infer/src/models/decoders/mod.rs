@@ -26,6 +26,7 @@ use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
 use crate::io::safetensors::WeightStore;
 use block::DecoderModel;
+use build::Sizes;
 use serde_json::Value;
 use std::path::Path;
 
@@ -321,12 +322,12 @@ pub(crate) fn common_sizes(f: &ConfigFields, default_positions: usize) -> Result
         ("num_key_value_heads", kv_heads),
         ("max_position_embeddings", max_positions),
     ])?;
-    if heads % kv_heads != 0 {
-        return Err(f.err(
-            "num_key_value_heads",
-            format!("num_attention_heads {heads} is not a multiple of {kv_heads}"),
-        ));
-    }
+    f.check_multiple(
+        "num_attention_heads",
+        heads,
+        "num_key_value_heads",
+        kv_heads,
+    )?;
     Ok(CommonSizes {
         hidden,
         heads,
@@ -342,14 +343,54 @@ impl CommonSizes {
     /// `hidden_size / num_attention_heads`, an error naming the heads where it does not divide.
     pub(crate) fn even_head_dim(&self, f: &ConfigFields) -> Result<usize> {
         let (hidden, heads) = (self.hidden, self.heads);
-        if hidden % heads != 0 {
-            return Err(f.err(
-                "num_attention_heads",
-                format!("hidden_size {hidden} is not a multiple of num_attention_heads {heads}"),
-            ));
-        }
+        f.check_multiple("hidden_size", hidden, "num_attention_heads", heads)?;
         Ok(hidden / heads)
     }
+
+    /// The decoder's [`Sizes`]: these, its `head_dim` and `context`, and the fields every
+    /// family spells alike ([`special_ids`], `tie_word_embeddings` defaulting to `tied`, the
+    /// dtype).
+    pub(crate) fn decoder_sizes(
+        &self,
+        f: &ConfigFields,
+        head_dim: usize,
+        context: usize,
+        tied: bool,
+        null_is_absent: bool,
+    ) -> Result<Sizes> {
+        let (eos, bos) = special_ids(f, self.vocab, null_is_absent)?;
+        Ok(Sizes {
+            vocab: self.vocab,
+            hidden: self.hidden,
+            layers: self.layers,
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            head_dim,
+            intermediate: self.intermediate,
+            context,
+            tied: f.bool("tie_word_embeddings", tied)?,
+            eos,
+            bos,
+            dtype: f.dtype()?,
+        })
+    }
+}
+
+/// `eos_token_id` (the ids that end a generation) and `bos_token_id` (the first of its ids
+/// starts one), each checked below `vocab`; see [`token_ids`] for `null_is_absent`.
+pub(crate) fn special_ids(
+    f: &ConfigFields,
+    vocab: usize,
+    null_is_absent: bool,
+) -> Result<(Vec<u32>, Option<u32>)> {
+    for field in ["eos_token_id", "bos_token_id"] {
+        f.check_token_ids(field, vocab)?;
+    }
+    let eos = token_ids(f, "eos_token_id", null_is_absent)?;
+    let bos = token_ids(f, "bos_token_id", null_is_absent)?
+        .first()
+        .copied();
+    Ok((eos, bos))
 }
 
 /// The largest `head_dim` accepted (real models use 64..256; 2^40 once made `describe`

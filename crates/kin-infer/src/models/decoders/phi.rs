@@ -38,7 +38,7 @@
 
 use super::block::{Block, DecoderModel, Residual, Rope};
 use super::build::{assemble, Builder, Described, Parts, Sizes};
-use super::{attention_dims, attention_kind, common_sizes, token_ids, CommonSizes, DecoderFamily};
+use super::{attention_dims, attention_kind, common_sizes, DecoderFamily};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
@@ -154,16 +154,7 @@ impl PhiConfig {
         let sizes = common_sizes(f, 2048)?;
         let even = sizes.even_head_dim(f)?;
         let head_dim = f.opt_usize("head_dim")?.unwrap_or(even);
-        let CommonSizes {
-            hidden,
-            heads,
-            layers,
-            intermediate,
-            vocab,
-            kv_heads,
-            max_positions,
-        } = sizes;
-        attention_dims(f, heads, kv_heads, head_dim)?;
+        attention_dims(f, sizes.heads, sizes.kv_heads, head_dim)?;
         let rp = object(f, "rope_parameters")?;
         let scaling = object(f, "rope_scaling")?;
         // The scaling parameters: transformers 5.x's rope_parameters, else the Hub's rope_scaling.
@@ -225,7 +216,7 @@ impl PhiConfig {
                         },
                     }
                 };
-                let factor = num("factor")?.unwrap_or(max_positions as f64 / om as f64);
+                let factor = num("factor")?.unwrap_or(sizes.max_positions as f64 / om as f64);
                 let attention_factor = match num("attention_factor")? {
                     Some(a) => a,
                     None if factor <= 1.0 => 1.0,
@@ -285,32 +276,16 @@ impl PhiConfig {
                 (FfnAct::Silu, window, f.eps("rms_norm_eps", 1e-5)?)
             }
         };
-        for field in ["eos_token_id", "bos_token_id"] {
-            f.check_token_ids(field, vocab)?;
-        }
         Ok(PhiConfig {
             family,
             rotary_dim,
-            max_positions,
+            max_positions: sizes.max_positions,
             eps,
             rope_theta,
             longrope,
             window,
             act,
-            sizes: Sizes {
-                vocab,
-                hidden,
-                layers,
-                heads,
-                kv_heads,
-                head_dim,
-                intermediate,
-                context: max_positions,
-                tied: f.bool("tie_word_embeddings", false)?,
-                eos: token_ids(f, "eos_token_id", false)?,
-                bos: token_ids(f, "bos_token_id", false)?.first().copied(),
-                dtype: f.dtype()?,
-            },
+            sizes: sizes.decoder_sizes(f, head_dim, sizes.max_positions, false, false)?,
         })
     }
 }

@@ -81,17 +81,7 @@ impl AlbertConfig {
         let max_position_embeddings = f.dim(&["max_position_embeddings"], Some(512))?;
         let type_vocab_size = f.dim(&["type_vocab_size"], Some(2))?;
         let layer_norm_eps = f.eps("layer_norm_eps", 1e-12)?;
-        let hidden_act = match f.opt_str("hidden_act")?.unwrap_or("gelu_new") {
-            "gelu" => Activation::GeluErf,
-            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
-            "relu" => Activation::Relu,
-            other => {
-                return Err(f.err(
-                    "hidden_act",
-                    format!("unsupported activation `{other}` (supported: gelu, gelu_new, gelu_pytorch_tanh, relu)"),
-                ))
-            }
-        };
+        let hidden_act = crate::io::config::hidden_act(&f, "gelu_new")?;
         if let Some(p) = f.opt_str("position_embedding_type")? {
             if p != "absolute" {
                 return Err(f.err(
@@ -100,12 +90,12 @@ impl AlbertConfig {
                 ));
             }
         }
-        if hidden_size % num_attention_heads != 0 {
-            return Err(f.err(
-                "num_attention_heads",
-                format!("hidden_size {hidden_size} is not a multiple of num_attention_heads {num_attention_heads}"),
-            ));
-        }
+        f.check_multiple(
+            "hidden_size",
+            hidden_size,
+            "num_attention_heads",
+            num_attention_heads,
+        )?;
         if num_hidden_groups > num_hidden_layers {
             return Err(f.err(
                 "num_hidden_groups",

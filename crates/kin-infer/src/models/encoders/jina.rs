@@ -94,12 +94,7 @@ impl JinaConfig {
             ("type_vocab_size", type_vocab),
             ("max_position_embeddings", max_pos),
         ])?;
-        if hidden % heads != 0 {
-            return Err(f.err(
-                "num_attention_heads",
-                format!("hidden_size {hidden} is not a multiple of num_attention_heads {heads}"),
-            ));
-        }
+        f.check_multiple("hidden_size", hidden, "num_attention_heads", heads)?;
         // The published remote code's default is "original" (a plain BERT MLP); every released
         // v2 checkpoint sets a GLU variant.
         let act = match f.str("feed_forward_type", Some("original"))?.as_str() {

@@ -156,12 +156,7 @@ impl NomicConfig {
             ("vocab_size", vocab),
             ("type_vocab_size", type_vocab),
         ])?;
-        if hidden % heads != 0 {
-            return Err(f.err(
-                "n_head",
-                format!("n_embd {hidden} is not a multiple of n_head {heads}"),
-            ));
-        }
+        f.check_multiple("n_embd", hidden, "n_head", heads)?;
         let head_dim = hidden / heads;
         let fraction = f.f64("rotary_emb_fraction", 0.0)?;
         if !(fraction > 0.0 && fraction <= 1.0) {

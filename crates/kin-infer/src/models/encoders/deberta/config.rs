@@ -115,12 +115,12 @@ impl DebertaConfig {
                 format!("value {type_vocab_size} is out of range"),
             ));
         }
-        if hidden_size % num_attention_heads != 0 {
-            return Err(f.err(
-                "num_attention_heads",
-                format!("hidden_size {hidden_size} is not a multiple of num_attention_heads {num_attention_heads}"),
-            ));
-        }
+        f.check_multiple(
+            "hidden_size",
+            hidden_size,
+            "num_attention_heads",
+            num_attention_heads,
+        )?;
         if let Some(x) = f.get("attention_head_size") {
             if x.as_u64() != Some((hidden_size / num_attention_heads) as u64) {
                 return Err(f.err(
@@ -247,12 +247,7 @@ impl DebertaConfig {
                 )
             })?;
             let groups = f.size("conv_groups", Some(1))?;
-            if hidden_size % groups != 0 {
-                return Err(f.err(
-                    "conv_groups",
-                    format!("hidden_size {hidden_size} is not a multiple of conv_groups {groups}"),
-                ));
-            }
+            f.check_multiple("hidden_size", hidden_size, "conv_groups", groups)?;
             Some(ConvConfig {
                 kernel: conv_kernel as usize,
                 act,
