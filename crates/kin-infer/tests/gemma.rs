@@ -13,12 +13,11 @@
 mod support;
 
 use support::decoder::{
-    bits, context_up_to_40, family_suite, full_logits, load, model_type_is_name_prefix,
-    threads_prompt, window_splits, Edited,
+    assert_config_errors_name_fields, bits, context_up_to_40, family_suite, full_logits, load,
+    load_edited_err, model_type_is_name_prefix, threads_prompt, window_splits, Edit, Edited,
 };
 
 use kin_infer::gpu::create_compute;
-use kin_infer::models::decoders::load_decoder;
 use kin_infer::InferError;
 use serde_json::Value;
 
@@ -141,15 +140,8 @@ fn absent_softcaps_take_transformers_defaults() {
     assert!(!off_attn.contains("softcap"), "{off_attn}");
 }
 
-fn config_error(name: &str, tag: &str, edit: impl FnOnce(&mut Value)) -> InferError {
-    let dir = Edited::new("gemma", name, tag, edit);
-    let be = create_compute(None).unwrap();
-    load_decoder(&dir.0, be.as_ref()).err().expect("must fail")
-}
-
 #[test]
 fn bad_config_fields_are_clear_errors() {
-    type Edit = Box<dyn FnOnce(&mut Value)>;
     let cases: Vec<(&str, &str, Edit, &str)> = vec![
         (
             "gemma2_sw",
@@ -215,17 +207,12 @@ fn bad_config_fields_are_clear_errors() {
             "num_key_value_heads",
         ),
     ];
-    for (name, tag, edit, field) in cases {
-        let e = config_error(name, tag, edit);
-        assert!(
-            matches!(&e, InferError::Config { field: f, .. } if f == field),
-            "{name}/{tag}: {e}"
-        );
-        assert!(e.to_string().contains(field), "{e}");
-    }
-    let e = config_error("gemma_tied", "bias", |c| c["attention_bias"] = true.into());
+    assert_config_errors_name_fields("gemma", cases);
+    let e = load_edited_err("gemma", "gemma_tied", "bias", |c| {
+        c["attention_bias"] = true.into()
+    });
     assert!(matches!(e, InferError::Unsupported(_)), "{e}");
-    let e = config_error("gemma2_sw", "rope", |c| {
+    let e = load_edited_err("gemma", "gemma2_sw", "rope", |c| {
         c["rope_parameters"]["rope_type"] = "yarn".into()
     });
     assert!(matches!(e, InferError::Unsupported(_)), "{e}");
@@ -234,6 +221,8 @@ fn bad_config_fields_are_clear_errors() {
 #[test]
 fn missing_sandwich_norm_names_the_tensor() {
     // A gemma2 config over Gemma weights (no pre/post feed-forward norms).
-    let e = config_error("gemma_tied", "v2", |c| c["model_type"] = "gemma2".into());
+    let e = load_edited_err("gemma", "gemma_tied", "v2", |c| {
+        c["model_type"] = "gemma2".into()
+    });
     assert!(e.to_string().contains("pre_feedforward_layernorm"), "{e}");
 }

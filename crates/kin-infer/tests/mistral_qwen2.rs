@@ -13,13 +13,12 @@
 mod support;
 
 use support::decoder::{
-    bits, context_up_to_40, family_suite, full_logits, load, load_edited_err,
-    model_type_is_name_prefix, threads_prompt, window_splits, Edited,
+    assert_config_errors_name_fields, bits, context_up_to_40, family_suite, full_logits, load,
+    load_edited_err, model_type_is_name_prefix, threads_prompt, window_splits, Edit, Edited,
 };
 
 use kin_infer::gpu::create_compute;
 use kin_infer::models::decoders::load_decoder;
-use kin_infer::InferError;
 use serde_json::Value;
 
 const FIXTURES: [&str; 4] = ["mistral_sw", "mistral_hd", "qwen2_bias", "qwen2_sw"];
@@ -102,15 +101,8 @@ fn qwen2_hub_spelling_derives_layer_types_from_max_window_layers() {
     assert!(!m.spec().attention.contains("sliding"));
 }
 
-fn config_error(name: &str, tag: &str, edit: impl FnOnce(&mut Value)) -> InferError {
-    let dir = Edited::new("mq", name, tag, edit);
-    let be = create_compute(None).unwrap();
-    load_decoder(&dir.0, be.as_ref()).err().expect("must fail")
-}
-
 #[test]
 fn bad_sliding_window_fields_are_clear_errors() {
-    type Edit = Box<dyn FnOnce(&mut Value)>;
     let cases: Vec<(&str, &str, Edit, &str)> = vec![
         (
             "mistral_sw",
@@ -155,14 +147,7 @@ fn bad_sliding_window_fields_are_clear_errors() {
             "max_window_layers",
         ),
     ];
-    for (name, tag, edit, field) in cases {
-        let e = config_error(name, tag, edit);
-        assert!(
-            matches!(&e, InferError::Config { field: f, .. } if f == field),
-            "{name}/{tag}: {e}"
-        );
-        assert!(e.to_string().contains(field), "{e}");
-    }
+    assert_config_errors_name_fields("mq", cases);
 }
 
 #[test]

@@ -133,6 +133,22 @@ pub fn load_edited_err(
         .expect("must fail")
 }
 
+/// A config edit for [`assert_config_errors_name_fields`].
+pub type Edit = Box<dyn FnOnce(&mut Value)>;
+
+/// Each case `(fixture, tag, edit, field)`: the fixture with its config edited fails to load
+/// with a config error that names `field`.
+pub fn assert_config_errors_name_fields(prefix: &str, cases: Vec<(&str, &str, Edit, &str)>) {
+    for (name, tag, edit, field) in cases {
+        let e = load_edited_err(prefix, name, tag, edit);
+        assert!(
+            matches!(&e, InferError::Config { field: f, .. } if f == field),
+            "{name}/{tag}: {e}"
+        );
+        assert!(e.to_string().contains(field), "{e}");
+    }
+}
+
 /// A copy of fixture `name` in a temporary directory `kin-{prefix}-{name}-{tag}-{pid}` with
 /// its config edited by `edit`; removed on drop.
 pub struct Edited(pub PathBuf);
