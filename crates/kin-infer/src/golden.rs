@@ -70,19 +70,33 @@ impl Comparer<'_> {
     }
 }
 
+impl CheckReport {
+    /// Nothing compared yet, for `golden`'s cases and tolerance.
+    fn empty(golden: &GoldenFile) -> Self {
+        CheckReport {
+            cases: golden.cases.len(),
+            compared: 0,
+            max_diff: 0.0,
+            tol: golden.tol,
+            mismatches: Vec::new(),
+        }
+    }
+}
+
+impl GoldenFile {
+    /// An error in case `case` of this file (exit 2).
+    fn case_error(&self, case: &str, reason: String) -> InferError {
+        InferError::Golden {
+            path: self.path.clone(),
+            reason: format!("case {case}: {reason}"),
+        }
+    }
+}
+
 /// Replays every case; errors (exit 2) for inputs the model rejects or shape disagreements.
 pub fn check(embedder: &Embedder, golden: &GoldenFile) -> Result<CheckReport> {
-    let mut report = CheckReport {
-        cases: golden.cases.len(),
-        compared: 0,
-        max_diff: 0.0,
-        tol: golden.tol,
-        mismatches: Vec::new(),
-    };
-    let gerr = |case: &str, reason: String| InferError::Golden {
-        path: golden.path.clone(),
-        reason: format!("case {case}: {reason}"),
-    };
+    let mut report = CheckReport::empty(golden);
+    let gerr = |case: &str, reason: String| golden.case_error(case, reason);
     let hidden_size = embedder.config().hidden_size;
     for case in &golden.cases {
         let before = report.compared;
@@ -157,17 +171,8 @@ pub fn check_decoder(
     be: &dyn GpuCompute,
     golden: &GoldenFile,
 ) -> Result<CheckReport> {
-    let mut report = CheckReport {
-        cases: golden.cases.len(),
-        compared: 0,
-        max_diff: 0.0,
-        tol: golden.tol,
-        mismatches: Vec::new(),
-    };
-    let gerr = |case: &str, reason: String| InferError::Golden {
-        path: golden.path.clone(),
-        reason: format!("case {case}: {reason}"),
-    };
+    let mut report = CheckReport::empty(golden);
+    let gerr = |case: &str, reason: String| golden.case_error(case, reason);
     let vocab = model.spec().vocab_size;
     for case in &golden.cases {
         let before = report.compared;
