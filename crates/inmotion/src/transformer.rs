@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::meta::{n_tokens, Family, Meta, TransformerHparams};
 use crate::nn::{linear, load_host, load_linear, load_matrix, load_norm, BatchNorm};
 use crate::weights::Store;
-use kin_infer_core::backend::{Act, AttnShape, Backend, SeqSpan, Tensor};
+use kin_infer_core::backend::{Act, AttnShape, Backend, MatmulShape, SeqSpan, Tensor};
 use kin_infer_core::nn::block::{Block, BlockBuffers, Mlp, Residual};
 use kin_infer_core::nn::ffn::FfnAct;
 use kin_infer_core::nn::{LayerNorm, Linear, Norm};
@@ -281,14 +281,17 @@ impl Transformer {
             Pool::Attention(score) => {
                 score.forward(be, s.block.x.view(), n, s.scores.at_mut(..));
                 be.softmax(s.scores.at_mut(..), n);
+                let shape = MatmulShape {
+                    m: 1,
+                    k: n,
+                    n: d,
+                    lda: n,
+                    ldb: d,
+                };
                 be.matmul(
                     s.scores.view(),
-                    n,
-                    1,
-                    n,
                     s.block.x.view(),
-                    d,
-                    d,
+                    shape,
                     s.pooled.at_mut(..),
                 );
             }

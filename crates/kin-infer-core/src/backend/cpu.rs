@@ -7,8 +7,8 @@ use super::conv;
 use super::cpu_views::{cpu_groups, host, host_mut};
 use super::deberta;
 use super::{
-    by_format, Act, AttnBias, AttnShape, DeviceMatrix, GpuCompute, Inner, KvView, Positions,
-    SeqSpan, Storage, Tensor, View, ViewMut,
+    by_format, Act, AttnBias, AttnShape, DeviceMatrix, GpuCompute, Inner, KvView, MatmulShape,
+    Positions, SeqSpan, Storage, Tensor, View, ViewMut,
 };
 use crate::error::Result;
 use crate::io::safetensors::TensorData;
@@ -236,17 +236,8 @@ impl GpuCompute for CpuCompute {
         }
     }
 
-    fn matmul(
-        &self,
-        a: View,
-        lda: usize,
-        m: usize,
-        k: usize,
-        b: View,
-        ldb: usize,
-        n: usize,
-        out: ViewMut,
-    ) {
+    fn matmul(&self, a: View, b: View, s: MatmulShape, out: ViewMut) {
+        let MatmulShape { m, k, n, lda, ldb } = s;
         self.k
             .matmul_unpacked(host(&a), lda, m, k, host(&b), ldb, n, host_mut(out), n);
     }

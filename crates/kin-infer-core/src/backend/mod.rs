@@ -330,6 +330,17 @@ pub(crate) fn by_format(
     Ok(DeviceMatrix::concat(groups))
 }
 
+/// The shape of [`GpuCompute::matmul`]'s operands: `a` is `m` rows of `k` (row stride `lda`),
+/// `b` is `k` rows of `n` (row stride `ldb`).
+#[derive(Clone, Copy, Debug)]
+pub struct MatmulShape {
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub lda: usize,
+    pub ldb: usize,
+}
+
 /// Operations a transformer forward pass needs, on backend-owned [`Tensor`]s laid out
 /// row-major, one row per token of a packed batch (no padding rows). Every op computes each
 /// row alone (batch invariance) and in one fixed order (bit-reproducibility).
@@ -392,22 +403,10 @@ pub trait GpuCompute: Send + Sync {
     /// `out[r] = x[r] · wᵀ + bias` for `rows` rows (`x` holds `rows · w.k()`, `out`
     /// `rows · w.n()`).
     fn linear(&self, x: View, rows: usize, w: &DeviceMatrix, bias: Option<&Tensor>, out: ViewMut);
-    /// `out = a · b` for two activations, neither packed: `a` is `m` rows of `k` (row stride
-    /// `lda`), `b` is `k` rows of `n` (stride `ldb`), `out` is `m × n` (stride `n`). Each
-    /// element accumulates k in order, as [`GpuCompute::linear`] does, so the product has the
-    /// bits of packing `b` as a weight.
-    #[allow(clippy::too_many_arguments)]
-    fn matmul(
-        &self,
-        a: View,
-        lda: usize,
-        m: usize,
-        k: usize,
-        b: View,
-        ldb: usize,
-        n: usize,
-        out: ViewMut,
-    );
+    /// `out = a · b` for two activations, neither packed, shaped by `s` ([`MatmulShape`]);
+    /// `out` is `m × n` (stride `n`). Each element accumulates k in order, as
+    /// [`GpuCompute::linear`] does, so the product has the bits of packing `b` as a weight.
+    fn matmul(&self, a: View, b: View, s: MatmulShape, out: ViewMut);
     /// LayerNorm of every row (width `w.len()`), in place.
     fn layer_norm(&self, x: ViewMut, w: &Tensor, b: &Tensor, eps: f32);
     /// RMSNorm of every row of `x` into `out`: `w · (x · 1/sqrt(mean(x²) + eps))`, as

@@ -3,7 +3,9 @@
 //! random data, within a relative 2e-5, and two device runs bit-identical.
 #![allow(dead_code)]
 
-use kin_infer_core::backend::{Act, CpuCompute, GpuCompute, Positions, SeqSpan, Tensor};
+use kin_infer_core::backend::{
+    Act, CpuCompute, GpuCompute, MatmulShape, Positions, SeqSpan, Tensor,
+};
 use kin_infer_core::kernels::ggml::GgmlType;
 use kin_infer_core::kernels::ggml::{can_quantize, quantize};
 use kin_infer_core::kernels::{StoredRows, WeightFormat};
@@ -70,7 +72,14 @@ pub fn linear_and_matmul(g: &dyn GpuCompute) {
         let a = be.upload(rand(m * 13, 5));
         let b = be.upload(rand(k * 10, 6));
         let mut out = be.zeros(m * n + 3);
-        be.matmul(a.at(1..), 13, m, k, b.at(..), 10, n, out.at_mut(3..));
+        let shape = MatmulShape {
+            m,
+            k,
+            n,
+            lda: 13,
+            ldb: 10,
+        };
+        be.matmul(a.at(1..), b.at(..), shape, out.at_mut(3..));
         read(be, &out)
     });
     // Every type with a reference quantizer (Q2_K and Q3_K have none).

@@ -6,8 +6,8 @@ use super::ops_seq as seq;
 use super::params::*;
 use super::{at, at_mut, groups, u, whole, words, Device, DeviceMatrixPart, GpuBackend};
 use crate::backend::{
-    Act, AttnBias, AttnShape, DeviceMatrix, DisentangledTerms, GpuCompute, KvView, Positions,
-    SeqSpan, Tensor, View, ViewMut,
+    Act, AttnBias, AttnShape, DeviceMatrix, DisentangledTerms, GpuCompute, KvView, MatmulShape,
+    Positions, SeqSpan, Tensor, View, ViewMut,
 };
 use crate::error::Result;
 use crate::kernels::{StoredRows, Tier};
@@ -214,31 +214,21 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         }
     }
 
-    fn matmul(
-        &self,
-        a: View,
-        lda: usize,
-        m: usize,
-        k: usize,
-        b: View,
-        ldb: usize,
-        n: usize,
-        out: ViewMut,
-    ) {
+    fn matmul(&self, a: View, b: View, s: MatmulShape, out: ViewMut) {
         let (ab, ao) = at::<D>(&a);
         let (bb, bo) = at::<D>(&b);
         let (ob, oo) = at_mut::<D>(&out);
         let p = Matmul {
-            m: u(m),
-            k: u(k),
-            n: u(n),
-            lda: u(lda),
-            ldb: u(ldb),
+            m: u(s.m),
+            k: u(s.k),
+            n: u(s.n),
+            lda: u(s.lda),
+            ldb: u(s.ldb),
             ao,
             bo,
             oo,
         };
-        self.run(p, &[ab, bb, ob], m * n);
+        self.run(p, &[ab, bb, ob], s.m * s.n);
     }
 
     fn layer_norm(&self, x: ViewMut, w: &Tensor, b: &Tensor, eps: f32) {
