@@ -7,8 +7,8 @@ use super::conv;
 use super::cpu_views::{cpu_groups, host, host_mut};
 use super::deberta;
 use super::{
-    by_format, Act, AttnBias, AttnShape, DeviceMatrix, GpuCompute, Inner, KvView, MatmulShape,
-    Positions, SeqSpan, Storage, Tensor, View, ViewMut,
+    by_format, Act, AttnBias, AttnShape, CausalAttn, DeviceMatrix, GpuCompute, Inner, MatmulShape,
+    Positions, QkvRows, SeqSpan, Storage, Tensor, View, ViewMut,
 };
 use crate::error::Result;
 use crate::io::safetensors::TensorData;
@@ -399,24 +399,15 @@ impl GpuCompute for CpuCompute {
         );
     }
 
-    fn kv_append(
-        &self,
-        qkv: View,
-        q_dim: usize,
-        kv_dim: usize,
-        rows: usize,
-        start: usize,
-        keys: ViewMut,
-        values: ViewMut,
-    ) {
+    fn kv_append(&self, x: QkvRows, keys: ViewMut, values: ViewMut) {
         let (kc, vc) = (host_mut(keys), host_mut(values));
-        let qkv_dim = q_dim + 2 * kv_dim;
+        let (q_dim, kv_dim, stride) = (x.q_dim, x.kv_dim, x.stride());
         let capacity = kc.len() / kv_dim;
-        for (r, row) in host(&qkv)[..rows * qkv_dim]
-            .chunks_exact(qkv_dim)
+        for (r, row) in host(&x.qkv)[..x.rows * stride]
+            .chunks_exact(stride)
             .enumerate()
         {
-            let t = start + r;
+            let t = x.start + r;
             for (c, &v) in row[q_dim..q_dim + kv_dim].iter().enumerate() {
                 kc[c * capacity + t] = v;
             }
@@ -424,24 +415,15 @@ impl GpuCompute for CpuCompute {
         }
     }
 
-    fn causal_attention(
-        &self,
-        shape: &AttnShape,
-        q: View,
-        q_stride: usize,
-        rows: usize,
-        start: usize,
-        kv: KvView,
-        scores: ViewMut,
-        out: ViewMut,
-    ) {
+    fn causal_attention(&self, shape: &AttnShape, a: CausalAttn) {
+        let CausalAttn { x, kv, scores, out } = a;
         attention::causal(
             self.k,
             shape,
-            host(&q),
-            q_stride,
-            rows,
-            start,
+            host(&x.qkv),
+            x.stride(),
+            x.rows,
+            x.start,
             host(&kv.keys),
             host(&kv.values),
             kv.capacity,

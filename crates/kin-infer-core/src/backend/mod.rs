@@ -315,6 +315,33 @@ pub struct KvView<'a> {
     pub capacity: usize,
 }
 
+/// `rows` rows of a fused `[q | k | v]` buffer (q of `q_dim`, k and v of `kv_dim` each) at
+/// positions `start..start + rows`: one decoder step's chunk.
+#[derive(Clone, Copy)]
+pub struct QkvRows<'a> {
+    pub qkv: View<'a>,
+    pub q_dim: usize,
+    pub kv_dim: usize,
+    pub rows: usize,
+    pub start: usize,
+}
+
+impl QkvRows<'_> {
+    /// Floats from one row to the next.
+    pub fn stride(&self) -> usize {
+        self.q_dim + 2 * self.kv_dim
+    }
+}
+
+/// The arguments of [`GpuCompute::causal_attention`], by name.
+pub struct CausalAttn<'a> {
+    /// The chunk whose q rows attend.
+    pub x: QkvRows<'a>,
+    pub kv: KvView<'a>,
+    pub scores: ViewMut<'a>,
+    pub out: ViewMut<'a>,
+}
+
 /// [`GpuCompute::prepare_weights`] for a backend that prepares one format at a time:
 /// consecutive parts of one format are prepared together by `prepare`, and a change of format
 /// starts a new column group (a llama.cpp file may store a layer's q and k as Q4_K beside a
@@ -462,37 +489,14 @@ pub trait GpuCompute: Send + Sync {
         bias: Option<&AttnBias>,
         out: ViewMut,
     );
-    /// Appends the k and v of each of `rows` rows of a fused `[q | k | v]` buffer (q of
-    /// `q_dim`, k and v of `kv_dim`) to one layer's cache at positions `start..`.
-    #[allow(clippy::too_many_arguments)]
-    fn kv_append(
-        &self,
-        qkv: View,
-        q_dim: usize,
-        kv_dim: usize,
-        rows: usize,
-        start: usize,
-        keys: ViewMut,
-        values: ViewMut,
-    );
-    /// Causal attention of `rows` query rows (row stride `q_stride`, heads contiguous) at
-    /// positions `start..start + rows` over one layer's cache, already holding positions
-    /// `0..start + rows`; query head `h` reads kv head `h / (heads / kv_heads)` (GQA/MQA).
-    /// `out` gets `[rows, heads · head_dim]`; `scores` is scratch of at least
-    /// [`causal_scores_len`]. Every (query, head) runs the same code whatever `rows` is, so
-    /// decode equals prefill.
-    #[allow(clippy::too_many_arguments)]
-    fn causal_attention(
-        &self,
-        shape: &AttnShape,
-        q: View,
-        q_stride: usize,
-        rows: usize,
-        start: usize,
-        kv: KvView,
-        scores: ViewMut,
-        out: ViewMut,
-    );
+    /// Appends the k and v of each row of `x` to one layer's cache at positions `x.start..`.
+    fn kv_append(&self, x: QkvRows, keys: ViewMut, values: ViewMut);
+    /// Causal attention of the q of each row of `a.x` (heads contiguous) at its position over
+    /// one layer's cache `a.kv`, already holding positions `0..x.start + x.rows`; query head
+    /// `h` reads kv head `h / (heads / kv_heads)` (GQA/MQA). `a.out` gets
+    /// `[rows, heads · head_dim]`; `a.scores` is scratch of at least [`causal_scores_len`].
+    /// Every (query, head) runs the same code whatever `rows` is, so decode equals prefill.
+    fn causal_attention(&self, shape: &AttnShape, a: CausalAttn);
     /// Pools each sequence's rows of `x` (`hidden` wide) into a row of
     /// `pooling.output_dim(hidden)` of `out`.
     fn pool(&self, x: View, seqs: &[SeqSpan], hidden: usize, pooling: &Pooling, out: ViewMut);

@@ -254,7 +254,7 @@ pub fn gathers_rope_and_pooling(g: &dyn GpuCompute) {
 /// window, a softcap), a grouped convolution and DeBERTa's disentangled bias.
 pub fn attention_and_convolution(g: &dyn GpuCompute) {
     use kin_infer_core::backend::{
-        causal_scores_len, AttnBias, AttnShape, DisentangledTerms, KvView,
+        causal_scores_len, AttnBias, AttnShape, CausalAttn, DisentangledTerms, KvView, QkvRows,
     };
     let (heads, hd) = (2, 4);
     let hidden = heads * hd;
@@ -310,31 +310,26 @@ pub fn attention_and_convolution(g: &dyn GpuCompute) {
                 // A prompt of 17, then 3 single steps.
                 let stride = q_dim + 2 * kv_dim;
                 for (start, n) in [(0, 17), (17, 1), (18, 1), (19, 1)] {
-                    let x = qkv.at(start * stride..(start + n) * stride);
-                    be.kv_append(
-                        x,
+                    let x = QkvRows {
+                        qkv: qkv.at(start * stride..(start + n) * stride),
                         q_dim,
                         kv_dim,
-                        n,
+                        rows: n,
                         start,
-                        keys.at_mut(..),
-                        values.at_mut(..),
-                    );
+                    };
+                    be.kv_append(x, keys.at_mut(..), values.at_mut(..));
                     let kv = KvView {
                         keys: keys.view(),
                         values: values.view(),
                         capacity: cap,
                     };
-                    be.causal_attention(
-                        &shape,
+                    let attn = CausalAttn {
                         x,
-                        stride,
-                        n,
-                        start,
                         kv,
-                        scores.at_mut(..),
-                        out.at_mut(start * q_dim..(start + n) * q_dim),
-                    );
+                        scores: scores.at_mut(..),
+                        out: out.at_mut(start * q_dim..(start + n) * q_dim),
+                    };
+                    be.causal_attention(&shape, attn);
                 }
                 [read(be, &out), read(be, &keys), read(be, &values)].concat()
             },

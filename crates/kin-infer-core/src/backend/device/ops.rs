@@ -6,8 +6,8 @@ use super::ops_seq as seq;
 use super::params::*;
 use super::{at, at_mut, groups, u, whole, words, Device, DeviceMatrixPart, GpuBackend};
 use crate::backend::{
-    Act, AttnBias, AttnShape, DeviceMatrix, DisentangledTerms, GpuCompute, KvView, MatmulShape,
-    Positions, SeqSpan, Tensor, View, ViewMut,
+    Act, AttnBias, AttnShape, CausalAttn, DeviceMatrix, DisentangledTerms, GpuCompute, MatmulShape,
+    Positions, QkvRows, SeqSpan, Tensor, View, ViewMut,
 };
 use crate::error::Result;
 use crate::kernels::{StoredRows, Tier};
@@ -387,31 +387,12 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         seq::attention(self, qkv, seqs, heads, head_dim, scale, bias, out)
     }
 
-    fn kv_append(
-        &self,
-        qkv: View,
-        q_dim: usize,
-        kv_dim: usize,
-        rows: usize,
-        start: usize,
-        keys: ViewMut,
-        values: ViewMut,
-    ) {
-        seq::kv_append(self, qkv, q_dim, kv_dim, rows, start, keys, values)
+    fn kv_append(&self, x: QkvRows, keys: ViewMut, values: ViewMut) {
+        seq::kv_append(self, x, keys, values)
     }
 
-    fn causal_attention(
-        &self,
-        shape: &AttnShape,
-        q: View,
-        q_stride: usize,
-        rows: usize,
-        start: usize,
-        kv: KvView,
-        scores: ViewMut,
-        out: ViewMut,
-    ) {
-        seq::causal_attention(self, shape, q, q_stride, rows, start, kv, scores, out)
+    fn causal_attention(&self, shape: &AttnShape, a: CausalAttn) {
+        seq::causal_attention(self, shape, a)
     }
 
     fn pool(&self, x: View, seqs: &[SeqSpan], hidden: usize, pooling: &Pooling, out: ViewMut) {

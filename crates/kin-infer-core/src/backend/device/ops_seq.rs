@@ -5,8 +5,8 @@
 use super::params::*;
 use super::{at, at_mut, groups, u, whole, words, Device, GpuBackend};
 use crate::backend::{
-    attention::ATTN_CHUNK, deberta, AttnBias, AttnShape, DeviceMatrix, DisentangledTerms, KvView,
-    SeqSpan, Tensor, View, ViewMut,
+    attention::ATTN_CHUNK, deberta, AttnBias, AttnShape, CausalAttn, DeviceMatrix,
+    DisentangledTerms, QkvRows, SeqSpan, Tensor, View, ViewMut,
 };
 
 #[allow(clippy::too_many_arguments)] // the seam op's own arguments, and the backend
@@ -67,45 +67,27 @@ pub(super) fn attention<D: Device>(
 }
 
 #[allow(clippy::too_many_arguments)] // the seam op's own arguments, and the backend
-pub(super) fn kv_append<D: Device>(
-    be: &GpuBackend<D>,
-    qkv: View,
-    q_dim: usize,
-    kv_dim: usize,
-    rows: usize,
-    start: usize,
-    keys: ViewMut,
-    values: ViewMut,
-) {
-    let capacity = keys.len / kv_dim;
-    let (qb, qo) = at::<D>(&qkv);
+pub(super) fn kv_append<D: Device>(be: &GpuBackend<D>, x: QkvRows, keys: ViewMut, values: ViewMut) {
+    let capacity = keys.len / x.kv_dim;
+    let (qb, qo) = at::<D>(&x.qkv);
     let (kb, ko) = at_mut::<D>(&keys);
     let (vb, vo) = at_mut::<D>(&values);
     let p = KvAppend {
-        rows: u(rows),
-        q_dim: u(q_dim),
-        kv_dim: u(kv_dim),
-        start: u(start),
+        rows: u(x.rows),
+        q_dim: u(x.q_dim),
+        kv_dim: u(x.kv_dim),
+        start: u(x.start),
         capacity: u(capacity),
         qo,
         ko,
         vo,
     };
-    be.run(p, &[qb, kb, vb], rows * kv_dim);
+    be.run(p, &[qb, kb, vb], x.rows * x.kv_dim);
 }
 
-#[allow(clippy::too_many_arguments)] // the seam op's own arguments, and the backend
-pub(super) fn causal_attention<D: Device>(
-    be: &GpuBackend<D>,
-    shape: &AttnShape,
-    q: View,
-    q_stride: usize,
-    rows: usize,
-    start: usize,
-    kv: KvView,
-    scores: ViewMut,
-    out: ViewMut,
-) {
+pub(super) fn causal_attention<D: Device>(be: &GpuBackend<D>, shape: &AttnShape, a: CausalAttn) {
+    let CausalAttn { x, kv, scores, out } = a;
+    let (rows, start, q_stride) = (x.rows, x.start, x.stride());
     let AttnShape {
         heads,
         kv_heads,
@@ -115,7 +97,7 @@ pub(super) fn causal_attention<D: Device>(
         softcap,
     } = *shape;
     let cap = kv.capacity;
-    let (qb, qo) = at::<D>(&q);
+    let (qb, qo) = at::<D>(&x.qkv);
     let (kb, ko) = at::<D>(&kv.keys);
     let (vb, vo) = at::<D>(&kv.values);
     let (sb, so) = at_mut::<D>(&scores);

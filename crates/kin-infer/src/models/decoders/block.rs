@@ -11,7 +11,9 @@
 
 use super::cache::{Buffers, KvCache, Scratch, ScratchDims};
 use super::{BatchScratch, Decoder, DecoderSpec, LogitsRows};
-use crate::backend::{DeviceMatrix, GpuCompute, KvView, Positions, Tensor, ViewMut};
+use crate::backend::{
+    CausalAttn, DeviceMatrix, GpuCompute, KvView, Positions, QkvRows, Tensor, ViewMut,
+};
 use crate::error::{InferError, Result};
 pub(crate) use crate::nn::block::{Block, Mlp, Residual};
 use crate::nn::rope::{Rotary, RotaryChunk, SwitchedRotary};
@@ -247,30 +249,20 @@ impl Stack {
                 chunk,
             );
         }
-        be.kv_append(
-            qkv.as_view(),
+        let x = QkvRows {
+            qkv: qkv.as_view(),
             q_dim,
             kv_dim,
             rows,
             start,
-            kc.at_mut(..),
-            vc.at_mut(..),
-        );
+        };
+        be.kv_append(x, kc.at_mut(..), vc.at_mut(..));
         let kv = KvView {
             keys: kc.as_view(),
             values: vc.as_view(),
             capacity,
         };
-        be.causal_attention(
-            &b.attn,
-            qkv.as_view(),
-            qkv_dim,
-            rows,
-            start,
-            kv,
-            scores,
-            out,
-        );
+        be.causal_attention(&b.attn, CausalAttn { x, kv, scores, out });
     }
 
     /// Gathers the embeddings of `ids` into `s.block.x` (scaled where the family scales them).
