@@ -6,7 +6,7 @@
 //! (a review found the borrow; the interleaving that would panic is rare and this test does
 //! not force it, but it runs the path).
 
-use kin_infer::backend::{create_compute, SeqSpan};
+use kin_infer::backend::{create_compute, SeqAttn, SeqSpan};
 
 fn fill(seed: u64, len: usize) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -36,7 +36,13 @@ fn attention_bits_match_on_and_off_a_pool_with_forking_heads() {
     let scale = 1.0 / (hd as f32).sqrt();
     let run = |be: &dyn kin_infer::backend::Backend| {
         let mut out = be.zeros(start * hidden);
-        be.attention(qkv.view(), &seqs, heads, hd, scale, None, out.at_mut(..));
+        let shape = SeqAttn {
+            heads,
+            head_dim: hd,
+            scale,
+            bias: None,
+        };
+        be.attention(qkv.view(), &seqs, &shape, out.at_mut(..));
         let mut staging = Vec::new();
         be.read(out.view(), &mut staging).to_vec()
     };

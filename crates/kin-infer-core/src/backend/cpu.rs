@@ -8,7 +8,7 @@ use super::cpu_views::{cpu_groups, host, host_mut};
 use super::deberta;
 use super::{
     by_format, Act, AttnBias, AttnShape, CausalAttn, DeviceMatrix, GpuCompute, Inner, MatmulShape,
-    Positions, QkvRows, SeqSpan, Storage, Tensor, View, ViewMut,
+    Positions, QkvRows, RopeRows, SeqAttn, SeqSpan, Storage, Tensor, View, ViewMut,
 };
 use crate::error::Result;
 use crate::io::safetensors::TensorData;
@@ -345,37 +345,22 @@ impl GpuCompute for CpuCompute {
         }
     }
 
-    fn rope(
-        &self,
-        x: ViewMut,
-        rows: usize,
-        stride: usize,
-        width: usize,
-        head_dim: usize,
-        pos: Positions,
-        rotary: &RotaryChunk,
-    ) {
-        each_indexed(&mut host_mut(x)[..rows * stride], stride, |r, row| {
-            let p = match pos {
-                Positions::From(start) => start + r,
-                Positions::List(p) => p[r] as usize,
-            };
-            for head in row[..width].chunks_exact_mut(head_dim) {
-                rotary.apply(head, p);
+    fn rope(&self, x: ViewMut, at: RopeRows, pos: Positions, rotary: &RotaryChunk) {
+        let stride = at.stride;
+        each_indexed(&mut host_mut(x)[..at.rows * stride], stride, |r, row| {
+            for head in row[..at.width].chunks_exact_mut(at.head_dim) {
+                rotary.apply(head, pos.at(r));
             }
         });
     }
 
-    fn attention(
-        &self,
-        qkv: View,
-        seqs: &[SeqSpan],
-        heads: usize,
-        head_dim: usize,
-        scale: f32,
-        bias: Option<&AttnBias>,
-        out: ViewMut,
-    ) {
+    fn attention(&self, qkv: View, seqs: &[SeqSpan], shape: &SeqAttn, out: ViewMut) {
+        let SeqAttn {
+            heads,
+            head_dim,
+            scale,
+            bias,
+        } = *shape;
         let bias = bias.map(|b| match b {
             AttnBias::Relative { table, max_len } => attention::Bias::Relative {
                 table: whole(table),

@@ -284,6 +284,15 @@ pub enum AttnBias<'a> {
     Dense { bias: &'a Tensor },
 }
 
+/// Geometry and bias of bidirectional attention inside each sequence.
+#[derive(Clone, Copy)]
+pub struct SeqAttn<'a> {
+    pub heads: usize,
+    pub head_dim: usize,
+    pub scale: f32,
+    pub bias: Option<&'a AttnBias<'a>>,
+}
+
 /// Geometry of causal attention over a KV cache.
 #[derive(Clone, Copy, Debug)]
 pub struct AttnShape {
@@ -305,6 +314,26 @@ pub enum Positions<'a> {
     From(usize),
     /// Row `r` at `pos[r]` (a packed batch of sequences).
     List(&'a [u32]),
+}
+
+impl Positions<'_> {
+    /// The position of row `r`.
+    pub fn at(&self, r: usize) -> usize {
+        match self {
+            Positions::From(start) => start + r,
+            Positions::List(p) => p[r] as usize,
+        }
+    }
+}
+
+/// The features a rotary op rotates: in each of `rows` rows (row stride `stride`), the heads
+/// of `head_dim` within the first `width` features (q and k of a fused `[q | k | v]`).
+#[derive(Clone, Copy, Debug)]
+pub struct RopeRows {
+    pub rows: usize,
+    pub stride: usize,
+    pub width: usize,
+    pub head_dim: usize,
 }
 
 /// One layer's cache: keys transposed `[kv_dim, capacity]` (a query's scores over consecutive
@@ -461,34 +490,13 @@ pub trait GpuCompute: Send + Sync {
     fn gather_matrix_rows(&self, m: &DeviceMatrix, ids: &[u32], out: ViewMut);
     /// Row `r` of `out` += row `ids[r]` of `table`.
     fn gather_add(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut);
-    /// Rotates, in each of `rows` rows of `x` (row stride `stride`), the heads of `head_dim`
-    /// within the first `width` features (q and k of a fused `[q | k | v]`), row `r` at
-    /// `pos`'s position, with `rotary`'s tables (interleaved or neox, partial or full).
-    #[allow(clippy::too_many_arguments)]
-    fn rope(
-        &self,
-        x: ViewMut,
-        rows: usize,
-        stride: usize,
-        width: usize,
-        head_dim: usize,
-        pos: Positions,
-        rotary: &RotaryChunk,
-    );
+    /// Rotates the heads `at` names in `x`, row `r` at `pos`'s position, with `rotary`'s
+    /// tables (interleaved or neox, partial or full).
+    fn rope(&self, x: ViewMut, at: RopeRows, pos: Positions, rotary: &RotaryChunk);
     /// Multi-head self-attention without masking inside each sequence: `qkv` holds per token
     /// `[q | k | v]`, each `heads · head_dim` wide; `out` gets `heads · head_dim` per token.
     /// Scores are `(q · k) · scale` plus `bias`, softmax over the sequence's own keys only.
-    #[allow(clippy::too_many_arguments)]
-    fn attention(
-        &self,
-        qkv: View,
-        seqs: &[SeqSpan],
-        heads: usize,
-        head_dim: usize,
-        scale: f32,
-        bias: Option<&AttnBias>,
-        out: ViewMut,
-    );
+    fn attention(&self, qkv: View, seqs: &[SeqSpan], shape: &SeqAttn, out: ViewMut);
     /// Appends the k and v of each row of `x` to one layer's cache at positions `x.start..`.
     fn kv_append(&self, x: QkvRows, keys: ViewMut, values: ViewMut);
     /// Causal attention of the q of each row of `a.x` (heads contiguous) at its position over

@@ -14,7 +14,7 @@
 
 use super::ffn::{FfnAct, FfnBuffers, GatedFfn};
 use super::{Linear, Norm};
-use crate::backend::{AttnBias, AttnShape, GpuCompute, SeqSpan, Tensor, View, ViewMut};
+use crate::backend::{AttnBias, AttnShape, GpuCompute, SeqAttn, SeqSpan, Tensor, View, ViewMut};
 
 /// How a block combines its attention and feed-forward with the residual stream.
 pub enum Residual {
@@ -120,15 +120,14 @@ impl Block {
             .forward(be, s.x.at(..n), s.normed.at_mut(..n));
         self.qkv
             .forward(be, s.normed.at(..n), rows, s.qkv.at_mut(..rows * 3 * q_dim));
-        be.attention(
-            s.qkv.at(..rows * 3 * q_dim),
-            seqs,
-            a.heads,
-            a.head_dim,
-            a.scale,
+        let shape = SeqAttn {
+            heads: a.heads,
+            head_dim: a.head_dim,
+            scale: a.scale,
             bias,
-            s.attn.at_mut(..rows * q_dim),
-        );
+        };
+        let qkv = s.qkv.at(..rows * 3 * q_dim);
+        be.attention(qkv, seqs, &shape, s.attn.at_mut(..rows * q_dim));
         self.tail(be, s, rows, hidden, q_dim);
     }
 

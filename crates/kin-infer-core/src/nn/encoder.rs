@@ -6,7 +6,7 @@
 use super::ffn::{FfnBuffers, GatedFfn};
 use super::rope::RotaryChunk;
 use super::{LayerNorm, Linear};
-use crate::backend::{Act, AttnBias, GpuCompute, Positions, SeqSpan, Tensor};
+use crate::backend::{Act, AttnBias, GpuCompute, Positions, RopeRows, SeqAttn, SeqSpan, Tensor};
 
 /// An encoder layer's feed-forward.
 pub enum EncoderFfn {
@@ -130,25 +130,21 @@ impl PostLnLayer {
         let inner = att.heads * att.head_dim;
         self.qkv.forward(be, x.view(), rows, buf.qkv.at_mut(..));
         if let Some((rotary, pos)) = &att.rope {
-            be.rope(
-                buf.qkv.at_mut(..),
+            let at = RopeRows {
                 rows,
-                3 * inner,
-                2 * inner,
-                att.head_dim,
-                Positions::List(pos),
-                rotary,
-            );
+                stride: 3 * inner,
+                width: 2 * inner,
+                head_dim: att.head_dim,
+            };
+            be.rope(buf.qkv.at_mut(..), at, Positions::List(pos), rotary);
         }
-        be.attention(
-            buf.qkv.view(),
-            att.spans,
-            att.heads,
-            att.head_dim,
-            att.scale,
-            att.bias.as_ref(),
-            buf.ctx.at_mut(..),
-        );
+        let shape = SeqAttn {
+            heads: att.heads,
+            head_dim: att.head_dim,
+            scale: att.scale,
+            bias: att.bias.as_ref(),
+        };
+        be.attention(buf.qkv.view(), att.spans, &shape, buf.ctx.at_mut(..));
         self.attn_out
             .forward(be, buf.ctx.view(), rows, buf.tmp.at_mut(..));
         be.add(buf.tmp.at_mut(..), x.view());

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use kin_infer_core::backend::{
-    Act, CpuCompute, GpuCompute, MatmulShape, Positions, SeqSpan, Tensor,
+    Act, CpuCompute, GpuCompute, MatmulShape, Positions, RopeRows, SeqSpan, Tensor,
 };
 use kin_infer_core::kernels::ggml::GgmlType;
 use kin_infer_core::kernels::ggml::{can_quantize, quantize};
@@ -209,26 +209,17 @@ pub fn gathers_rope_and_pooling(g: &dyn GpuCompute) {
             let (rows, stride, hd) = (5, 40, 8);
             let mut x = be.upload(rand(rows * stride, 22));
             let chunk = rot.chunk(3, rows);
-            be.rope(
-                x.at_mut(..),
+            let mut at = RopeRows {
                 rows,
                 stride,
-                24,
-                hd,
-                Positions::From(3),
-                &chunk,
-            );
+                width: 24,
+                head_dim: hd,
+            };
+            be.rope(x.at_mut(..), at, Positions::From(3), &chunk);
             let pos = [9u32, 0, 63, 5, 7];
             let chunk = rot.chunk(0, 64);
-            be.rope(
-                x.at_mut(..),
-                rows,
-                stride,
-                16,
-                hd,
-                Positions::List(&pos),
-                &chunk,
-            );
+            at.width = 16;
+            be.rope(x.at_mut(..), at, Positions::List(&pos), &chunk);
             read(be, &x)
         });
     }
@@ -255,6 +246,7 @@ pub fn gathers_rope_and_pooling(g: &dyn GpuCompute) {
 pub fn attention_and_convolution(g: &dyn GpuCompute) {
     use kin_infer_core::backend::{
         causal_scores_len, AttnBias, AttnShape, CausalAttn, DisentangledTerms, KvView, QkvRows,
+        SeqAttn,
     };
     let (heads, hd) = (2, 4);
     let hidden = heads * hd;
@@ -275,15 +267,13 @@ pub fn attention_and_convolution(g: &dyn GpuCompute) {
                 _ => None,
             };
             let mut out = be.zeros(8 * hidden);
-            be.attention(
-                qkv.view(),
-                &seqs,
+            let shape = SeqAttn {
                 heads,
-                hd,
-                0.5,
-                bias.as_ref(),
-                out.at_mut(..),
-            );
+                head_dim: hd,
+                scale: 0.5,
+                bias: bias.as_ref(),
+            };
+            be.attention(qkv.view(), &seqs, &shape, out.at_mut(..));
             read(be, &out)
         });
     }

@@ -6,8 +6,8 @@ use super::ops_seq as seq;
 use super::params::*;
 use super::{at, at_mut, groups, u, whole, words, Device, DeviceMatrixPart, GpuBackend};
 use crate::backend::{
-    Act, AttnBias, AttnShape, CausalAttn, DeviceMatrix, DisentangledTerms, GpuCompute, MatmulShape,
-    Positions, QkvRows, SeqSpan, Tensor, View, ViewMut,
+    Act, AttnShape, CausalAttn, DeviceMatrix, DisentangledTerms, GpuCompute, MatmulShape,
+    Positions, QkvRows, RopeRows, SeqAttn, SeqSpan, Tensor, View, ViewMut,
 };
 use crate::error::Result;
 use crate::kernels::{StoredRows, Tier};
@@ -338,24 +338,17 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         self.run(p, &[whole::<D>(table), &idb, ob], ids.len() * width);
     }
 
-    fn rope(
-        &self,
-        x: ViewMut,
-        rows: usize,
-        stride: usize,
-        width: usize,
-        head_dim: usize,
-        pos: Positions,
-        rotary: &RotaryChunk,
-    ) {
+    fn rope(&self, x: ViewMut, at: RopeRows, pos: Positions, rotary: &RotaryChunk) {
+        let RopeRows {
+            rows,
+            stride,
+            width,
+            head_dim,
+        } = at;
         let dim = rotary.dim();
         let mut cs = Vec::with_capacity(rows * dim);
         for r in 0..rows {
-            let p = match pos {
-                Positions::From(start) => start + r,
-                Positions::List(p) => p[r] as usize,
-            };
-            let (c, s) = rotary.cos_sin(p);
+            let (c, s) = rotary.cos_sin(pos.at(r));
             cs.extend_from_slice(c);
             cs.extend_from_slice(s);
         }
@@ -374,17 +367,8 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         self.run(p, &[xb, &csb], pairs);
     }
 
-    fn attention(
-        &self,
-        qkv: View,
-        seqs: &[SeqSpan],
-        heads: usize,
-        head_dim: usize,
-        scale: f32,
-        bias: Option<&AttnBias>,
-        out: ViewMut,
-    ) {
-        seq::attention(self, qkv, seqs, heads, head_dim, scale, bias, out)
+    fn attention(&self, qkv: View, seqs: &[SeqSpan], shape: &SeqAttn, out: ViewMut) {
+        seq::attention(self, qkv, seqs, shape, out)
     }
 
     fn kv_append(&self, x: QkvRows, keys: ViewMut, values: ViewMut) {

@@ -6,20 +6,22 @@ use super::params::*;
 use super::{at, at_mut, groups, u, whole, words, Device, GpuBackend};
 use crate::backend::{
     attention::ATTN_CHUNK, deberta, AttnBias, AttnShape, CausalAttn, DeviceMatrix,
-    DisentangledTerms, QkvRows, SeqSpan, Tensor, View, ViewMut,
+    DisentangledTerms, QkvRows, SeqAttn, SeqSpan, Tensor, View, ViewMut,
 };
 
-#[allow(clippy::too_many_arguments)] // the seam op's own arguments, and the backend
 pub(super) fn attention<D: Device>(
     be: &GpuBackend<D>,
     qkv: View,
     seqs: &[SeqSpan],
-    heads: usize,
-    head_dim: usize,
-    scale: f32,
-    bias: Option<&AttnBias>,
+    shape: &SeqAttn,
     out: ViewMut,
 ) {
+    let SeqAttn {
+        heads,
+        head_dim,
+        scale,
+        bias,
+    } = *shape;
     let (qb, qo) = at::<D>(&qkv);
     let (ob, oo) = at_mut::<D>(&out);
     let hidden = heads * head_dim;

@@ -12,7 +12,7 @@
 use super::cache::{Buffers, KvCache, Scratch, ScratchDims};
 use super::{BatchScratch, Decoder, DecoderSpec, LogitsRows};
 use crate::backend::{
-    CausalAttn, DeviceMatrix, GpuCompute, KvView, Positions, QkvRows, Tensor, ViewMut,
+    CausalAttn, DeviceMatrix, GpuCompute, KvView, Positions, QkvRows, RopeRows, Tensor, ViewMut,
 };
 use crate::error::{InferError, Result};
 pub(crate) use crate::nn::block::{Block, Mlp, Residual};
@@ -237,17 +237,14 @@ impl Stack {
         out: ViewMut,
     ) {
         let (q_dim, kv_dim) = (self.q_dim(), self.kv_dim());
-        let qkv_dim = q_dim + 2 * kv_dim;
         if let Some(chunk) = rotary {
-            be.rope(
-                qkv.at_mut(..),
+            let at = RopeRows {
                 rows,
-                qkv_dim,
-                q_dim + kv_dim,
-                self.head_dim,
-                Positions::From(start),
-                chunk,
-            );
+                stride: q_dim + 2 * kv_dim,
+                width: q_dim + kv_dim,
+                head_dim: self.head_dim,
+            };
+            be.rope(qkv.at_mut(..), at, Positions::From(start), chunk);
         }
         let x = QkvRows {
             qkv: qkv.as_view(),

@@ -21,7 +21,7 @@ mod attention;
 mod config;
 
 use crate::backend::StoredRows;
-use crate::backend::{AttnBias, DeviceMatrix, GpuCompute, SeqSpan, Tensor};
+use crate::backend::{AttnBias, DeviceMatrix, GpuCompute, SeqAttn, SeqSpan, Tensor};
 use crate::error::Result;
 use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
@@ -463,7 +463,13 @@ impl DebertaModel {
             if c.v2 {
                 be.divide_columns(qkv.at_mut(..), 3 * h, h, h, scale);
             }
-            be.attention(qkv.view(), spans, heads, hd, 1.0, None, ctx.at_mut(..));
+            let shape = SeqAttn {
+                heads,
+                head_dim: hd,
+                scale: 1.0,
+                bias: None,
+            };
+            be.attention(qkv.view(), spans, &shape, ctx.at_mut(..));
             return;
         };
         let terms = self.index.terms(&layer.rel, c.v2.then_some(scale));
@@ -483,15 +489,13 @@ impl DebertaModel {
                 );
             }
             let dense = AttnBias::Dense { bias: &*bias };
-            be.attention(
-                qkv.view(),
-                run,
+            let shape = SeqAttn {
                 heads,
-                hd,
-                1.0,
-                Some(&dense),
-                ctx.at_mut(..),
-            );
+                head_dim: hd,
+                scale: 1.0,
+                bias: Some(&dense),
+            };
+            be.attention(qkv.view(), run, &shape, ctx.at_mut(..));
         }
     }
 
