@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::meta::{Meta, SigregHparams};
 use crate::nn::{linear, load_host, load_linear, load_norm, BatchNorm};
 use crate::weights::Store;
-use kin_infer_core::backend::{Act, Backend, DeviceMatrix, SeqSpan, Tensor};
+use kin_infer_core::backend::{Act, Backend, DeviceMatrix, GroupedConv, SeqSpan, Tensor};
 use kin_infer_core::nn::{LayerNorm, Linear};
 use kin_infer_core::{Pooling, PoolingMode};
 
@@ -64,15 +64,13 @@ impl Conv {
     }
 
     fn run(&self, be: &dyn Backend, seq: &[SeqSpan], x: &Tensor, out: &mut Tensor) {
-        be.grouped_conv1d(
-            x.view(),
-            seq,
-            self.cin,
-            self.kernel,
-            std::slice::from_ref(&self.w),
-            &self.b,
-            out.at_mut(..),
-        );
+        let conv = GroupedConv {
+            channels: self.cin,
+            kernel: self.kernel,
+            groups: std::slice::from_ref(&self.w),
+            bias: &self.b,
+        };
+        be.grouped_conv1d(x.view(), seq, &conv, out.at_mut(..));
     }
 }
 

@@ -3,7 +3,8 @@
 //! multiplies pad rows by the mask; inMotion sigreg's stem and residual convolutions). Per
 //! group: im2col rows `(tap, channel)`, then one GEMM against the group's packed weight.
 
-use super::{DeviceMatrix, SeqSpan};
+use super::cpu_views::whole;
+use super::{DeviceMatrix, SeqSpan, Tensor};
 use crate::kernels::Kernels;
 use std::cell::Cell;
 
@@ -17,19 +18,33 @@ thread_local! {
 /// Scratch larger than this (floats) is dropped after the call, not kept for the thread's life.
 const KEEP_FLOATS: usize = 1 << 22;
 
-/// See [`super::GpuCompute::grouped_conv1d`]: `x` rows of `channels` inputs, `out` rows of
-/// `groups.len() · o` outputs, `bias` of that width.
-#[allow(clippy::too_many_arguments)]
+/// A grouped convolution's geometry and weights, as [`super::GpuCompute::grouped_conv1d`]
+/// takes them: `channels` inputs per row, taps `kernel`, one prepared weight per group and
+/// the `bias` of all `groups.len() · o` outputs.
+#[derive(Clone, Copy)]
+pub struct GroupedConv<'a> {
+    pub channels: usize,
+    pub kernel: usize,
+    pub groups: &'a [DeviceMatrix],
+    pub bias: &'a Tensor,
+}
+
+/// See [`super::GpuCompute::grouped_conv1d`]: `x` rows of `conv.channels` inputs, `out` rows
+/// of `groups.len() · o` outputs.
 pub(super) fn grouped_conv1d(
     k: &Kernels,
     x: &[f32],
     seqs: &[SeqSpan],
-    channels: usize,
-    kernel: usize,
-    groups: &[DeviceMatrix],
-    bias: &[f32],
+    conv: &GroupedConv,
     out: &mut [f32],
 ) {
+    let GroupedConv {
+        channels,
+        kernel,
+        groups,
+        bias,
+    } = *conv;
+    let bias = whole(bias);
     let h = channels;
     let total = x.len() / h;
     let pad = (kernel - 1) / 2;

@@ -4,11 +4,12 @@
 
 use super::attention;
 use super::conv;
-use super::cpu_views::{cpu_groups, host, host_mut};
+use super::cpu_views::{cpu_groups, host, host_mut, whole};
 use super::deberta;
 use super::{
-    by_format, Act, AttnBias, AttnShape, CausalAttn, DeviceMatrix, GpuCompute, Inner, MatmulShape,
-    Positions, QkvRows, RopeRows, SeqAttn, SeqSpan, Storage, Tensor, View, ViewMut,
+    by_format, Act, AttnBias, AttnShape, CausalAttn, DeviceMatrix, DisentangledTerms, GpuCompute,
+    GroupedConv, Inner, MatmulShape, Positions, QkvRows, RopeRows, SeqAttn, SeqSpan, Storage,
+    Tensor, View, ViewMut,
 };
 use crate::error::Result;
 use crate::io::safetensors::TensorData;
@@ -80,10 +81,6 @@ fn kernels_for(tier: Tier) -> Result<&'static Kernels> {
     }
     let k = kernels::for_tier(tier)?;
     Ok(slot.get_or_init(|| k))
-}
-
-fn whole(t: &Tensor) -> &[f32] {
-    host(&t.view())
 }
 
 /// Rows per parallel task for row-wise work: enough to amortise scheduling.
@@ -355,13 +352,8 @@ impl GpuCompute for CpuCompute {
     }
 
     fn attention(&self, qkv: View, seqs: &[SeqSpan], shape: &SeqAttn, out: ViewMut) {
-        let SeqAttn {
-            heads,
-            head_dim,
-            scale,
-            bias,
-        } = *shape;
-        let bias = bias.map(|b| match b {
+        let heads = shape.heads;
+        let bias = shape.bias.map(|b| match b {
             AttnBias::Relative { table, max_len } => attention::Bias::Relative {
                 table: whole(table),
                 max_len: *max_len,
@@ -377,8 +369,8 @@ impl GpuCompute for CpuCompute {
             host(&qkv),
             seqs,
             heads,
-            head_dim,
-            scale,
+            shape.head_dim,
+            shape.scale,
             bias.as_ref(),
             host_mut(out),
         );
@@ -486,46 +478,12 @@ impl GpuCompute for CpuCompute {
         deberta::divide_columns(host_mut(x), stride, from, width, s);
     }
 
-    fn grouped_conv1d(
-        &self,
-        x: View,
-        seqs: &[SeqSpan],
-        channels: usize,
-        kernel: usize,
-        groups: &[DeviceMatrix],
-        bias: &Tensor,
-        out: ViewMut,
-    ) {
-        conv::grouped_conv1d(
-            self.k,
-            host(&x),
-            seqs,
-            channels,
-            kernel,
-            groups,
-            whole(bias),
-            host_mut(out),
-        );
+    fn grouped_conv1d(&self, x: View, seqs: &[SeqSpan], conv: &GroupedConv, out: ViewMut) {
+        conv::grouped_conv1d(self.k, host(&x), seqs, conv, host_mut(out));
     }
 
-    fn disentangled_bias(
-        &self,
-        qkv: View,
-        seqs: &[SeqSpan],
-        heads: usize,
-        head_dim: usize,
-        terms: &deberta::DisentangledTerms,
-        out: ViewMut,
-    ) {
-        deberta::disentangled_bias(
-            self.k,
-            host(&qkv),
-            seqs,
-            heads,
-            head_dim,
-            terms,
-            host_mut(out),
-        );
+    fn disentangled_bias(&self, qkv: View, seqs: &[SeqSpan], t: &DisentangledTerms, out: ViewMut) {
+        deberta::disentangled_bias(self.k, host(&qkv), seqs, t, host_mut(out));
     }
 }
 

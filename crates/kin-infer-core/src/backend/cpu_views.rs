@@ -2,7 +2,7 @@
 //! packed column groups. A leaf under `cpu.rs`, `conv.rs` and `deberta.rs`, which all read them
 //! (so none of them imports another for it).
 
-use super::{DeviceMatrix, Inner, Storage, View, ViewMut};
+use super::{DeviceMatrix, Inner, Storage, Tensor, View, ViewMut};
 use crate::kernels::PackedMatrix;
 
 /// The host slice of a view. A tensor of another backend here is a programming error (a model
@@ -14,6 +14,11 @@ pub(crate) fn host<'a>(v: &View<'a>) -> &'a [f32] {
         #[cfg(any(feature = "wgpu", feature = "cuda"))]
         Storage::Device(_) => panic!("a GPU tensor given to the CPU backend"),
     }
+}
+
+/// The host slice of a whole tensor.
+pub(crate) fn whole(t: &Tensor) -> &[f32] {
+    host(&t.view())
 }
 
 pub(crate) fn host_mut<'a>(v: ViewMut<'a>) -> &'a mut [f32] {

@@ -27,6 +27,9 @@ use rayon::prelude::*;
 /// Each product accumulates the head dimension in order (as the GEMM does); a missing table
 /// drops its term.
 pub struct DisentangledTerms<'a> {
+    /// The layer's heads, each `head_dim` wide in the fused `[q | k | v]` rows.
+    pub heads: usize,
+    pub head_dim: usize,
     /// c2p table `[rows, heads · head_dim]` (v1 `pos_proj(rel)`, v2 `pos_key_proj(rel)` or
     /// `key_proj(rel)`).
     pub pos_key: Option<&'a Tensor>,
@@ -68,14 +71,13 @@ pub(super) fn disentangled_bias(
     k: &Kernels,
     qkv: &[f32],
     seqs: &[SeqSpan],
-    heads: usize,
-    head_dim: usize,
     terms: &DisentangledTerms,
     out: &mut [f32],
 ) {
+    let heads = terms.heads;
     let p = Params {
         heads,
-        head_dim,
+        head_dim: terms.head_dim,
         pos_key: terms.pos_key.map(|t| host(&t.view())),
         pos_query: terms.pos_query.map(|t| host(&t.view())),
         index: terms.index,

@@ -25,6 +25,7 @@ pub mod device;
 #[cfg(feature = "wgpu")]
 pub use device::wgpu;
 
+pub use conv::GroupedConv;
 pub use cpu::CpuCompute;
 pub use deberta::DisentangledTerms;
 
@@ -537,32 +538,14 @@ pub trait GpuCompute: Send + Sync {
     /// `w_g[j][tap · c + i] = conv.weight[g · o + j][i][tap]`. Output `g · o + j` of row `t` is
     /// `Σ_(tap, i) w_g[j][tap · c + i] · x[t + tap − pad][g · c + i]`, accumulated in that
     /// order as [`GpuCompute::linear`] does, plus `bias[g · o + j]`.
-    #[allow(clippy::too_many_arguments)]
-    fn grouped_conv1d(
-        &self,
-        x: View,
-        seqs: &[SeqSpan],
-        channels: usize,
-        kernel: usize,
-        groups: &[DeviceMatrix],
-        bias: &Tensor,
-        out: ViewMut,
-    );
-    /// DeBERTa's disentangled relative-position bias ([`DisentangledTerms`]: content→position
+    fn grouped_conv1d(&self, x: View, seqs: &[SeqSpan], conv: &GroupedConv, out: ViewMut);
+    /// DeBERTa's disentangled relative-position bias ([`DisentangledTerms`] `t`: content→position
     /// and position→content scores) of every (sequence, head) of `seqs`, from the fused
-    /// `[q | k | v]` rows of `qkv` (`heads · head_dim` each), into `out` laid out as
+    /// `[q | k | v]` rows of `qkv` (`t.heads · t.head_dim` each), into `out` laid out as
     /// [`AttnBias::Dense`] reads it: per sequence in order, `heads × len × len`. Both terms
     /// are GEMMs over activations and tables; computing them once into a buffer keeps the
     /// attention kernel generic.
-    fn disentangled_bias(
-        &self,
-        qkv: View,
-        seqs: &[SeqSpan],
-        heads: usize,
-        head_dim: usize,
-        terms: &DisentangledTerms,
-        out: ViewMut,
-    );
+    fn disentangled_bias(&self, qkv: View, seqs: &[SeqSpan], t: &DisentangledTerms, out: ViewMut);
 }
 
 /// The seam's name in new code.

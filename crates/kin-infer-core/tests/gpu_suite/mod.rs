@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use kin_infer_core::backend::{
-    Act, CpuCompute, GpuCompute, MatmulShape, Positions, RopeRows, SeqSpan, Tensor,
+    Act, CpuCompute, GpuCompute, GroupedConv, MatmulShape, Positions, RopeRows, SeqSpan, Tensor,
 };
 use kin_infer_core::kernels::ggml::GgmlType;
 use kin_infer_core::kernels::ggml::{can_quantize, quantize};
@@ -337,7 +337,13 @@ pub fn attention_and_convolution(g: &dyn GpuCompute) {
             .collect();
         let bias = be.upload(rand(2 * og, 37));
         let mut out = be.zeros(8 * 2 * og);
-        be.grouped_conv1d(x.view(), &seqs, channels, kernel, &w, &bias, out.at_mut(..));
+        let conv = GroupedConv {
+            channels,
+            kernel,
+            groups: &w,
+            bias: &bias,
+        };
+        be.grouped_conv1d(x.view(), &seqs, &conv, out.at_mut(..));
         read(be, &out)
     });
     for divide in [None, Some(1.5)] {
@@ -350,6 +356,8 @@ pub fn attention_and_convolution(g: &dyn GpuCompute) {
                 .map(|i: i32| ((i - 4).clamp(-3, 3) + 3) as u32)
                 .collect();
             let terms = DisentangledTerms {
+                heads,
+                head_dim: hd,
                 pos_key: Some(&pk),
                 pos_query: Some(&pq),
                 index: &index,
@@ -357,7 +365,7 @@ pub fn attention_and_convolution(g: &dyn GpuCompute) {
                 divide_by: divide,
             };
             let mut out = be.zeros(heads * (9 + 25));
-            be.disentangled_bias(qkv.view(), &seqs, heads, hd, &terms, out.at_mut(..));
+            be.disentangled_bias(qkv.view(), &seqs, &terms, out.at_mut(..));
             read(be, &out)
         });
     }

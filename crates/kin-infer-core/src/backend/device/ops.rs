@@ -6,8 +6,8 @@ use super::ops_seq as seq;
 use super::params::*;
 use super::{at, at_mut, groups, u, whole, words, Device, DeviceMatrixPart, GpuBackend};
 use crate::backend::{
-    Act, AttnShape, CausalAttn, DeviceMatrix, DisentangledTerms, GpuCompute, MatmulShape,
-    Positions, QkvRows, RopeRows, SeqAttn, SeqSpan, Tensor, View, ViewMut,
+    Act, AttnShape, CausalAttn, DeviceMatrix, DisentangledTerms, GpuCompute, GroupedConv,
+    MatmulShape, Positions, QkvRows, RopeRows, SeqAttn, SeqSpan, Tensor, View, ViewMut,
 };
 use crate::error::Result;
 use crate::kernels::{StoredRows, Tier};
@@ -471,28 +471,11 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
         self.run(p, &[xb], rows * width);
     }
 
-    fn grouped_conv1d(
-        &self,
-        x: View,
-        seqs: &[SeqSpan],
-        channels: usize,
-        kernel: usize,
-        groups_w: &[DeviceMatrix],
-        bias: &Tensor,
-        out: ViewMut,
-    ) {
-        seq::grouped_conv1d(self, x, seqs, channels, kernel, groups_w, bias, out)
+    fn grouped_conv1d(&self, x: View, seqs: &[SeqSpan], conv: &GroupedConv, out: ViewMut) {
+        seq::grouped_conv1d(self, x, seqs, conv, out)
     }
 
-    fn disentangled_bias(
-        &self,
-        qkv: View,
-        seqs: &[SeqSpan],
-        heads: usize,
-        head_dim: usize,
-        terms: &DisentangledTerms,
-        out: ViewMut,
-    ) {
-        seq::disentangled_bias(self, qkv, seqs, heads, head_dim, terms, out)
+    fn disentangled_bias(&self, qkv: View, seqs: &[SeqSpan], t: &DisentangledTerms, out: ViewMut) {
+        seq::disentangled_bias(self, qkv, seqs, t, out)
     }
 }

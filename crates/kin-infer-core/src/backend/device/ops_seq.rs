@@ -5,8 +5,8 @@
 use super::params::*;
 use super::{at, at_mut, groups, u, whole, words, Device, GpuBackend};
 use crate::backend::{
-    attention::ATTN_CHUNK, deberta, AttnBias, AttnShape, CausalAttn, DeviceMatrix,
-    DisentangledTerms, QkvRows, SeqAttn, SeqSpan, Tensor, View, ViewMut,
+    attention::ATTN_CHUNK, deberta, AttnBias, AttnShape, CausalAttn, DisentangledTerms,
+    GroupedConv, QkvRows, SeqAttn, SeqSpan, View, ViewMut,
 };
 
 pub(super) fn attention<D: Device>(
@@ -90,14 +90,7 @@ pub(super) fn kv_append<D: Device>(be: &GpuBackend<D>, x: QkvRows, keys: ViewMut
 pub(super) fn causal_attention<D: Device>(be: &GpuBackend<D>, shape: &AttnShape, a: CausalAttn) {
     let CausalAttn { x, kv, scores, out } = a;
     let (rows, start, q_stride) = (x.rows, x.start, x.stride());
-    let AttnShape {
-        heads,
-        kv_heads,
-        head_dim: hd,
-        scale,
-        window,
-        softcap,
-    } = *shape;
+    let (heads, kv_heads, hd, window) = (shape.heads, shape.kv_heads, shape.head_dim, shape.window);
     let cap = kv.capacity;
     let (qb, qo) = at::<D>(&x.qkv);
     let (kb, ko) = at::<D>(&kv.keys);
@@ -123,9 +116,9 @@ pub(super) fn causal_attention<D: Device>(be: &GpuBackend<D>, shape: &AttnShape,
             capacity: u(cap),
             pos0: u(pos0),
             window: win,
-            scale,
+            scale: shape.scale,
             // 0: no softcap (the kernel tests for it).
-            softcap: softcap.unwrap_or(0.0),
+            softcap: shape.softcap.unwrap_or(0.0),
             span: u(span),
             so,
         };
@@ -158,17 +151,19 @@ pub(super) fn causal_attention<D: Device>(be: &GpuBackend<D>, shape: &AttnShape,
     }
 }
 
-#[allow(clippy::too_many_arguments)] // the seam op's own arguments, and the backend
 pub(super) fn grouped_conv1d<D: Device>(
     be: &GpuBackend<D>,
     x: View,
     seqs: &[SeqSpan],
-    channels: usize,
-    kernel: usize,
-    groups_w: &[DeviceMatrix],
-    bias: &Tensor,
+    conv: &GroupedConv,
     out: ViewMut,
 ) {
+    let GroupedConv {
+        channels,
+        kernel,
+        groups: groups_w,
+        bias,
+    } = *conv;
     let (xb, xo) = at::<D>(&x);
     let (ob, oo) = at_mut::<D>(&out);
     let cg = channels / groups_w.len();
@@ -199,16 +194,14 @@ pub(super) fn grouped_conv1d<D: Device>(
     }
 }
 
-#[allow(clippy::too_many_arguments)] // the seam op's own arguments, and the backend
 pub(super) fn disentangled_bias<D: Device>(
     be: &GpuBackend<D>,
     qkv: View,
     seqs: &[SeqSpan],
-    heads: usize,
-    head_dim: usize,
     terms: &DisentangledTerms,
     out: ViewMut,
 ) {
+    let (heads, head_dim) = (terms.heads, terms.head_dim);
     assert_eq!(
         terms.index.len(),
         2 * terms.max_len - 1,

@@ -21,7 +21,7 @@ mod attention;
 mod config;
 
 use crate::backend::StoredRows;
-use crate::backend::{AttnBias, DeviceMatrix, GpuCompute, SeqAttn, SeqSpan, Tensor};
+use crate::backend::{AttnBias, DeviceMatrix, GpuCompute, GroupedConv, SeqAttn, SeqSpan, Tensor};
 use crate::error::Result;
 use crate::io::safetensors::WeightStore;
 use crate::io::source::{Layout, WeightSource};
@@ -472,11 +472,13 @@ impl DebertaModel {
             be.attention(qkv.view(), spans, &shape, ctx.at_mut(..));
             return;
         };
-        let terms = self.index.terms(&layer.rel, c.v2.then_some(scale));
+        let terms = self
+            .index
+            .terms(&layer.rel, (heads, hd), c.v2.then_some(scale));
         for run in runs.iter() {
             let run = &spans[run.clone()];
             let used: usize = run.iter().map(|s| heads * s.len * s.len).sum();
-            be.disentangled_bias(qkv.view(), run, heads, hd, &terms, bias.at_mut(..used));
+            be.disentangled_bias(qkv.view(), run, &terms, bias.at_mut(..used));
             let rows = run[0].start..run[run.len() - 1].start + run[run.len() - 1].len;
             if c.v2 {
                 // v2: q · (k / scale); p2c above used the unscaled k
@@ -511,15 +513,13 @@ impl DebertaModel {
     ) {
         let h = self.cfg.hidden_size;
         let mut out = be.zeros(x.len());
-        be.grouped_conv1d(
-            input.view(),
-            spans,
-            h,
-            conv.cfg.kernel,
-            &conv.groups,
-            &conv.bias,
-            out.at_mut(..),
-        );
+        let grouped = GroupedConv {
+            channels: h,
+            kernel: conv.cfg.kernel,
+            groups: &conv.groups,
+            bias: &conv.bias,
+        };
+        be.grouped_conv1d(input.view(), spans, &grouped, out.at_mut(..));
         conv.cfg.act.apply(be, out.at_mut(..));
         be.add(out.at_mut(..), x.view());
         conv.norm.forward(be, out.at_mut(..));

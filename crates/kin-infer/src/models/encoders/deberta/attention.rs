@@ -93,13 +93,17 @@ impl RelIndex {
         RelIndex { max_len, idx }
     }
 
-    /// The terms of one layer with `tables`; v2 divides each term by `divide_by`.
+    /// The terms of one layer of `heads` × `head_dim` with `tables`; v2 divides each term by
+    /// `divide_by`.
     pub(super) fn terms<'a>(
         &'a self,
         tables: &'a RelTables,
+        (heads, head_dim): (usize, usize),
         divide_by: Option<f32>,
     ) -> DisentangledTerms<'a> {
         DisentangledTerms {
+            heads,
+            head_dim,
             pos_key: tables.pos_key.as_ref(),
             pos_query: tables.pos_query.as_ref(),
             index: &self.idx,
