@@ -6,41 +6,8 @@
 use kin_infer_core::kernels::{for_tier, Kernels, PackedMatrix, StoredRows, Tier, WeightFormat};
 use proptest::prelude::*;
 
-fn tiers() -> Vec<Kernels> {
-    let all: Vec<Kernels> = Tier::ALL
-        .into_iter()
-        .filter(|t| t.exact())
-        .filter_map(|t| for_tier(t).ok())
-        .collect();
-    static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| {
-        let names: Vec<_> = all.iter().map(|k| k.tier().name()).collect();
-        eprintln!("tiers tested: {names:?}");
-    });
-    all
-}
-
-/// Deterministic pseudo-random u64 stream (LCG).
-fn lcg(seed: u64, len: usize) -> Vec<u64> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..len)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            s >> 16
-        })
-        .collect()
-}
-
-fn fill(seed: u64, len: usize) -> Vec<f32> {
-    lcg(seed, len)
-        .into_iter()
-        .map(|s| ((s >> 24) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0)
-        .collect()
-}
+mod common;
+use common::{assert_same, exact_tiers as tiers, fill, lcg};
 
 /// Random half bits: finite values of every exponent (incl. subnormals and ±0) with random
 /// mantissas; exponents are kept moderate for bf16 so products stay finite.
@@ -75,23 +42,6 @@ fn widen(bits: &[u16], bf16: bool) -> Vec<f32> {
             }
         })
         .collect()
-}
-
-fn same(a: f32, b: f32) -> bool {
-    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
-}
-
-fn assert_same(what: &str, tier: Tier, got: &[f32], want: &[f32]) {
-    assert_eq!(got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            same(*g, *w),
-            "{what}: tier {} differs at {i}: {g:e} ({:#x}) vs {w:e} ({:#x})",
-            tier.name(),
-            g.to_bits(),
-            w.to_bits()
-        );
-    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -1,62 +1,21 @@
 //! Kernel tests: every SIMD tier bit-identical to the generic tier (property tests over random
 //! shapes with odd tails and strides), GEMM against an f64 reference, invariance to threads and
 //! to m, accuracy of our transcendentals against f64 references, special values.
-//! Tiers this CPU cannot run are skipped, with a line saying so.
+//! Tiers this CPU cannot run are skipped; a line names the tiers tested.
 
 use kin_infer_core::kernels::{for_tier, math, Kernels, PackedMatrix, Tier};
 use proptest::prelude::*;
 
-/// The generic tier and every other supported tier.
+mod common;
+use common::{assert_same, exact_tiers, fill, same};
+
+/// The generic tier and every other exact tier this CPU runs.
 fn tiers() -> (Kernels, Vec<Kernels>) {
-    let mut simd = Vec::new();
-    let mut skipped = Vec::new();
-    for t in Tier::ALL {
-        // Sse is not exact (no FMA): tests/kernels.rs checks it against a tolerance instead.
-        if t == Tier::Generic || !t.exact() {
-            continue;
-        }
-        match for_tier(t) {
-            Ok(k) => simd.push(k),
-            Err(_) => skipped.push(t.name()),
-        }
-    }
-    static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| eprintln!("skipped tiers (not supported on this CPU): {skipped:?}"));
+    let simd = exact_tiers()
+        .into_iter()
+        .filter(|k| k.tier() != Tier::Generic)
+        .collect();
     (for_tier(Tier::Generic).unwrap(), simd)
-}
-
-/// Deterministic pseudo-random values in [-2, 2) (an LCG: proptest picks the seed, shrinking
-/// stays cheap).
-fn fill(seed: u64, len: usize) -> Vec<f32> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..len)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
-        })
-        .collect()
-}
-
-fn same(a: f32, b: f32) -> bool {
-    // NaN payloads are not part of the contract (x86 and ARM propagate them differently).
-    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
-}
-
-fn assert_same(what: &str, tier: Tier, got: &[f32], want: &[f32]) {
-    assert_eq!(got.len(), want.len());
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            same(*g, *w),
-            "{what}: tier {} differs from generic at {i}: {g:e} ({:#x}) vs {w:e} ({:#x})",
-            tier.name(),
-            g.to_bits(),
-            w.to_bits()
-        );
-    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -8,19 +8,8 @@
 use kin_infer_core::kernels::ggml::GgmlType;
 use kin_infer_core::kernels::{for_tier, Kernels, PackedMatrix, StoredRows, Tier, WeightFormat};
 
-fn tiers() -> Vec<Kernels> {
-    let all: Vec<Kernels> = Tier::ALL
-        .into_iter()
-        .filter(|t| t.exact())
-        .filter_map(|t| for_tier(t).ok())
-        .collect();
-    static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| {
-        let names: Vec<_> = all.iter().map(|k| k.tier().name()).collect();
-        eprintln!("tiers tested: {names:?}");
-    });
-    all
-}
+mod common;
+use common::exact_tiers as tiers;
 
 struct Rng(u64);
 impl Rng {

@@ -15,22 +15,13 @@
 use kin_infer::kernels::{for_tier, Tier};
 use std::time::Instant;
 
+mod common;
+
 fn main() {
-    let threads: usize = std::env::var("KIN_INFER_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let reps: usize = std::env::var("KIN_BENCH_REPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(7);
+    let (pool, reps) = common::pool_and_reps(0, 7);
     let wanted: Option<Vec<Tier>> = std::env::var("KIN_BENCH_TIERS")
         .ok()
         .map(|v| v.split(',').filter_map(Tier::parse).collect());
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("thread pool");
     println!("threads {}", pool.current_num_threads());
     // (m, k, n, label)
     let shapes: &[(usize, usize, usize, &str)] = &[

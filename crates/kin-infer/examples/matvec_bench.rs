@@ -7,19 +7,10 @@
 use kin_infer::kernels::{kernels, StoredRows, WeightFormat};
 use std::time::Instant;
 
+mod common;
+
 fn main() {
-    let threads: usize = std::env::var("KIN_INFER_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
-    let reps: usize = std::env::var("KIN_BENCH_REPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("thread pool");
+    let (pool, reps) = common::pool_and_reps(1, 5);
     let k = kernels().expect("kernels");
     let (n, kk) = (2048usize, 768usize);
     let w: Vec<f32> = (0..n * kk)

@@ -6,19 +6,10 @@
 use rayon::prelude::*;
 use std::time::Instant;
 
+mod common;
+
 fn main() {
-    let threads: usize = std::env::var("KIN_INFER_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let reps: usize = std::env::var("KIN_BENCH_REPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("thread pool");
+    let (pool, reps) = common::pool_and_reps(0, 5);
     let n = (1usize << 30) / 8;
     let src: Vec<u64> = (0..n as u64).collect();
     let mut dst = vec![0u64; n];

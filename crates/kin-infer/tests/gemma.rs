@@ -13,8 +13,9 @@
 mod support;
 
 use support::decoder::{
-    assert_config_errors_name_fields, bits, context_up_to_40, family_suite, full_logits, load,
-    load_edited_err, model_type_is_name_prefix, threads_prompt, window_splits, Edit, Edited,
+    assert_config_errors_name_fields, bits, context_up_to_40, family_suite, full_logits,
+    layer_types_cases, load, load_edited_err, model_type_is_name_prefix, threads_prompt,
+    window_splits, Edit, Edited,
 };
 
 use kin_infer::gpu::create_compute;
@@ -142,27 +143,12 @@ fn absent_softcaps_take_transformers_defaults() {
 
 #[test]
 fn bad_config_fields_are_clear_errors() {
-    let cases: Vec<(&str, &str, Edit, &str)> = vec![
+    let mut cases: Vec<(&str, &str, Edit, &str)> = vec![
         (
             "gemma2_sw",
             "zero",
             Box::new(|c| c["sliding_window"] = 0.into()),
             "sliding_window",
-        ),
-        (
-            "gemma2_sw",
-            "len",
-            Box::new(|c| c["layer_types"] = serde_json::json!(["full_attention"])),
-            "layer_types",
-        ),
-        (
-            "gemma2_sw",
-            "kind",
-            Box::new(|c| {
-                c["layer_types"] =
-                    serde_json::json!(["full_attention", "chunked_attention", "full_attention"])
-            }),
-            "layer_types",
         ),
         (
             "gemma2_sw",
@@ -207,6 +193,7 @@ fn bad_config_fields_are_clear_errors() {
             "num_key_value_heads",
         ),
     ];
+    cases.extend(layer_types_cases("gemma2_sw"));
     assert_config_errors_name_fields("gemma", cases);
     let e = load_edited_err("gemma", "gemma_tied", "bias", |c| {
         c["attention_bias"] = true.into()

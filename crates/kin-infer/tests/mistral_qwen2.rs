@@ -13,8 +13,9 @@
 mod support;
 
 use support::decoder::{
-    assert_config_errors_name_fields, bits, context_up_to_40, family_suite, full_logits, load,
-    load_edited_err, model_type_is_name_prefix, threads_prompt, window_splits, Edit, Edited,
+    assert_config_errors_name_fields, bits, context_up_to_40, family_suite, full_logits,
+    layer_types_cases, load, load_edited_err, model_type_is_name_prefix, threads_prompt,
+    window_splits, Edit, Edited,
 };
 
 use kin_infer::gpu::create_compute;
@@ -103,7 +104,7 @@ fn qwen2_hub_spelling_derives_layer_types_from_max_window_layers() {
 
 #[test]
 fn bad_sliding_window_fields_are_clear_errors() {
-    let cases: Vec<(&str, &str, Edit, &str)> = vec![
+    let mut cases: Vec<(&str, &str, Edit, &str)> = vec![
         (
             "mistral_sw",
             "zero",
@@ -115,21 +116,6 @@ fn bad_sliding_window_fields_are_clear_errors() {
             "neg",
             Box::new(|c| c["sliding_window"] = (-3).into()),
             "sliding_window",
-        ),
-        (
-            "qwen2_sw",
-            "len",
-            Box::new(|c| c["layer_types"] = serde_json::json!(["full_attention"])),
-            "layer_types",
-        ),
-        (
-            "qwen2_sw",
-            "kind",
-            Box::new(|c| {
-                c["layer_types"] =
-                    serde_json::json!(["full_attention", "chunked_attention", "full_attention"])
-            }),
-            "layer_types",
         ),
         (
             "qwen2_sw",
@@ -147,6 +133,7 @@ fn bad_sliding_window_fields_are_clear_errors() {
             "max_window_layers",
         ),
     ];
+    cases.extend(layer_types_cases("qwen2_sw"));
     assert_config_errors_name_fields("mq", cases);
 }
 

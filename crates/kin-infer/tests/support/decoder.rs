@@ -149,6 +149,22 @@ pub fn assert_config_errors_name_fields(prefix: &str, cases: Vec<(&str, &str, Ed
     }
 }
 
+/// The `layer_types` cases every family that reads it shares: a list of the wrong length, and
+/// an attention kind this build does not know.
+pub fn layer_types_cases(
+    fixture: &'static str,
+) -> Vec<(&'static str, &'static str, Edit, &'static str)> {
+    let len: Edit = Box::new(|c| c["layer_types"] = serde_json::json!(["full_attention"]));
+    let kind: Edit = Box::new(|c| {
+        c["layer_types"] =
+            serde_json::json!(["full_attention", "chunked_attention", "full_attention"])
+    });
+    vec![
+        (fixture, "len", len, "layer_types"),
+        (fixture, "kind", kind, "layer_types"),
+    ]
+}
+
 /// A copy of fixture `name` in a temporary directory `kin-{prefix}-{name}-{tag}-{pid}` with
 /// its config edited by `edit`; removed on drop.
 pub struct Edited(pub PathBuf);

@@ -30,30 +30,34 @@ impl<D: Device> GpuBackend<D> {
         self.dev.launch(P::OP, &p.words(), bufs, invocations);
     }
 
+    /// Rows `ids` of the f32 table `tb` (`width` wide) into `ob` from element `oo`, written or
+    /// (`add` = 1) added.
+    fn gather_rows(&self, tb: &D::Buf, width: usize, ids: &[u32], ob: &D::Buf, oo: u32, add: u32) {
+        let idb = self.dev.upload(ids);
+        let p = Gather {
+            rows: u(ids.len()),
+            width: u(width),
+            oo,
+            add,
+        };
+        self.run(p, &[tb, &idb, ob], ids.len() * width);
+    }
+
     /// Rows `ids` of one part as f32 into `out` from element `oo`.
     fn gather_part(&self, part: &DeviceMatrixPart, k: usize, ids: &[u32], ob: &D::Buf, oo: u32) {
-        let idb = self.dev.upload(ids);
         let wb = D::buf(&part.buf);
-        let (rows, n) = (u(ids.len()), ids.len() * k);
         if part.fmt == 0 {
-            let p = Gather {
-                rows,
-                width: u(k),
-                oo,
-                add: 0,
-            };
-            self.run(p, &[wb, &idb, ob], n);
-        } else {
-            let (fmt, row_bytes) = (part.fmt, u(part.row_bytes));
-            let p = GatherQ {
-                rows,
-                k: u(k),
-                oo,
-                fmt,
-                row_bytes,
-            };
-            self.run(p, &[wb, &idb, ob], n);
+            return self.gather_rows(wb, k, ids, ob, oo, 0);
         }
+        let idb = self.dev.upload(ids);
+        let p = GatherQ {
+            rows: u(ids.len()),
+            k: u(k),
+            oo,
+            fmt: part.fmt,
+            row_bytes: u(part.row_bytes),
+        };
+        self.run(p, &[wb, &idb, ob], ids.len() * k);
     }
 
     /// `len` floats from element `so` of `src` to element `d` of `dst`.
@@ -293,15 +297,8 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
     }
 
     fn gather(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut) {
-        let idb = self.dev.upload(ids);
         let (ob, oo) = at_mut::<D>(&out);
-        let p = Gather {
-            rows: u(ids.len()),
-            width: u(width),
-            oo,
-            add: 0,
-        };
-        self.run(p, &[whole::<D>(table), &idb, ob], ids.len() * width);
+        self.gather_rows(whole::<D>(table), width, ids, ob, oo, 0);
     }
 
     fn gather_matrix_rows(&self, m: &DeviceMatrix, ids: &[u32], out: ViewMut) {
@@ -327,15 +324,8 @@ impl<D: Device> GpuCompute for GpuBackend<D> {
     }
 
     fn gather_add(&self, table: &Tensor, width: usize, ids: &[u32], out: ViewMut) {
-        let idb = self.dev.upload(ids);
         let (ob, oo) = at_mut::<D>(&out);
-        let p = Gather {
-            rows: u(ids.len()),
-            width: u(width),
-            oo,
-            add: 1,
-        };
-        self.run(p, &[whole::<D>(table), &idb, ob], ids.len() * width);
+        self.gather_rows(whole::<D>(table), width, ids, ob, oo, 1);
     }
 
     fn rope(&self, x: ViewMut, at: RopeRows, pos: Positions, rotary: &RotaryChunk) {

@@ -68,7 +68,6 @@ pub(super) fn attention<D: Device>(
     }
 }
 
-#[allow(clippy::too_many_arguments)] // the seam op's own arguments, and the backend
 pub(super) fn kv_append<D: Device>(be: &GpuBackend<D>, x: QkvRows, keys: ViewMut, values: ViewMut) {
     let capacity = keys.len / x.kv_dim;
     let (qb, qo) = at::<D>(&x.qkv);
