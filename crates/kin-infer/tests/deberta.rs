@@ -9,7 +9,7 @@ use kin_infer::{Embedder, EmbedderOptions};
 use support::{
     assert_fixture_hidden_states_ignore_neighbours, assert_fixtures_deterministic,
     assert_fixtures_match_goldens, bits, edited, embed_in_batches as embed, fixture,
-    ids_past_specials, load, remove_field, Edit,
+    ids_past_specials, load, remove_field, set, Edit,
 };
 
 const FIXTURES: [&str; 5] = [
@@ -67,12 +67,12 @@ fn bad_configs_name_their_field() {
     let cases: Vec<(&str, Edit, &str)> = vec![
         (
             "deberta_v1_tiny",
-            Box::new(|c| c["pos_att_type"] = serde_json::json!(["c2p", "p2p"])),
+            set("pos_att_type", serde_json::json!(["c2p", "p2p"])),
             "pos_att_type",
         ),
         (
             "deberta_v1_tiny",
-            Box::new(|c| c["pos_att_type"] = serde_json::json!(3)),
+            set("pos_att_type", serde_json::json!(3)),
             "pos_att_type",
         ),
         (
@@ -82,64 +82,48 @@ fn bad_configs_name_their_field() {
         ),
         (
             "deberta_v1_tiny",
-            Box::new(|c| c["num_attention_heads"] = 5.into()),
+            set("num_attention_heads", 5),
             "num_attention_heads",
         ),
+        ("deberta_v1_tiny", set("hidden_act", "swish"), "hidden_act"),
         (
             "deberta_v1_tiny",
-            Box::new(|c| c["hidden_act"] = "swish".into()),
-            "hidden_act",
-        ),
-        (
-            "deberta_v1_tiny",
-            Box::new(|c| c["relative_attention"] = "yes".into()),
+            set("relative_attention", "yes"),
             "relative_attention",
         ),
-        (
-            "deberta_v1_tiny",
-            Box::new(|c| c["talking_head"] = true.into()),
-            "talking_head",
-        ),
+        ("deberta_v1_tiny", set("talking_head", true), "talking_head"),
         (
             "deberta_v2_conv",
-            Box::new(|c| c["conv_kernel_size"] = 4.into()),
+            set("conv_kernel_size", 4),
             "conv_kernel_size",
         ),
-        (
-            "deberta_v2_conv",
-            Box::new(|c| c["conv_act"] = "softsign".into()),
-            "conv_act",
-        ),
-        (
-            "deberta_v2_conv",
-            Box::new(|c| c["conv_groups"] = 3.into()),
-            "conv_groups",
-        ),
+        ("deberta_v2_conv", set("conv_act", "softsign"), "conv_act"),
+        ("deberta_v2_conv", set("conv_groups", 3), "conv_groups"),
         (
             "deberta_v2_tiny",
-            Box::new(|c| c["position_buckets"] = 1.into()),
+            set("position_buckets", 1),
             "position_buckets",
         ),
         (
             "deberta_v2_tiny",
-            Box::new(|c| c["norm_rel_ebd"] = "batch_norm".into()),
+            set("norm_rel_ebd", "batch_norm"),
             "norm_rel_ebd",
         ),
         (
             "deberta_v2_tiny",
-            Box::new(|c| c["layer_norm_eps"] = "small".into()),
+            set("layer_norm_eps", "small"),
             "layer_norm_eps",
         ),
         // the relative table no longer has 2 * position_buckets rows
         (
             "deberta_v2_tiny",
-            Box::new(|c| c["position_buckets"] = 6.into()),
+            set("position_buckets", 6),
             "encoder.rel_embeddings.weight",
         ),
         // v1 without absolute positions in this checkpoint: the table is missing
         (
             "deberta_v1_other",
-            Box::new(|c| c["position_biased_input"] = true.into()),
+            set("position_biased_input", true),
             "embeddings.position_embeddings.weight",
         ),
     ];

@@ -17,6 +17,7 @@ use support::decoder::{
     layer_types_cases, load, load_edited_err, model_type_is_name_prefix, threads_prompt,
     window_splits, Edit, Edited,
 };
+use support::set;
 
 use kin_infer::gpu::create_compute;
 use kin_infer::InferError;
@@ -147,49 +148,39 @@ fn bad_config_fields_are_clear_errors() {
         (
             "gemma2_sw",
             "zero",
-            Box::new(|c| c["sliding_window"] = 0.into()),
+            set("sliding_window", 0),
             "sliding_window",
         ),
         (
             "gemma2_sw",
             "cap",
-            Box::new(|c| c["attn_logit_softcapping"] = (-1.0).into()),
+            set("attn_logit_softcapping", -1.0),
             "attn_logit_softcapping",
         ),
         (
             "gemma2_sw",
             "fcap",
-            Box::new(|c| c["final_logit_softcapping"] = "big".into()),
+            set("final_logit_softcapping", "big"),
             "final_logit_softcapping",
         ),
         (
             "gemma2_sw",
             "qpas",
-            Box::new(|c| c["query_pre_attn_scalar"] = 0.into()),
+            set("query_pre_attn_scalar", 0),
             "query_pre_attn_scalar",
         ),
         (
             "gemma2_sw",
             "act",
-            Box::new(|c| c["hidden_activation"] = "swish".into()),
+            set("hidden_activation", "swish"),
             "hidden_activation",
         ),
-        (
-            "gemma_tied",
-            "act",
-            Box::new(|c| c["hidden_act"] = "relu".into()),
-            "hidden_act",
-        ),
-        (
-            "gemma_tied",
-            "hd",
-            Box::new(|c| c["head_dim"] = 23.into()),
-            "head_dim",
-        ),
+        ("gemma_tied", "act", set("hidden_act", "relu"), "hidden_act"),
+        ("gemma_tied", "hd", set("head_dim", 23), "head_dim"),
         (
             "gemma_tied",
             "kv",
-            Box::new(|c| c["num_key_value_heads"] = 3.into()),
+            set("num_key_value_heads", 3),
             "num_key_value_heads",
         ),
     ];

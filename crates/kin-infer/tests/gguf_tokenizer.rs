@@ -17,61 +17,55 @@ fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gguf/tokenizers")
 }
 
-#[test]
-fn ids_match_transformers_for_every_pre_tokenizer() {
+/// Every case of the golden file's group `group` (three GGUF files, a list of cases each), with
+/// the file's name and its tokenizer.
+fn each_case(group: &str, mut check: impl FnMut(&str, &GenTokenizer, &str, &Value)) {
     let golden: Value =
         serde_json::from_str(&std::fs::read_to_string(dir().join("golden.json")).unwrap()).unwrap();
-    let files = golden["files"].as_object().unwrap();
+    let files = golden[group].as_object().unwrap();
     assert_eq!(files.len(), 3);
     for (name, cases) in files {
         let tok = GenTokenizer::load(&dir().join(name)).unwrap();
         for case in cases.as_array().unwrap() {
-            let text = case["text"].as_str().unwrap();
-            let want: Vec<u32> = case["ids"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_u64().unwrap() as u32)
-                .collect();
-            let got = tok.encode_with(text, false).unwrap();
-            assert_eq!(got, want, "{name}: {text:?}");
-            // add_bos_token is false in these files: the same ids with special tokens on.
-            assert_eq!(
-                tok.encode(text).unwrap(),
-                want,
-                "{name}: {text:?} (specials)"
-            );
-            if !text.contains("<|") {
-                assert_eq!(tok.decode(&got).unwrap(), text, "{name}: decode");
-            }
+            check(name, &tok, case["text"].as_str().unwrap(), case);
         }
     }
+}
+
+#[test]
+fn ids_match_transformers_for_every_pre_tokenizer() {
+    each_case("files", |name, tok, text, case| {
+        let want = ids(&case["ids"]);
+        let got = tok.encode_with(text, false).unwrap();
+        assert_eq!(got, want, "{name}: {text:?}");
+        // add_bos_token is false in these files: the same ids with special tokens on.
+        assert_eq!(
+            tok.encode(text).unwrap(),
+            want,
+            "{name}: {text:?} (specials)"
+        );
+        if !text.contains("<|") {
+            assert_eq!(tok.decode(&got).unwrap(), text, "{name}: decode");
+        }
+    });
 }
 
 /// SentencePiece vocabularies (`tokenizer.ggml.model` "llama", scores and no merges) for the
 /// three conventions transformers applies (llama, phi3, gemma2): ids with and without BOS.
 #[test]
 fn sentencepiece_ids_match_transformers() {
-    let golden: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir().join("golden.json")).unwrap()).unwrap();
-    let files = golden["spm"].as_object().unwrap();
-    assert_eq!(files.len(), 3);
-    for (name, cases) in files {
-        let tok = GenTokenizer::load(&dir().join(name)).unwrap();
-        for case in cases.as_array().unwrap() {
-            let text = case["text"].as_str().unwrap();
-            let want = ids(&case["ids"]);
-            let got = tok.encode_with(text, false).unwrap();
-            assert_eq!(got, want, "{name}: {text:?}");
-            let with = ids(&case["ids_with_special"]);
-            assert_eq!(tok.encode(text).unwrap(), with, "{name}: {text:?} (BOS)");
-            // The decoder strips the prefix `▁` (and so one leading space of the text, as
-            // transformers' does); Gemma adds none. Added tokens (`<think>`) start new pieces.
-            if !text.contains('<') && !text.starts_with(' ') {
-                assert_eq!(tok.decode(&got).unwrap(), text, "{name}: decode");
-            }
+    each_case("spm", |name, tok, text, case| {
+        let want = ids(&case["ids"]);
+        let got = tok.encode_with(text, false).unwrap();
+        assert_eq!(got, want, "{name}: {text:?}");
+        let with = ids(&case["ids_with_special"]);
+        assert_eq!(tok.encode(text).unwrap(), with, "{name}: {text:?} (BOS)");
+        // The decoder strips the prefix `▁` (and so one leading space of the text, as
+        // transformers' does); Gemma adds none. Added tokens (`<think>`) start new pieces.
+        if !text.contains('<') && !text.starts_with(' ') {
+            assert_eq!(tok.decode(&got).unwrap(), text, "{name}: decode");
         }
-    }
+    });
 }
 
 #[test]

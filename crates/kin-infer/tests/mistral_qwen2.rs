@@ -17,6 +17,7 @@ use support::decoder::{
     layer_types_cases, load, load_edited_err, model_type_is_name_prefix, threads_prompt,
     window_splits, Edit, Edited,
 };
+use support::set;
 
 use kin_infer::gpu::create_compute;
 use kin_infer::models::decoders::load_decoder;
@@ -108,19 +109,19 @@ fn bad_sliding_window_fields_are_clear_errors() {
         (
             "mistral_sw",
             "zero",
-            Box::new(|c| c["sliding_window"] = 0.into()),
+            set("sliding_window", 0),
             "sliding_window",
         ),
         (
             "mistral_sw",
             "neg",
-            Box::new(|c| c["sliding_window"] = (-3).into()),
+            set("sliding_window", -3),
             "sliding_window",
         ),
         (
             "qwen2_sw",
             "nowin",
-            Box::new(|c| c["use_sliding_window"] = false.into()),
+            set("use_sliding_window", false),
             "layer_types",
         ),
         (

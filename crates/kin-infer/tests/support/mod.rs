@@ -209,6 +209,12 @@ pub fn assert_matches_golden(dir: &Path, label: &str) -> CheckReport {
 /// An edit of a JSON config, for the bad-config tables.
 pub type Edit = Box<dyn FnOnce(&mut serde_json::Value)>;
 
+/// An [`Edit`] setting `field` to `value`.
+pub fn set(field: &'static str, value: impl Into<serde_json::Value>) -> Edit {
+    let value = value.into();
+    Box::new(move |c| c[field] = value)
+}
+
 /// An [`Edit`] removing `field`.
 pub fn remove_field(field: &'static str) -> Edit {
     Box::new(move |c| {
