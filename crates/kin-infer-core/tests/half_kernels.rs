@@ -7,7 +7,7 @@ use kin_infer_core::kernels::{for_tier, Kernels, PackedMatrix, StoredRows, Tier,
 use proptest::prelude::*;
 
 mod common;
-use common::{assert_same, exact_tiers as tiers, fill, lcg};
+use common::{assert_same, exact_tiers as tiers, fill, lcg, pool, run_matmul as run};
 
 /// Random half bits: finite values of every exponent (incl. subnormals and ±0) with random
 /// mantissas; exponents are kept moderate for bf16 so products stay finite.
@@ -42,21 +42,6 @@ fn widen(bits: &[u16], bf16: bool) -> Vec<f32> {
             }
         })
         .collect()
-}
-
-#[allow(clippy::too_many_arguments)]
-fn run(
-    kern: &Kernels,
-    a: &[f32],
-    lda: usize,
-    m: usize,
-    b: &PackedMatrix,
-    bias: Option<&[f32]>,
-    ldc: usize,
-) -> Vec<f32> {
-    let mut c = vec![f32::NAN; m.max(1) * ldc];
-    kern.matmul(a, lda, m, b, bias, &mut c, ldc);
-    c
 }
 
 fn half_format(bf16: bool) -> WeightFormat {
@@ -171,10 +156,7 @@ fn half_gemm_threads() {
         let gen = for_tier(Tier::Generic).unwrap();
         let want = run(&gen, &a, k, m, &gen.pack_rows(&wf, n, k, k), None, n);
         for threads in [1, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
+            let pool = pool(threads);
             for kern in tiers() {
                 let hp = pack_half(&kern, &wbits, n, k, bf16);
                 let got = pool.install(|| run(&kern, &a, k, m, &hp, None, n));

@@ -7,7 +7,7 @@ use kin_infer_core::kernels::{for_tier, math, Kernels, PackedMatrix, Tier};
 use proptest::prelude::*;
 
 mod common;
-use common::{assert_same, exact_tiers, fill, same};
+use common::{assert_same, exact_tiers, fill, pool, run_matmul, same};
 
 /// The generic tier and every other exact tier this CPU runs.
 fn tiers() -> (Kernels, Vec<Kernels>) {
@@ -16,21 +16,6 @@ fn tiers() -> (Kernels, Vec<Kernels>) {
         .filter(|k| k.tier() != Tier::Generic)
         .collect();
     (for_tier(Tier::Generic).unwrap(), simd)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn run_matmul(
-    kern: &Kernels,
-    a: &[f32],
-    lda: usize,
-    m: usize,
-    b: &PackedMatrix,
-    bias: Option<&[f32]>,
-    ldc: usize,
-) -> Vec<f32> {
-    let mut c = vec![f32::NAN; m.max(1) * ldc];
-    kern.matmul(a, lda, m, b, bias, &mut c, ldc);
-    c
 }
 
 /// One GEMM case on every tier, with A and C strides and both packings.
@@ -247,12 +232,6 @@ fn gemm_same_bits_with_1_and_2_threads_and_row_alone() {
     let bias = fill(23, n);
     for kern in std::iter::once(&gen).chain(&simd) {
         let b = kern.pack_rows(&w, n, k, k);
-        let pool = |t| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(t)
-                .build()
-                .unwrap()
-        };
         let c1 = pool(1).install(|| run_matmul(kern, &a, k, m, &b, Some(&bias), n));
         let c2 = pool(2).install(|| run_matmul(kern, &a, k, m, &b, Some(&bias), n));
         assert_same("2 threads vs 1", kern.tier(), &c2, &c1);

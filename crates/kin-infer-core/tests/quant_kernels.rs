@@ -9,7 +9,7 @@ use kin_infer_core::kernels::ggml::GgmlType;
 use kin_infer_core::kernels::{for_tier, Kernels, PackedMatrix, StoredRows, Tier, WeightFormat};
 
 mod common;
-use common::exact_tiers as tiers;
+use common::{exact_tiers as tiers, pool};
 
 struct Rng(u64);
 impl Rng {
@@ -223,10 +223,7 @@ fn threads_change_no_bits() {
         for rows in [m, 1] {
             let want = product(&gen, &a, rows, &gen.pack_rows(&wf, n, k, k), None);
             for threads in [1, 3] {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .unwrap();
+                let pool = pool(threads);
                 for kern in tiers() {
                     let q = kern.pack_weights(&[blocks(t, &w)], k).unwrap();
                     let got = pool.install(|| product(&kern, &a, rows, &q, None));

@@ -6,22 +6,13 @@
 mod support;
 
 use kin_infer::golden::{check, GoldenFile};
-use kin_infer::kernels::{for_tier, Kernels, Tier};
+use kin_infer::kernels::{for_tier, Tier};
 use support::{fixture, load, opts};
-
-fn sse() -> Option<Kernels> {
-    match for_tier(Tier::Sse) {
-        Ok(k) => Some(k),
-        Err(_) => {
-            eprintln!("SSE4.1 not supported here: skipped");
-            None
-        }
-    }
-}
 
 #[test]
 fn encoder_fixtures_pass_their_goldens_on_the_sse_tier() {
-    if sse().is_none() {
+    if for_tier(Tier::Sse).is_err() {
+        eprintln!("SSE4.1 not supported here: skipped");
         return;
     }
     for name in [

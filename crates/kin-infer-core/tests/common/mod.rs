@@ -2,7 +2,7 @@
 //! bit-for-bit comparison. Each test binary uses a part of it.
 #![allow(dead_code)]
 
-use kin_infer_core::kernels::{for_tier, Kernels, Tier};
+use kin_infer_core::kernels::{for_tier, Kernels, PackedMatrix, Tier};
 
 /// Every tier this CPU runs whose contract is bit-identity with the generic tier (the generic
 /// tier included; SSE, without FMA, is held to a tolerance elsewhere). Says once which.
@@ -61,4 +61,28 @@ pub fn assert_same(what: &str, tier: Tier, got: &[f32], want: &[f32]) {
             w.to_bits()
         );
     }
+}
+
+/// `a` (`m` rows, `lda` apart) times the packed `b`, with `bias`, into a fresh NaN-filled
+/// output with rows `ldc` apart (so an unwritten element shows).
+pub fn run_matmul(
+    kern: &Kernels,
+    a: &[f32],
+    lda: usize,
+    m: usize,
+    b: &PackedMatrix,
+    bias: Option<&[f32]>,
+    ldc: usize,
+) -> Vec<f32> {
+    let mut c = vec![f32::NAN; m.max(1) * ldc];
+    kern.matmul(a, lda, m, b, bias, &mut c, ldc);
+    c
+}
+
+/// A rayon pool of `threads` threads.
+pub fn pool(threads: usize) -> rayon::ThreadPool {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
 }
