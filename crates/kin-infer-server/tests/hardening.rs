@@ -455,82 +455,46 @@ async fn bearer_is_case_insensitive_and_a_wrong_scheme_is_not_called_missing() {
     );
 }
 
+/// A valid completions or embeddings request with `field` set to a bad `value`, and the field
+/// the 400 must name.
+fn bad(
+    path: &'static str,
+    field: &'static str,
+    value: Value,
+) -> (&'static str, Value, &'static str) {
+    let mut body = if path == "/v1/completions" {
+        json!({"model": "chat", "prompt": "x"})
+    } else {
+        json!({"model": "embed", "input": "a"})
+    };
+    body[field] = value;
+    (path, body, field)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_inputs_and_bad_field_values_are_400s_naming_the_field() {
     let st = state("fields", ServeConfig::default());
     let cases: Vec<(&str, Value, &str)> = vec![
-        (
-            "/v1/embeddings",
-            json!({"model": "embed", "input": ""}),
-            "input",
-        ),
-        (
-            "/v1/embeddings",
-            json!({"model": "embed", "input": []}),
-            "input",
-        ),
-        (
-            "/v1/embeddings",
-            json!({"model": "embed", "input": ["a", ""]}),
-            "input",
-        ),
-        (
-            "/v1/embeddings",
-            json!({"model": "embed", "input": "a", "dimensions": -1}),
-            "dimensions",
-        ),
+        bad("/v1/embeddings", "input", json!("")),
+        bad("/v1/embeddings", "input", json!([])),
+        bad("/v1/embeddings", "input", json!(["a", ""])),
+        bad("/v1/embeddings", "dimensions", json!(-1)),
         ("/v1/embeddings", json!({"input": "a"}), "model"),
-        (
-            "/v1/completions",
-            json!({"model": "chat", "prompt": "x", "max_tokens": -1}),
-            "max_tokens",
-        ),
-        (
-            "/v1/completions",
-            json!({"model": "chat", "prompt": "x", "max_tokens": 1e10}),
-            "max_tokens",
-        ),
-        (
-            "/v1/completions",
-            json!({"model": "chat", "prompt": "x", "max_tokens": 99_999_999_999u64}),
-            "max_tokens",
-        ),
-        (
-            "/v1/completions",
-            json!({"model": "chat", "prompt": "x", "seed": -1}),
-            "seed",
-        ),
-        (
-            "/v1/completions",
-            json!({"model": "chat", "prompt": "x", "max_tokens": 0}),
-            "max_tokens",
-        ),
+        bad("/v1/completions", "max_tokens", json!(-1)),
+        bad("/v1/completions", "max_tokens", json!(1e10)),
+        bad("/v1/completions", "max_tokens", json!(99_999_999_999u64)),
+        bad("/v1/completions", "seed", json!(-1)),
+        bad("/v1/completions", "max_tokens", json!(0)),
         (
             "/v1/chat/completions",
             json!({"model": "chat", "messages": [{"role": "user", "content": "x"}],
                    "max_completion_tokens": 0}),
             "max_completion_tokens",
         ),
-        (
-            "/v1/completions",
-            json!({"model": "chat", "prompt": "x", "temperature": "hot"}),
-            "temperature",
-        ),
-        (
-            "/v1/completions",
-            json!({"model": "chat", "prompt": "x", "temperature": 1e39}),
-            "temperature",
-        ),
-        (
-            "/v1/completions",
-            json!({"model": "chat", "prompt": "x", "top_p": -0.5}),
-            "top_p",
-        ),
-        (
-            "/v1/completions",
-            json!({"model": "chat", "prompt": "x", "presence_penalty": 1e300}),
-            "presence_penalty",
-        ),
+        bad("/v1/completions", "temperature", json!("hot")),
+        bad("/v1/completions", "temperature", json!(1e39)),
+        bad("/v1/completions", "top_p", json!(-0.5)),
+        bad("/v1/completions", "presence_penalty", json!(1e300)),
         (
             "/v1/chat/completions",
             json!({"model": "chat", "messages": [{"role": 5}]}),
