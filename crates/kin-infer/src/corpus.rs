@@ -380,49 +380,26 @@ fn scan(file: &mut File, path: &Path, first: u64) -> Result<(u64, u64, LastRecor
 }
 
 fn identity_diff(old: &RunIdentity, new: &RunIdentity) -> String {
-    let mut d = Vec::new();
-    if old.model_hash != new.model_hash {
-        d.push(format!(
-            "the model differs ({} before, {} now)",
-            old.model_hash, new.model_hash
-        ));
-    }
-    if old.numerics_version != new.numerics_version {
-        d.push(format!(
-            "numerics version {} before, {} now",
-            old.numerics_version, new.numerics_version
-        ));
-    }
-    if old.pooling != new.pooling {
-        d.push(format!(
-            "pooling {} before, {} now",
-            old.pooling, new.pooling
-        ));
-    }
-    if old.normalize != new.normalize {
-        d.push(format!(
-            "normalize {} before, {} now",
-            old.normalize, new.normalize
-        ));
-    }
-    if old.max_length != new.max_length {
-        d.push(format!(
-            "max length {} before, {} now",
-            old.max_length, new.max_length
-        ));
-    }
-    if old.dimensions != new.dimensions {
-        d.push(format!(
-            "dimensions {:?} before, {:?} now",
-            old.dimensions, new.dimensions
-        ));
-    }
-    if old.input_format != new.input_format {
-        d.push(format!(
-            "input format {} before, {} now",
-            old.input_format, new.input_format
-        ));
-    }
+    // Each setting as it reads in messages; the ones that differ are named.
+    let settings: [(&str, fn(&RunIdentity) -> String); 7] = [
+        ("model", |r| r.model_hash.clone()),
+        ("numerics version", |r| r.numerics_version.clone()),
+        ("pooling", |r| r.pooling.clone()),
+        ("normalize", |r| r.normalize.to_string()),
+        ("max length", |r| r.max_length.to_string()),
+        ("dimensions", |r| format!("{:?}", r.dimensions)),
+        ("input format", |r| r.input_format.clone()),
+    ];
+    let d: Vec<String> = settings
+        .iter()
+        .filter_map(|(what, read)| {
+            let (before, now) = (read(old), read(new));
+            (before != now).then(|| match *what {
+                "model" => format!("the model differs ({before} before, {now} now)"),
+                _ => format!("{what} {before} before, {now} now"),
+            })
+        })
+        .collect();
     format!("settings changed since the run began: {}", d.join("; "))
 }
 
@@ -440,6 +417,20 @@ mod tests {
             dimensions: None,
             input_format: "lines".into(),
         }
+    }
+
+    #[test]
+    fn identity_diff_names_each_changed_setting() {
+        let old = identity();
+        let mut new = identity();
+        new.model_hash = "m2".into();
+        new.dimensions = Some(4);
+        new.normalize = false;
+        assert_eq!(
+            identity_diff(&old, &new),
+            "settings changed since the run began: the model differs (m before, m2 now); \
+             normalize true before, false now; dimensions None before, Some(4) now"
+        );
     }
 
     /// A kill after the output's first fsync but before the manifest recorded that commit
