@@ -7,25 +7,12 @@
 use inmotion::golden::Golden;
 use inmotion::Model;
 use kin_infer_core::kernels::Tier;
+use kin_infer_core::pins::{assert_pinned, fingerprint, Pin};
 use std::path::PathBuf;
-
-/// FNV-1a over the bit patterns.
-fn fingerprint<'a>(vs: impl IntoIterator<Item = &'a [f32]>) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for v in vs {
-        for x in v {
-            for b in x.to_bits().to_le_bytes() {
-                h ^= b as u64;
-                h = h.wrapping_mul(0x100000001b3);
-            }
-        }
-    }
-    h
-}
 
 /// (numerics version, artifact, fingerprint of the logits of its golden windows in order),
 /// taken with `KIN_PRINT_PINS=1`.
-const PINS: &[(&str, &str, u64)] = &[
+const PINS: &[Pin] = &[
     ("inmotion-numerics/2", "cf_jepa_fp32", 0xeef16ad3567b4f81),
     ("inmotion-numerics/2", "cf_jepa_int8", 0x4ae99714ebfd17c7),
     ("inmotion-numerics/2", "cf_jepa_q4", 0xafcefdf85483079f),
@@ -58,9 +45,7 @@ fn logits_bits_are_pinned_to_the_numerics_version() {
         .collect();
     names.sort();
     assert!(names.len() >= 15, "fixture artifacts missing: {names:?}");
-    let print = std::env::var_os("KIN_PRINT_PINS").is_some();
-    let mut failures = Vec::new();
-    for name in &names {
+    assert_pinned(inmotion::NUMERICS_VERSION, PINS, &names, |name| {
         let dir = artifacts_root().join(name);
         let mut m = Model::load_with(&dir, Tier::Generic).unwrap();
         let g = Golden::load(&dir, &m.meta).unwrap();
@@ -69,26 +54,6 @@ fn logits_bits_are_pinned_to_the_numerics_version() {
             .iter()
             .map(|c| m.forward(&c.input).to_vec())
             .collect();
-        let fp = fingerprint(rows.iter().map(Vec::as_slice));
-        if print {
-            println!(
-                "    (\"{}\", \"{name}\", {fp:#x}),",
-                inmotion::NUMERICS_VERSION
-            );
-            continue;
-        }
-        match PINS
-            .iter()
-            .find(|(v, n, _)| *v == inmotion::NUMERICS_VERSION && n == name)
-        {
-            Some((_, _, want)) if *want == fp => {}
-            Some((_, _, want)) => failures.push(format!("{name}: {fp:#x}, pinned {want:#x}")),
-            None => failures.push(format!("{name}: no pin for {}", inmotion::NUMERICS_VERSION)),
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "output bits moved without a numerics version bump:\n{}",
-        failures.join("\n")
-    );
+        fingerprint(rows.iter().map(Vec::as_slice))
+    });
 }

@@ -13,6 +13,8 @@ pub mod io;
 pub mod kernels;
 pub mod nn;
 pub mod op_args;
+#[doc(hidden)]
+pub mod pins;
 pub mod resource;
 pub mod threads;
 pub mod units;

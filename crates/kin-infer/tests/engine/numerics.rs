@@ -7,20 +7,7 @@ use crate::common::{fixture, load, random_sequences, repo_root};
 use kin_infer::gpu::create_compute;
 use kin_infer::models::decoders::{load_decoder, LogitsRows};
 use kin_infer::{EmbedderOptions, NUMERICS_VERSION};
-
-/// FNV-1a over the bit patterns.
-fn fingerprint<'a>(vs: impl IntoIterator<Item = &'a [f32]>) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for v in vs {
-        for x in v {
-            for b in x.to_bits().to_le_bytes() {
-                h ^= b as u64;
-                h = h.wrapping_mul(0x100000001b3);
-            }
-        }
-    }
-    h
-}
+use kin_infer_core::pins::{assert_pinned, fingerprint, Pin};
 
 /// Embeddings of fixed random sequences of lengths 1, 7, 23 and 40, as one batch.
 fn encoder_fingerprint(name: &str) -> u64 {
@@ -57,7 +44,7 @@ fn decoder_fingerprint(name: &str) -> u64 {
 /// (numerics version, encoder fixture, fingerprint); one fixture per family and variant.
 /// Taken with `KIN_PRINT_PINS=1` on main at 0b59a90, before the lazy rotary tables (issue 10):
 /// the bert/roberta pins are the ones kin-numerics/1 always had.
-const ENCODER_PINS: &[(&str, &str, u64)] = &[
+const ENCODER_PINS: &[Pin] = &[
     ("kin-numerics/1", "bert_tiny", 0xc4d07587412c2ac6),
     ("kin-numerics/1", "roberta_tiny", 0x65aee675b650c5b8),
     ("kin-numerics/1", "xlmr_tiny", 0x8531a537f4576ee3),
@@ -74,7 +61,7 @@ const ENCODER_PINS: &[(&str, &str, u64)] = &[
 ];
 
 /// (numerics version, decoder fixture, fingerprint); one fixture per family and variant.
-const DECODER_PINS: &[(&str, &str, u64)] = &[
+const DECODER_PINS: &[Pin] = &[
     ("kin-numerics/1", "gpt2_small", 0xb88ea5852e9bd003),
     ("kin-numerics/1", "llama_gqa", 0x92666b119c67fa22),
     ("kin-numerics/1", "llama_bf16", 0x9e8fa00575a493c0),
@@ -92,49 +79,17 @@ const DECODER_PINS: &[(&str, &str, u64)] = &[
 
 #[test]
 fn output_bits_are_pinned_to_the_numerics_version() {
-    if std::env::var("KIN_PRINT_PINS").is_ok_and(|v| v == "1") {
-        for name in ENCODERS {
-            println!(
-                "    (\"{NUMERICS_VERSION}\", \"{name}\", {:#x}),",
-                encoder_fingerprint(name)
-            );
-        }
-        for name in DECODERS {
-            println!(
-                "    (\"{NUMERICS_VERSION}\", \"{name}\", {:#x}),",
-                decoder_fingerprint(name)
-            );
-        }
-        return;
-    }
-    let mut failures = Vec::new();
-    for (pins, names, f) in [
-        (
-            ENCODER_PINS,
-            ENCODERS,
-            encoder_fingerprint as fn(&str) -> u64,
-        ),
-        (DECODER_PINS, DECODERS, decoder_fingerprint),
-    ] {
-        for name in names {
-            let Some((_, _, want)) = pins
-                .iter()
-                .find(|p| p.0 == NUMERICS_VERSION && p.1 == *name)
-            else {
-                failures.push(format!("{name}: no pin for {NUMERICS_VERSION}: add one"));
-                continue;
-            };
-            let got = f(name);
-            if got != *want {
-                failures.push(format!("{name}: got {got:#x}, pinned {want:#x}"));
-            }
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "output bits changed under numerics version {NUMERICS_VERSION} (if intended, bump \
-         NUMERICS_VERSION and pin the new values; KIN_PRINT_PINS=1 prints them):\n{}",
-        failures.join("\n")
+    assert_pinned(
+        NUMERICS_VERSION,
+        ENCODER_PINS,
+        ENCODERS,
+        encoder_fingerprint,
+    );
+    assert_pinned(
+        NUMERICS_VERSION,
+        DECODER_PINS,
+        DECODERS,
+        decoder_fingerprint,
     );
 }
 
