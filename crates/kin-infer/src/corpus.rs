@@ -380,8 +380,10 @@ fn scan(file: &mut File, path: &Path, first: u64) -> Result<(u64, u64, LastRecor
 }
 
 fn identity_diff(old: &RunIdentity, new: &RunIdentity) -> String {
-    // Each setting as it reads in messages; the ones that differ are named.
-    let settings: [(&str, fn(&RunIdentity) -> String); 7] = [
+    /// A setting's name and how it reads in messages.
+    type Setting = (&'static str, fn(&RunIdentity) -> String);
+    // The ones that differ are named.
+    let settings: [Setting; 7] = [
         ("model", |r| r.model_hash.clone()),
         ("numerics version", |r| r.numerics_version.clone()),
         ("pooling", |r| r.pooling.clone()),

@@ -271,8 +271,9 @@ fn special_ids_outside_the_vocabulary_are_refused() {
 fn non_finite_or_mistyped_float_keys_are_named() {
     let llama = "decoders/llama_gqa.f32.gguf";
     let gemma2 = "decoders/gemma2_hd.f32.gguf";
-    // (file, key, [(bad value, what the error must say)])
-    let cases: Vec<(&str, &str, Vec<(MetaValue, &str)>)> = vec![
+    /// (file, key, [(bad value, what the error must say)])
+    type KeyCases = (&'static str, &'static str, Vec<(MetaValue, &'static str)>);
+    let cases: Vec<KeyCases> = vec![
         (
             llama,
             "llama.rope.freq_base",
