@@ -55,20 +55,42 @@ fn single_process(e: &Embedder, input: &Path) -> Vec<u8> {
     records(e, &std::fs::read_to_string(input).unwrap(), 0)
 }
 
-fn start(e: &Embedder, dir: &Path, input: &Path, shard_items: u64) -> RunIdentity {
-    let id = RunIdentity::of(e, "jsonl").unwrap();
-    let index = shards::index_input(input, true, shard_items).unwrap();
-    prepare_run(dir, id.clone(), index).unwrap();
-    id
+/// A run over the test input in shards of `shard_items` items, prepared in a fresh
+/// temporary directory (`tmp`, which holds the input and the run directory `run`).
+struct Started {
+    e: Embedder,
+    tmp: tempfile::TempDir,
+    input: PathBuf,
+    run: PathBuf,
+    id: RunIdentity,
 }
 
-#[test]
-fn shards_in_any_order_merge_to_the_single_process_bytes() {
+fn start(shard_items: u64) -> Started {
     let e = embedder();
     let tmp = tempfile::tempdir().unwrap();
     let input = write_input(tmp.path());
     let run = tmp.path().join("run");
-    let id = start(&e, &run, &input, 7);
+    let id = RunIdentity::of(&e, "jsonl").unwrap();
+    let index = shards::index_input(&input, true, shard_items).unwrap();
+    prepare_run(&run, id.clone(), index).unwrap();
+    Started {
+        e,
+        tmp,
+        input,
+        run,
+        id,
+    }
+}
+
+#[test]
+fn shards_in_any_order_merge_to_the_single_process_bytes() {
+    let Started {
+        e,
+        tmp,
+        input,
+        run,
+        id,
+    } = start(7);
     let r = shards::load_run(&run).unwrap();
     assert_eq!(r.index.items, 23);
     assert_eq!(r.index.shards.len(), 4);
@@ -90,11 +112,13 @@ fn shards_in_any_order_merge_to_the_single_process_bytes() {
 
 #[test]
 fn a_shard_cut_short_by_a_killed_worker_continues_where_its_durable_part_ends() {
-    let e = embedder();
-    let tmp = tempfile::tempdir().unwrap();
-    let input = write_input(tmp.path());
-    let run = tmp.path().join("run");
-    let id = start(&e, &run, &input, 10);
+    let Started {
+        e,
+        tmp,
+        input,
+        run,
+        id,
+    } = start(10);
     let reference = single_process(&e, &input);
     // What a worker had made durable of shard 1 (items 10..13) before it was killed in the
     // middle of writing item 13's record: three committed records and a torn fourth.
@@ -138,11 +162,13 @@ fn a_shard_cut_short_by_a_killed_worker_continues_where_its_durable_part_ends() 
 
 #[test]
 fn resumes_with_other_settings_or_input_and_unfinished_merges_are_refused() {
-    let e = embedder();
-    let tmp = tempfile::tempdir().unwrap();
-    let input = write_input(tmp.path());
-    let run = tmp.path().join("run");
-    let id = start(&e, &run, &input, 8);
+    let Started {
+        e,
+        tmp,
+        input,
+        run,
+        id,
+    } = start(8);
     write_shard(&e, &id, &run, 0, 8, WAIT).unwrap();
 
     let err = merge(&run, &tmp.path().join("m.jsonl")).unwrap_err();
@@ -171,11 +197,14 @@ fn resumes_with_other_settings_or_input_and_unfinished_merges_are_refused() {
 
 #[test]
 fn two_writers_of_one_shard_cannot_both_run() {
-    let e = embedder();
-    let tmp = tempfile::tempdir().unwrap();
-    let input = write_input(tmp.path());
-    let run = tmp.path().join("run");
-    let id = start(&e, &run, &input, 8);
+    // `_tmp` holds the run directory for the test's length.
+    let Started {
+        e,
+        tmp: _tmp,
+        run,
+        id,
+        ..
+    } = start(8);
     let lock = std::fs::File::create(shard_path(&run, 1).with_extension("lock")).unwrap();
     lock.lock().unwrap();
     let err = write_shard(&e, &id, &run, 1, 8, Duration::ZERO).unwrap_err();
