@@ -72,6 +72,24 @@ const TILE4: &str = r#"
     }
 "#;
 
+/// The start of a kernel over one sequence's (head, query, key) triples (`attn_scores`,
+/// `disentangled`): one invocation per triple, from `p.len`, `p.heads`, `p.hd`; q/k/v rows
+/// `stride` apart. A macro because `concat!` takes literals only.
+macro_rules! pair_index {
+    () => {
+        r#"
+    u32 len = p.len;
+    u32 heads = p.heads;
+    u32 hd = p.hd;
+    if (i >= heads * len * len) { return; }
+    u32 h = i / (len * len);
+    u32 qi = (i / len) % len;
+    u32 kj = i % len;
+    u32 hidden = heads * hd;
+    u32 stride = 3u * hidden;"#
+    };
+}
+
 /// Every kernel (the same set as `params::KERNELS`; a test holds them equal).
 pub(crate) const BODIES: &[Body] = &[
     // `o[r][j0 + c] = x[r] · w[c] + b[j0 + c]` for one column group of `gn` outputs (weights
@@ -243,16 +261,9 @@ pub(crate) const BODIES: &[Body] = &[
         op: "attn_scores",
         bufs: &[r("qkv"), r("bias"), rw("s")],
         weight: None,
-        body: r#"
-    u32 len = p.len;
-    u32 heads = p.heads;
-    u32 hd = p.hd;
-    if (i >= heads * len * len) { return; }
-    u32 h = i / (len * len);
-    u32 qi = (i / len) % len;
-    u32 kj = i % len;
-    u32 hidden = heads * hd;
-    u32 stride = 3u * hidden;
+        body: concat!(
+            pair_index!(),
+            r#"
     u32 q = p.qo + qi * stride + h * hd;
     u32 k = p.qo + kj * stride + hidden + h * hd;
     f32 acc = 0.0f;
@@ -265,7 +276,8 @@ pub(crate) const BODIES: &[Body] = &[
         default: {}
     }
     s[i] = v;
-"#,
+"#
+        ),
     },
     // Softmax of rows of scores in place; for causal attention (`p.causal`), row t of a chunk
     // at `pos0 + t / heads` holds keys j0..n (the last `window`, 0 = all).
@@ -502,16 +514,9 @@ pub(crate) const BODIES: &[Body] = &[
         op: "disentangled",
         bufs: &[r("qkv"), r("pk"), r("pq"), ru("idx"), rw("o")],
         weight: None,
-        body: r#"
-    u32 len = p.len;
-    u32 heads = p.heads;
-    u32 hd = p.hd;
-    if (i >= heads * len * len) { return; }
-    u32 h = i / (len * len);
-    u32 qi = (i / len) % len;
-    u32 kj = i % len;
-    u32 hidden = heads * hd;
-    u32 stride = 3u * hidden;
+        body: concat!(
+            pair_index!(),
+            r#"
     u32 r = idx[qi + p.max_len - 1u - kj];
     u32 tb = r * hidden + h * hd;
     f32 v = 0.0f;
@@ -530,7 +535,8 @@ pub(crate) const BODIES: &[Body] = &[
         v = v + acc;
     }
     o[p.oo + i] = v;
-"#,
+"#
+        ),
     },
 ];
 
