@@ -91,7 +91,8 @@ pub(crate) fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result
     // transformers calls llama.cpp's phi2 `phi`.
     let model_type = if arch == "phi2" { "phi" } else { arch };
     obj.insert("model_type".into(), json!(model_type));
-    // Each architecture's keys under the names its family's config.json uses.
+    // Each architecture's keys under the names its family's config.json uses: its own, then
+    // (below) the LLaMA-layout ones most share.
     let pairs: &[(&str, &str)] = match arch {
         "phi2" => &[
             ("max_position_embeddings", "context_length"),
@@ -103,18 +104,10 @@ pub(crate) fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result
             ("rope_theta", "rope.freq_base"),
         ],
         "phi3" => &[
-            ("max_position_embeddings", "context_length"),
             (
                 "original_max_position_embeddings",
                 "rope.scaling.original_context_length",
             ),
-            ("hidden_size", "embedding_length"),
-            ("num_hidden_layers", "block_count"),
-            ("intermediate_size", "feed_forward_length"),
-            ("num_attention_heads", "attention.head_count"),
-            ("num_key_value_heads", "attention.head_count_kv"),
-            ("rms_norm_eps", "attention.layer_norm_rms_epsilon"),
-            ("rope_theta", "rope.freq_base"),
             ("sliding_window", "attention.sliding_window"),
         ],
         "gpt2" => &[
@@ -125,6 +118,11 @@ pub(crate) fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result
             ("n_head", "attention.head_count"),
             ("layer_norm_epsilon", "attention.layer_norm_epsilon"),
         ],
+        _ => &[("head_dim", "attention.key_length")],
+    };
+    // The LLaMA-layout keys Phi-3 and the LLaMA-style families share.
+    let llama: &[(&str, &str)] = match arch {
+        "phi2" | "gpt2" => &[],
         _ => &[
             ("max_position_embeddings", "context_length"),
             ("hidden_size", "embedding_length"),
@@ -134,10 +132,9 @@ pub(crate) fn config(gguf: &GgufFile, store: &WeightStore, arch: &str) -> Result
             ("num_key_value_heads", "attention.head_count_kv"),
             ("rms_norm_eps", "attention.layer_norm_rms_epsilon"),
             ("rope_theta", "rope.freq_base"),
-            ("head_dim", "attention.key_length"),
         ],
     };
-    for (hub, own) in pairs {
+    for (hub, own) in llama.iter().chain(pairs) {
         put(hub, format!("{arch}.{own}"), &mut obj)?;
     }
     if arch == "gemma2" {
