@@ -14,16 +14,20 @@ fn bare_invocation_lists_commands() {
     }
 }
 
+/// `check` of the fixture `dir` against its own golden passes; the golden's JSON, for a test
+/// to perturb.
+fn passes_own_golden(dir: &Path) -> serde_json::Value {
+    let g = dir.join("golden.json");
+    let o = check(dir, &g, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("PARITY OK"));
+    serde_json::from_str(&std::fs::read_to_string(&g).unwrap()).unwrap()
+}
+
 #[test]
 fn check_passes_fixtures_and_fails_perturbed_goldens() {
     let dir = fixture("roberta_tiny");
-    let g = dir.join("golden.json");
-    let o = check(&dir, &g, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    assert!(text(&o.stdout).contains("PARITY OK"));
-
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&g).unwrap()).unwrap();
+    let mut v = passes_own_golden(&dir);
     let e = &mut v["cases"][0]["expected"][1][0][3];
     *e = serde_json::json!(e.as_f64().unwrap() + 0.5);
     let tmp = tempfile::tempdir().unwrap();
@@ -238,13 +242,8 @@ fn every_simd_tier_writes_the_same_bytes() {
 #[test]
 fn check_replays_decoder_logits_and_generate_goldens() {
     let dir = root().join("tests/decoder_fixtures/llama_gqa");
-    let g = dir.join("golden.json");
-    let o = check(&dir, &g, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    assert!(text(&o.stdout).contains("PARITY OK"));
+    let mut v = passes_own_golden(&dir);
     // One generated token changed: PARITY FAILED naming the position, exit 1.
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&g).unwrap()).unwrap();
     let case = v["cases"]
         .as_array_mut()
         .unwrap()
