@@ -158,9 +158,21 @@ fn small_meta(
             json!({"d_model": 8, "n_heads": 2, "num_layers": 2, "dim_feedforward": 12, "head_hidden": 6})
         }
     };
+    artifact(family, hp, 11, layout, scheme)
+}
+
+/// An artifact of `family` with hyperparameters `hp` and random weights from `seed`, its
+/// quantizable tensors quantized to `layout` (recorded as `scheme`) when given.
+fn artifact(
+    family: Family,
+    hp: Value,
+    seed: u64,
+    layout: Option<&IntLayout>,
+    scheme: &str,
+) -> (Value, BTreeMap<String, Tensor>) {
     let mut v = writer::meta_json(family, hp, json!({"scheme": "fp32"}));
     let meta = Meta::from_value(&v, Path::new("meta.json")).unwrap();
-    let mut t = writer::random_tensors(&meta, 11);
+    let mut t = writer::random_tensors(&meta, seed);
     if let Some(l) = layout {
         let names: Vec<String> = writer::tensor_specs(&meta)
             .into_iter()
@@ -262,23 +274,8 @@ fn published_size_random_artifacts_load_and_predict() {
                 }),
             ),
         ] {
-            let mut v = writer::meta_json(
-                family,
-                writer::published_hparams(family),
-                json!({"scheme": "fp32"}),
-            );
-            let meta = Meta::from_value(&v, Path::new("meta.json")).unwrap();
-            let mut t = writer::random_tensors(&meta, 5);
-            if let Some(l) = &layout {
-                let names: Vec<String> = writer::tensor_specs(&meta)
-                    .into_iter()
-                    .filter(|s| s.2)
-                    .map(|s| s.0)
-                    .collect();
-                writer::quantize(&mut t, &names, l);
-                v["quantization"] = json!({"scheme": scheme, "bits": l.bits, "granularity": l.granularity.name(),
-                                           "group_size": l.group_size, "tensors": names});
-            }
+            let hp = writer::published_hparams(family);
+            let (v, t) = artifact(family, hp, 5, layout.as_ref(), scheme);
             let dir = tmp.path().join(format!("{}_{scheme}", family.name()));
             writer::write_artifact(&dir, &v, &t).unwrap();
             let start = std::time::Instant::now();
