@@ -2,7 +2,7 @@
 //! input/artifact/golden), nothing on stdout on error, and every command on the fixtures.
 
 use inmotion::meta::{Family, Meta};
-use inmotion::writer::{self, Data, Tensor};
+use inmotion::writer::{self, Tensor};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -394,23 +394,14 @@ fn malformed_artifacts_exit_2_naming_the_fault() {
     assert_fails(&describe(&d), "`encoder.norm.bias`: missing");
 
     let mut t2 = t.clone();
-    t2.insert(
-        "stray".into(),
-        Tensor {
-            shape: vec![1],
-            data: Data::F32(vec![1.0]),
-        },
-    );
+    t2.insert("stray".into(), Tensor::f32(vec![1], vec![1.0]));
     writer::write_artifact(&d, &v, &t2).unwrap();
     assert_fails(&describe(&d), "`stray`: extra");
 
     let mut t2 = t.clone();
     t2.insert(
         "encoder.norm.bias".into(),
-        Tensor {
-            shape: vec![9],
-            data: Data::F32(vec![0.0; 9]),
-        },
+        Tensor::f32(vec![9], vec![0.0; 9]),
     );
     writer::write_artifact(&d, &v, &t2).unwrap();
     assert_fails(&describe(&d), "`encoder.norm.bias`: shape [9]");

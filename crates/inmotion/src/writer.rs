@@ -26,6 +26,16 @@ pub struct Tensor {
     pub data: Data,
 }
 
+impl Tensor {
+    /// An f32 tensor of `shape` holding `values` (row-major).
+    pub fn f32(shape: Vec<usize>, values: Vec<f32>) -> Self {
+        Tensor {
+            shape,
+            data: Data::F32(values),
+        }
+    }
+}
+
 /// Every tensor `meta` implies: `(name, shape, quantizable)`. Quantizable = Linear/Conv weight.
 pub fn tensor_specs(meta: &Meta) -> Vec<(String, Vec<usize>, bool)> {
     let mut v: Vec<(String, Vec<usize>, bool)> = Vec::new();
@@ -161,13 +171,7 @@ pub fn random_tensors(meta: &Meta, seed: u64) -> BTreeMap<String, Tensor> {
                 },
             );
         }
-        out.insert(
-            name,
-            Tensor {
-                shape,
-                data: Data::F32(data),
-            },
-        );
+        out.insert(name, Tensor::f32(shape, data));
     }
     out
 }
@@ -222,20 +226,8 @@ pub fn quantize(tensors: &mut BTreeMap<String, Tensor>, names: &[String], layout
                 data: Data::U8(q),
             },
         );
-        tensors.insert(
-            format!("{name}.__scale"),
-            Tensor {
-                shape: vec![rows, ng],
-                data: Data::F32(sc),
-            },
-        );
-        tensors.insert(
-            format!("{name}.__zero"),
-            Tensor {
-                shape: vec![rows, ng],
-                data: Data::F32(ze),
-            },
-        );
+        tensors.insert(format!("{name}.__scale"), Tensor::f32(vec![rows, ng], sc));
+        tensors.insert(format!("{name}.__zero"), Tensor::f32(vec![rows, ng], ze));
     }
 }
 

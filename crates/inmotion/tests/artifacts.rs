@@ -229,13 +229,7 @@ fn every_width_and_granularity_equals_its_dequantized_float_twin() {
                         cols,
                         &l,
                     );
-                    tf.insert(
-                        name.to_string(),
-                        Tensor {
-                            shape,
-                            data: Data::F32(w),
-                        },
-                    );
+                    tf.insert(name.to_string(), Tensor::f32(shape, w));
                 }
                 let (dq, df) = (tmp.path().join("q"), tmp.path().join("f"));
                 writer::write_artifact(&dq, &meta_q, &tq).unwrap();
@@ -346,13 +340,7 @@ fn malformed_artifacts_are_rejected_with_the_name_of_the_fault() {
 
     // extra tensor
     let mut t2 = t.clone();
-    t2.insert(
-        "head.9.weight".into(),
-        Tensor {
-            shape: vec![2],
-            data: Data::F32(vec![0.0; 2]),
-        },
-    );
+    t2.insert("head.9.weight".into(), Tensor::f32(vec![2], vec![0.0; 2]));
     writer::write_artifact(&d, &v, &t2).unwrap();
     let e = load_err(&d);
     assert!(e.contains("`head.9.weight`") && e.contains("extra"), "{e}");
