@@ -17,9 +17,10 @@ fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gguf/tokenizers")
 }
 
-/// Every case of the golden file's group `group` (three GGUF files, a list of cases each), with
-/// the file's name and its tokenizer.
-fn each_case(group: &str, mut check: impl FnMut(&str, &GenTokenizer, &str, &Value)) {
+/// Every case of the golden file's group `group` (three GGUF files, a list of cases each): its
+/// `ids` (no special tokens) are the file's tokenizer's; then `check` gets the file's name, the
+/// tokenizer, the text, the case and those ids.
+fn each_case(group: &str, mut check: impl FnMut(&str, &GenTokenizer, &str, &Value, &[u32])) {
     let golden: Value =
         serde_json::from_str(&std::fs::read_to_string(dir().join("golden.json")).unwrap()).unwrap();
     let files = golden[group].as_object().unwrap();
@@ -27,25 +28,25 @@ fn each_case(group: &str, mut check: impl FnMut(&str, &GenTokenizer, &str, &Valu
     for (name, cases) in files {
         let tok = GenTokenizer::load(&dir().join(name)).unwrap();
         for case in cases.as_array().unwrap() {
-            check(name, &tok, case["text"].as_str().unwrap(), case);
+            let text = case["text"].as_str().unwrap();
+            let got = tok.encode_with(text, false).unwrap();
+            assert_eq!(got, ids(&case["ids"]), "{name}: {text:?}");
+            check(name, &tok, text, case, &got);
         }
     }
 }
 
 #[test]
 fn ids_match_transformers_for_every_pre_tokenizer() {
-    each_case("files", |name, tok, text, case| {
-        let want = ids(&case["ids"]);
-        let got = tok.encode_with(text, false).unwrap();
-        assert_eq!(got, want, "{name}: {text:?}");
+    each_case("files", |name, tok, text, _, got| {
         // add_bos_token is false in these files: the same ids with special tokens on.
         assert_eq!(
             tok.encode(text).unwrap(),
-            want,
+            got,
             "{name}: {text:?} (specials)"
         );
         if !text.contains("<|") {
-            assert_eq!(tok.decode(&got).unwrap(), text, "{name}: decode");
+            assert_eq!(tok.decode(got).unwrap(), text, "{name}: decode");
         }
     });
 }
@@ -54,16 +55,13 @@ fn ids_match_transformers_for_every_pre_tokenizer() {
 /// three conventions transformers applies (llama, phi3, gemma2): ids with and without BOS.
 #[test]
 fn sentencepiece_ids_match_transformers() {
-    each_case("spm", |name, tok, text, case| {
-        let want = ids(&case["ids"]);
-        let got = tok.encode_with(text, false).unwrap();
-        assert_eq!(got, want, "{name}: {text:?}");
+    each_case("spm", |name, tok, text, case, got| {
         let with = ids(&case["ids_with_special"]);
         assert_eq!(tok.encode(text).unwrap(), with, "{name}: {text:?} (BOS)");
         // The decoder strips the prefix `▁` (and so one leading space of the text, as
         // transformers' does); Gemma adds none. Added tokens (`<think>`) start new pieces.
         if !text.contains('<') && !text.starts_with(' ') {
-            assert_eq!(tok.decode(&got).unwrap(), text, "{name}: decode");
+            assert_eq!(tok.decode(got).unwrap(), text, "{name}: decode");
         }
     });
 }
