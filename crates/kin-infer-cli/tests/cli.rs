@@ -73,12 +73,7 @@ fn broken_models_exit_2_without_panicking() {
     assert!(o.stdout.is_empty());
 
     let o = run(
-        kin(&[
-            "describe",
-            "--model",
-            fixture("bert_tiny").to_str().unwrap(),
-        ])
-        .env("KIN_INFER_SIMD", "sse9"),
+        kin_on("describe", &fixture("bert_tiny"), &[]).env("KIN_INFER_SIMD", "sse9"),
         "",
     );
     assert_clean_error(&o, 2, "sse9");
@@ -190,14 +185,7 @@ fn bad_jsonl_exits_2_and_leaves_no_output_file() {
         ("{\"id\": 1}\n", "text"),
     ] {
         let o = run(
-            &mut kin(&[
-                "embed",
-                "--model",
-                m.to_str().unwrap(),
-                "--jsonl",
-                "--output",
-                out.to_str().unwrap(),
-            ]),
+            &mut kin_on("embed", &m, &["--jsonl", "--output", out.to_str().unwrap()]),
             bad,
         );
         assert_clean_error(&o, 2, needle);

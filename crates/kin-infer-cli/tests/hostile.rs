@@ -43,13 +43,7 @@ fn negative_numbers_are_checked_by_the_option_that_takes_them() {
     }
     let model = root().join(BERT_GGUF);
     let o = run(
-        &mut kin(&[
-            "embed",
-            "--model",
-            model.to_str().unwrap(),
-            "--dimensions",
-            "-1",
-        ]),
+        &mut kin_on("embed", &model, &["--dimensions", "-1"]),
         "hello\n",
     );
     assert_clean_error(&o, 2, "'--dimensions <DIMENSIONS>'");
@@ -62,14 +56,7 @@ fn a_thread_count_past_the_machines_limit_is_refused_at_once() {
     assert_clean_error(&generate(&["--threads", "1000000"]), 2, "at most");
     let model = root().join(LLAMA);
     let o = run(
-        kin(&[
-            "generate",
-            "--model",
-            model.to_str().unwrap(),
-            "--prompt-ids",
-            "1",
-        ])
-        .env("KIN_INFER_THREADS", "1000000"),
+        kin_on("generate", &model, &["--prompt-ids", "1"]).env("KIN_INFER_THREADS", "1000000"),
         "",
     );
     assert_clean_error(&o, 2, "KIN_INFER_THREADS=1000000");
@@ -95,15 +82,11 @@ fn nan_weights_in_a_decoder_exit_2_instead_of_generating() {
     }
     std::fs::write(&path, b).unwrap();
     let o = run(
-        &mut kin(&[
+        &mut kin_on(
             "generate",
-            "--model",
-            tmp.path().to_str().unwrap(),
-            "--prompt-ids",
-            "1 2 3",
-            "--max-tokens",
-            "4",
-        ]),
+            &tmp.path(),
+            &["--prompt-ids", "1 2 3", "--max-tokens", "4"],
+        ),
         "",
     );
     assert_clean_error(&o, 2, "non-finite");
@@ -115,13 +98,7 @@ fn a_bench_prompt_past_the_context_says_so() {
     // It used to say "--prompt-tokens and --decode-tokens must be at least 1".
     let model = root().join(LLAMA);
     let o = run(
-        &mut kin(&[
-            "bench",
-            "--model",
-            model.to_str().unwrap(),
-            "--prompt-tokens",
-            "999999999",
-        ]),
+        &mut kin_on("bench", &model, &["--prompt-tokens", "999999999"]),
         "",
     );
     assert_clean_error(&o, 2, "--prompt-tokens 999999999 leaves no room to decode");

@@ -182,15 +182,11 @@ fn quantize_prints_no_bar_off_a_terminal_and_a_summary_with_seconds() {
     let out = tmp.path().join("q.gguf");
     let model = root().join("tests/decoder_fixtures/llama_gqa");
     let r = run(
-        &mut kin(&[
+        &mut kin_on(
             "quantize",
-            "--model",
-            model.to_str().unwrap(),
-            "--type",
-            "q8_0",
-            "--out",
-            out.to_str().unwrap(),
-        ]),
+            &model,
+            &["--type", "q8_0", "--out", out.to_str().unwrap()],
+        ),
         "",
     );
     let err = text(&r.stderr);

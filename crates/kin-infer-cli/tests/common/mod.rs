@@ -45,6 +45,13 @@ pub fn kin(args: &[&str]) -> Command {
     c
 }
 
+/// `kin-infer <cmd> --model <model> <args>`.
+pub fn kin_on(cmd: &str, model: &Path, args: &[&str]) -> Command {
+    let mut c = kin(&[cmd, "--model", model.to_str().unwrap()]);
+    c.args(args);
+    c
+}
+
 pub fn run(c: &mut Command, stdin: &str) -> Output {
     let mut child = c
         .stdin(Stdio::piped())
