@@ -84,7 +84,7 @@ fn nan_weights_in_a_decoder_exit_2_instead_of_generating() {
     let o = run(
         &mut kin_on(
             "generate",
-            &tmp.path(),
+            tmp.path(),
             &["--prompt-ids", "1 2 3", "--max-tokens", "4"],
         ),
         "",
