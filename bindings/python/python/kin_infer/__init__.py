@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _native
+from . import _native, errors
 from .errors import (
     ContextExceededError,
     InvalidInputError,
@@ -42,14 +42,9 @@ __all__ = [
     "StreamChunk",
     "GenerationStream",
     "NUMERICS_VERSION",
-    "KinInferError",
-    "InvalidInputError",
-    "ContextExceededError",
-    "ModelNotFoundError",
-    "InvalidModelError",
-    "UnsupportedError",
-    "ResourceError",
 ]
+# The error classes, as kin_infer.errors lists them.
+__all__ += errors.__all__
 
 
 def _texts(texts: Union[str, Sequence[str]], what: str = "texts") -> List[str]:
