@@ -24,7 +24,7 @@ use support::decoder::{
 use kin_infer::generate::generate_greedy;
 use kin_infer::gpu::{create_compute, GpuCompute};
 use kin_infer::models::decoders::{load_decoder, Decoder};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const FIXTURES: [&str; 3] = [
     "llama_rope_linear",
@@ -168,9 +168,85 @@ fn both_config_spellings_read_alike() {
 #[test]
 fn bad_rope_fields_are_clear_errors() {
     let be = create_compute(None).unwrap();
-    let hub = config("llama_rope_linear");
-    let v5 = config("llama_rope_llama3");
-    let check = |name: &str, cfg: Value, tag: &str, needles: &[&str], unsupported: bool| {
+    // The Hub's `rope_scaling` (linear) and transformers 5's `rope_parameters` (llama3).
+    const LINEAR: &str = "llama_rope_linear";
+    const LLAMA3: &str = "llama_rope_llama3";
+    let rope_key = |name: &str| match name {
+        LINEAR => "rope_scaling",
+        _ => "rope_parameters",
+    };
+    // (fixture, tag, key in its rope object ("": the object itself), value (null: removed),
+    // what the error names). yarn and longrope are unsupported kinds, the rest config errors.
+    type Case = (
+        &'static str,
+        &'static str,
+        &'static str,
+        Value,
+        &'static [&'static str],
+    );
+    let cases: [Case; 8] = [
+        (
+            LINEAR,
+            "nofactor",
+            "factor",
+            Value::Null,
+            &["rope_scaling.factor", "required"],
+        ),
+        (
+            LINEAR,
+            "negfactor",
+            "factor",
+            json!(-2.0),
+            &["rope_scaling.factor", "positive"],
+        ),
+        (
+            LINEAR,
+            "strfactor",
+            "factor",
+            json!("two"),
+            &["rope_scaling.factor", "number"],
+        ),
+        (
+            LINEAR,
+            "yarn",
+            "type",
+            json!("yarn"),
+            &["yarn", "linear, dynamic, llama3"],
+        ),
+        (LINEAR, "notobj", "", json!(2), &["rope_scaling", "object"]),
+        (
+            LLAMA3,
+            "bands",
+            "high_freq_factor",
+            json!(0.5),
+            &["rope_parameters.high_freq_factor", "low_freq_factor"],
+        ),
+        (
+            LLAMA3,
+            "orig",
+            "original_max_position_embeddings",
+            json!(0),
+            &["original_max_position_embeddings"],
+        ),
+        (
+            LLAMA3,
+            "longrope",
+            "rope_type",
+            json!("longrope"),
+            &["longrope"],
+        ),
+    ];
+    for (name, tag, key, value, needles) in cases {
+        let unsupported = matches!(tag, "yarn" | "longrope");
+        let mut cfg = config(name);
+        let rope = &mut cfg[rope_key(name)];
+        match (key, value) {
+            ("", v) => *rope = v,
+            (k, Value::Null) => {
+                rope.as_object_mut().unwrap().remove(k);
+            }
+            (k, v) => rope[k] = v,
+        }
         let e = load_with(name, &cfg, tag, be.as_ref())
             .err()
             .unwrap_or_else(|| panic!("{tag} must fail"));
@@ -183,80 +259,14 @@ fn bad_rope_fields_are_clear_errors() {
         for n in needles {
             assert!(s.contains(n), "{tag}: `{n}` not in {s}");
         }
-    };
-    let mut c = hub.clone();
-    c["rope_scaling"].as_object_mut().unwrap().remove("factor");
-    check(
-        "llama_rope_linear",
-        c,
-        "nofactor",
-        &["rope_scaling.factor", "required"],
-        false,
-    );
-    let mut c = hub.clone();
-    c["rope_scaling"]["factor"] = (-2.0).into();
-    check(
-        "llama_rope_linear",
-        c,
-        "negfactor",
-        &["rope_scaling.factor", "positive"],
-        false,
-    );
-    let mut c = hub.clone();
-    c["rope_scaling"]["factor"] = "two".into();
-    check(
-        "llama_rope_linear",
-        c,
-        "strfactor",
-        &["rope_scaling.factor", "number"],
-        false,
-    );
-    let mut c = hub.clone();
-    c["rope_scaling"]["type"] = "yarn".into();
-    check(
-        "llama_rope_linear",
-        c,
-        "yarn",
-        &["yarn", "linear, dynamic, llama3"],
-        true,
-    );
-    let mut c = hub.clone();
-    c["rope_scaling"] = 2.into();
-    check(
-        "llama_rope_linear",
-        c,
-        "notobj",
-        &["rope_scaling", "object"],
-        false,
-    );
-    let mut c = v5.clone();
-    c["rope_parameters"]["high_freq_factor"] = 0.5.into();
-    check(
-        "llama_rope_llama3",
-        c,
-        "bands",
-        &["rope_parameters.high_freq_factor", "low_freq_factor"],
-        false,
-    );
-    let mut c = v5.clone();
-    c["rope_parameters"]["original_max_position_embeddings"] = 0.into();
-    check(
-        "llama_rope_llama3",
-        c,
-        "orig",
-        &["original_max_position_embeddings"],
-        false,
-    );
-    let mut c = v5.clone();
-    c["rope_parameters"]["rope_type"] = "longrope".into();
-    check("llama_rope_llama3", c, "longrope", &["longrope"], true);
+    }
     // llama3 without original_max_position_embeddings: max_position_embeddings (as transformers).
-    let mut c = v5.clone();
+    let mut c = config(LLAMA3);
     c["rope_parameters"]
         .as_object_mut()
         .unwrap()
         .remove("original_max_position_embeddings");
-    let m = load_with("llama_rope_llama3", &c, "noorig", be.as_ref()).unwrap();
+    let m = load_with(LLAMA3, &c, "noorig", be.as_ref()).unwrap();
     assert!(
         m.spec().positions.contains("original context 128"),
         "{}",
