@@ -10,7 +10,7 @@
 //! the same row computes inside a longer chunk, and incremental decoding equals the full pass.
 
 use super::cache::{Buffers, KvCache, Scratch, ScratchDims};
-use super::{BatchScratch, Decoder, DecoderSpec, LogitsRows};
+use super::{BatchScratch, Decoder, DecoderSpec, LogitsRows, Sizes};
 use crate::backend::{
     CausalAttn, DeviceMatrix, GpuCompute, KvView, Positions, QkvRows, RopeRows, Tensor, ViewMut,
 };
@@ -42,11 +42,8 @@ pub(crate) enum Embedding {
 
 /// A loaded decoder: configuration plus blocks.
 pub(crate) struct Stack {
-    pub(crate) hidden: usize,
-    pub(crate) heads: usize,
-    pub(crate) kv_heads: usize,
-    pub(crate) head_dim: usize,
-    pub(crate) vocab: usize,
+    /// The sizes the spec states too (hidden, heads, kv_heads, head_dim, vocab are read here).
+    pub(crate) sizes: Sizes,
     /// `[vocab, hidden]` token embeddings.
     pub(crate) embed: Embedding,
     /// Gemma multiplies the embeddings by `sqrt(hidden)` (rounded as its dtype).
@@ -61,11 +58,11 @@ pub(crate) struct Stack {
 
 impl Stack {
     fn q_dim(&self) -> usize {
-        self.heads * self.head_dim
+        self.sizes.heads * self.sizes.head_dim
     }
 
     fn kv_dim(&self) -> usize {
-        self.kv_heads * self.head_dim
+        self.sizes.kv_heads * self.sizes.head_dim
     }
 
     fn dims(&self) -> ScratchDims {
@@ -79,12 +76,12 @@ impl Stack {
             }
         }
         ScratchDims {
-            hidden: self.hidden,
+            hidden: self.sizes.hidden,
             q_dim,
             qkv_dim,
-            heads: self.heads,
+            heads: self.sizes.heads,
             gated,
-            vocab: self.vocab,
+            vocab: self.sizes.vocab,
         }
     }
 
@@ -163,7 +160,7 @@ impl Stack {
         scratch: &mut Scratch,
     ) -> Result<()> {
         let rows = ids.len();
-        let h = self.hidden;
+        let h = self.sizes.hidden;
         let (q_dim, kv_dim) = (self.q_dim(), self.kv_dim());
         let qkv_dim = q_dim + 2 * kv_dim;
         let mut max_capacity = 0;
@@ -242,7 +239,7 @@ impl Stack {
                 rows,
                 stride: q_dim + 2 * kv_dim,
                 width: q_dim + kv_dim,
-                head_dim: self.head_dim,
+                head_dim: self.sizes.head_dim,
             };
             be.rope(qkv.at_mut(..), at, Positions::From(start), chunk);
         }
@@ -264,10 +261,10 @@ impl Stack {
 
     /// Gathers the embeddings of `ids` into `s.block.x` (scaled where the family scales them).
     fn embed(&self, be: &dyn GpuCompute, ids: &[u32], s: &mut Buffers) {
-        let n = ids.len() * self.hidden;
+        let n = ids.len() * self.sizes.hidden;
         let x = s.block.x.at_mut(..n);
         match &self.embed {
-            Embedding::Table(t) => be.gather(t, self.hidden, ids, x),
+            Embedding::Table(t) => be.gather(t, self.sizes.hidden, ids, x),
             Embedding::Matrix(m) => be.gather_matrix_rows(m, ids, x),
             Embedding::Head => be.gather_matrix_rows(self.lm_head.weight(), ids, x),
         }
@@ -284,7 +281,7 @@ impl Stack {
         first: usize,
         n: usize,
     ) -> &'s [f32] {
-        let h = self.hidden;
+        let h = self.sizes.hidden;
         let s = scratch.bufs.as_mut().expect("scratch ensured");
         self.final_norm.forward(
             be,
@@ -294,9 +291,9 @@ impl Stack {
         self.lm_head
             .forward(be, s.block.normed.at(..n * h), n, s.logits.at_mut(..));
         if let Some(cap) = self.final_softcap {
-            be.softcap(s.logits.at_mut(..n * self.vocab), cap);
+            be.softcap(s.logits.at_mut(..n * self.sizes.vocab), cap);
         }
-        be.read(s.logits.at(..n * self.vocab), &mut scratch.staging)
+        be.read(s.logits.at(..n * self.sizes.vocab), &mut scratch.staging)
     }
 
     /// [`Self::head`], after which a GPU backend reports any device failure of the step.
@@ -312,7 +309,7 @@ impl Stack {
         // NaN/Inf weights (or an overflow) would otherwise be sampled as token 0 forever
         // with a clean exit; one pass over the logits costs far less than the head's GEMM.
         if let Some(i) = logits.iter().position(|x| !x.is_finite()) {
-            let (row, col) = (first + i / self.vocab, i % self.vocab);
+            let (row, col) = (first + i / self.sizes.vocab, i % self.sizes.vocab);
             return Err(InferError::NonFinite {
                 what: format!(
                     "logit {} of token {col} at row {row} of the step",

@@ -7,6 +7,7 @@
 
 use super::block::{Block, DecoderModel, Embedding, Mlp, Rope, Stack};
 use super::DecoderSpec;
+use super::Sizes;
 use crate::backend::GpuCompute;
 use crate::error::Result;
 use crate::io::safetensors::{StoredMatrix, WeightStore, Weights};
@@ -203,24 +204,6 @@ impl<'a> Builder<'a> {
     }
 }
 
-/// The sizes a decoder's spec and its stack both state, from the family's config.
-#[derive(Clone, Debug)]
-pub(crate) struct Sizes {
-    pub(crate) hidden: usize,
-    pub(crate) layers: usize,
-    pub(crate) heads: usize,
-    pub(crate) kv_heads: usize,
-    pub(crate) head_dim: usize,
-    pub(crate) intermediate: usize,
-    pub(crate) vocab: usize,
-    /// The longest sequence, in tokens.
-    pub(crate) context: usize,
-    pub(crate) tied: bool,
-    pub(crate) eos: Vec<u32>,
-    pub(crate) bos: Option<u32>,
-    pub(crate) dtype: Option<String>,
-}
-
 /// What `describe` says of a decoder beyond its sizes.
 pub(crate) struct Described {
     pub(crate) model_type: String,
@@ -262,11 +245,7 @@ pub(crate) fn assemble(s: &Sizes, d: Described, p: Parts) -> DecoderModel {
         dtype: s.dtype.clone(),
     };
     let stack = Stack {
-        hidden: s.hidden,
-        heads: s.heads,
-        kv_heads: s.kv_heads,
-        head_dim: s.head_dim,
-        vocab: s.vocab,
+        sizes: s.clone(),
         embed: p.embed,
         embed_scale: p.embed_scale,
         rope: p.rope,

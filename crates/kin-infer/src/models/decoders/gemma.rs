@@ -28,7 +28,8 @@
 //! `lm_head.weight` (only when untied).
 
 use super::block::{Block, DecoderModel, Residual, Rope};
-use super::build::{assemble, Builder, Described, Parts, Sizes};
+use super::build::{assemble, Builder, Described, Parts};
+use super::Sizes;
 use super::{attention_dims, attention_kind, common_sizes, sliding_note, DecoderFamily};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};

@@ -20,7 +20,8 @@
 //! logits `= ln_f(x) · wteᵀ`.
 
 use super::block::{Block, DecoderModel, Residual, Rope};
-use super::build::{assemble, Builder, Described, Parts, Sizes};
+use super::build::{assemble, Builder, Described, Parts};
+use super::Sizes;
 use super::{special_ids, DecoderFamily};
 use crate::backend::StoredRows;
 use crate::backend::{AttnShape, GpuCompute};

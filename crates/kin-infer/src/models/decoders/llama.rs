@@ -30,7 +30,8 @@
 //! `x += down(silu(gate) * up)` on `rms(x)`; logits `= lm_head(rms(x))`.
 
 use super::block::{Block, DecoderModel, Residual, Rope};
-use super::build::{assemble, Builder, Described, Parts, Sizes};
+use super::build::{assemble, Builder, Described, Parts};
+use super::Sizes;
 use super::{
     attention_dims, attention_kind, common_sizes, scaled_context, sliding_note, DecoderFamily,
     MAX_ROPE_FACTOR,

@@ -26,7 +26,6 @@ use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
 use crate::io::safetensors::WeightStore;
 use block::DecoderModel;
-use build::Sizes;
 use serde_json::Value;
 use std::path::Path;
 
@@ -289,6 +288,24 @@ pub fn is_decoder_dir(dir: &Path) -> bool {
 
 /// Decoder `model_type` values, in the order errors list them (the kinds table's).
 pub const SUPPORTED: &[&str] = crate::io::model_kinds::DECODER_MODEL_TYPES;
+
+/// The sizes a decoder's spec and its stack both state, from the family's config.
+#[derive(Clone, Debug)]
+pub(crate) struct Sizes {
+    pub(crate) hidden: usize,
+    pub(crate) layers: usize,
+    pub(crate) heads: usize,
+    pub(crate) kv_heads: usize,
+    pub(crate) head_dim: usize,
+    pub(crate) intermediate: usize,
+    pub(crate) vocab: usize,
+    /// The longest sequence, in tokens.
+    pub(crate) context: usize,
+    pub(crate) tied: bool,
+    pub(crate) eos: Vec<u32>,
+    pub(crate) bos: Option<u32>,
+    pub(crate) dtype: Option<String>,
+}
 
 /// The size fields LLaMA-like configs share, read and checked in one order.
 pub(crate) struct CommonSizes {

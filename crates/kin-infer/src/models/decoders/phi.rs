@@ -37,7 +37,8 @@
 //! f32 rounding steps as PyTorch.
 
 use super::block::{Block, DecoderModel, Residual, Rope};
-use super::build::{assemble, Builder, Described, Parts, Sizes};
+use super::build::{assemble, Builder, Described, Parts};
+use super::Sizes;
 use super::{attention_dims, attention_kind, common_sizes, DecoderFamily};
 use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
