@@ -44,15 +44,18 @@ pub(crate) enum Embedding {
 pub(crate) struct Stack {
     /// The sizes the spec states too (hidden, heads, kv_heads, head_dim, vocab are read here).
     pub(crate) sizes: Sizes,
-    /// `[vocab, hidden]` token embeddings.
+    pub(crate) parts: Parts,
+}
+
+/// The loaded pieces of a decoder around its blocks.
+pub(crate) struct Parts {
     pub(crate) embed: Embedding,
-    /// Gemma multiplies the embeddings by `sqrt(hidden)` (rounded as its dtype).
+    /// Gemma multiplies the gathered embeddings by `sqrt(hidden)`.
     pub(crate) embed_scale: Option<f32>,
     pub(crate) rope: Rope,
     pub(crate) blocks: Vec<Block>,
     pub(crate) final_norm: Norm,
     pub(crate) lm_head: Linear,
-    /// Gemma 2's `final_logit_softcapping`.
     pub(crate) final_softcap: Option<f32>,
 }
 
@@ -69,7 +72,7 @@ impl Stack {
         let (q_dim, kv_dim) = (self.q_dim(), self.kv_dim());
         let mut qkv_dim = q_dim + 2 * kv_dim;
         let mut gated = 0;
-        for b in &self.blocks {
+        for b in &self.parts.blocks {
             match &b.mlp {
                 Mlp::Plain { width, .. } => qkv_dim = qkv_dim.max(*width),
                 Mlp::Gated(g) => gated = gated.max(g.intermediate()),
@@ -165,7 +168,7 @@ impl Stack {
         let qkv_dim = q_dim + 2 * kv_dim;
         let mut max_capacity = 0;
         for (i, c) in caches.iter().enumerate() {
-            c.check_shape(self.blocks.len(), kv_dim)?;
+            c.check_shape(self.parts.blocks.len(), kv_dim)?;
             spec.validate_chunk(&ids[i * per..(i + 1) * per], c.len(), c.capacity())?;
             max_capacity = max_capacity.max(c.capacity());
         }
@@ -178,7 +181,7 @@ impl Stack {
         let mut rotary: Vec<Option<RotaryChunk>> = Vec::with_capacity(caches.len());
         for (i, c) in caches.iter().enumerate() {
             let p = c.len();
-            rotary.push(match &self.rope {
+            rotary.push(match &self.parts.rope {
                 Rope::Learned(wpe) => {
                     let x = s.block.x.at_mut(i * per * h..(i + 1) * per * h);
                     be.add(x, wpe.at(p * h..(p + per) * h));
@@ -189,7 +192,7 @@ impl Stack {
             });
         }
         let n = rows * h;
-        for (l, b) in self.blocks.iter().enumerate() {
+        for (l, b) in self.parts.blocks.iter().enumerate() {
             b.attn_norm
                 .forward(be, s.block.x.at(..n), s.block.normed.at_mut(..n));
             b.qkv
@@ -263,12 +266,12 @@ impl Stack {
     fn embed(&self, be: &dyn GpuCompute, ids: &[u32], s: &mut Buffers) {
         let n = ids.len() * self.sizes.hidden;
         let x = s.block.x.at_mut(..n);
-        match &self.embed {
+        match &self.parts.embed {
             Embedding::Table(t) => be.gather(t, self.sizes.hidden, ids, x),
             Embedding::Matrix(m) => be.gather_matrix_rows(m, ids, x),
-            Embedding::Head => be.gather_matrix_rows(self.lm_head.weight(), ids, x),
+            Embedding::Head => be.gather_matrix_rows(self.parts.lm_head.weight(), ids, x),
         }
-        if let Some(f) = self.embed_scale {
+        if let Some(f) = self.parts.embed_scale {
             be.scale(s.block.x.at_mut(..n), f);
         }
     }
@@ -283,14 +286,15 @@ impl Stack {
     ) -> &'s [f32] {
         let h = self.sizes.hidden;
         let s = scratch.bufs.as_mut().expect("scratch ensured");
-        self.final_norm.forward(
+        self.parts.final_norm.forward(
             be,
             s.block.x.at(first * h..(first + n) * h),
             s.block.normed.at_mut(..n * h),
         );
-        self.lm_head
+        self.parts
+            .lm_head
             .forward(be, s.block.normed.at(..n * h), n, s.logits.at_mut(..));
-        if let Some(cap) = self.final_softcap {
+        if let Some(cap) = self.parts.final_softcap {
             be.softcap(s.logits.at_mut(..n * self.sizes.vocab), cap);
         }
         be.read(s.logits.at(..n * self.sizes.vocab), &mut scratch.staging)

@@ -5,7 +5,7 @@
 //! [`DecoderModel`]. Nothing here chooses numerics: each helper loads what the family names,
 //! exactly as the family did by hand (the pinned decoder fingerprints say so).
 
-use super::block::{Block, DecoderModel, Embedding, Mlp, Rope, Stack};
+use super::block::{Block, DecoderModel, Embedding, Mlp, Parts, Stack};
 use super::DecoderSpec;
 use super::Sizes;
 use crate::backend::GpuCompute;
@@ -212,18 +212,6 @@ pub(crate) struct Described {
     pub(crate) ffn: String,
 }
 
-/// The loaded pieces of a decoder around its blocks.
-pub(crate) struct Parts {
-    pub(crate) embed: Embedding,
-    /// Gemma multiplies the gathered embeddings by `sqrt(hidden)`.
-    pub(crate) embed_scale: Option<f32>,
-    pub(crate) rope: Rope,
-    pub(crate) blocks: Vec<Block>,
-    pub(crate) final_norm: Norm,
-    pub(crate) lm_head: Linear,
-    pub(crate) final_softcap: Option<f32>,
-}
-
 /// The decoder of `s`, described by `d`, running `p`.
 pub(crate) fn assemble(s: &Sizes, d: Described, p: Parts) -> DecoderModel {
     let spec = DecoderSpec {
@@ -246,13 +234,7 @@ pub(crate) fn assemble(s: &Sizes, d: Described, p: Parts) -> DecoderModel {
     };
     let stack = Stack {
         sizes: s.clone(),
-        embed: p.embed,
-        embed_scale: p.embed_scale,
-        rope: p.rope,
-        blocks: p.blocks,
-        final_norm: p.final_norm,
-        lm_head: p.lm_head,
-        final_softcap: p.final_softcap,
+        parts: p,
     };
     DecoderModel { spec, stack }
 }

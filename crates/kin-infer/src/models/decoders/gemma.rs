@@ -27,8 +27,8 @@
 //! `pre_feedforward_layernorm`, `post_feedforward_layernorm`), `model.norm.weight`,
 //! `lm_head.weight` (only when untied).
 
-use super::block::{Block, DecoderModel, Residual, Rope};
-use super::build::{assemble, Builder, Described, Parts};
+use super::block::{Block, DecoderModel, Parts, Residual, Rope};
+use super::build::{assemble, Builder, Described};
 use super::Sizes;
 use super::{attention_dims, attention_kind, common_sizes, sliding_note, DecoderFamily};
 use crate::backend::{AttnShape, GpuCompute};

@@ -19,8 +19,8 @@
 //! `x += c_proj(attn(c_attn(ln_1(x))) ∪ cache)`, then `x += c_proj(gelu(c_fc(ln_2(x))))`;
 //! logits `= ln_f(x) · wteᵀ`.
 
-use super::block::{Block, DecoderModel, Residual, Rope};
-use super::build::{assemble, Builder, Described, Parts};
+use super::block::{Block, DecoderModel, Parts, Residual, Rope};
+use super::build::{assemble, Builder, Described};
 use super::Sizes;
 use super::{special_ids, DecoderFamily};
 use crate::backend::StoredRows;

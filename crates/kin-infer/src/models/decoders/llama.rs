@@ -29,8 +29,8 @@
 //! `x += o(attn(rope(q), rope(k) ∪ cache, v ∪ cache))` on `rms(x)`, then
 //! `x += down(silu(gate) * up)` on `rms(x)`; logits `= lm_head(rms(x))`.
 
-use super::block::{Block, DecoderModel, Residual, Rope};
-use super::build::{assemble, Builder, Described, Parts};
+use super::block::{Block, DecoderModel, Parts, Residual, Rope};
+use super::build::{assemble, Builder, Described};
 use super::Sizes;
 use super::{
     attention_dims, attention_kind, common_sizes, scaled_context, sliding_note, DecoderFamily,

@@ -36,8 +36,8 @@
 //! frequency sets or cos/sin factor), with `nn::rope`'s deterministic f64 routines and the same
 //! f32 rounding steps as PyTorch.
 
-use super::block::{Block, DecoderModel, Residual, Rope};
-use super::build::{assemble, Builder, Described, Parts};
+use super::block::{Block, DecoderModel, Parts, Residual, Rope};
+use super::build::{assemble, Builder, Described};
 use super::Sizes;
 use super::{attention_dims, attention_kind, common_sizes, DecoderFamily};
 use crate::backend::{AttnShape, GpuCompute};
