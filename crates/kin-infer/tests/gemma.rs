@@ -13,9 +13,8 @@
 mod support;
 
 use support::decoder::{
-    assert_config_errors_name_fields, bits, context_up_to_40, family_suite, full_logits,
-    layer_types_cases, load, load_edited_err, model_type_is_name_prefix, threads_prompt,
-    window_splits, Edit, Edited,
+    assert_config_errors_name_fields, bits, family_suite, full_logits, layer_types_cases, load,
+    load_edited_err, Edit, Edited,
 };
 use support::set;
 
@@ -25,14 +24,9 @@ use serde_json::Value;
 
 const FIXTURES: [&str; 3] = ["gemma_tied", "gemma2_sw", "gemma2_hd"];
 
-// The chunkings end inside the sliding window and past it.
 family_suite! {
     fixtures: FIXTURES,
-    streamed: true,
-    per_model: model_type_is_name_prefix,
-    lengths: context_up_to_40,
-    splits: window_splits(5),
-    threads_prompt: threads_prompt(90),
+    window: 5,
 }
 
 /// Each Gemma 2 feature changes the logits (the fixture would not test it otherwise), the

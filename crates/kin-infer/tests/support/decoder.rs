@@ -323,6 +323,18 @@ macro_rules! family_suite {
             threads_prompt: $prompt,
         }
     };
+    // Sliding-window families (several model_types per file): chunkings that end inside the
+    // window of `window` tokens and past it.
+    (fixtures: $fixtures:expr, window: $window:expr $(,)?) => {
+        $crate::support::decoder::family_suite! {
+            fixtures: $fixtures,
+            streamed: true,
+            per_model: $crate::support::decoder::model_type_is_name_prefix,
+            lengths: $crate::support::decoder::context_up_to_40,
+            splits: $crate::support::decoder::window_splits($window),
+            threads_prompt: $crate::support::decoder::threads_prompt(90),
+        }
+    };
     (
         fixtures: $fixtures:expr,
         streamed: $streamed:expr,
