@@ -24,7 +24,12 @@
 use super::safetensors::{WeightStore, Weights};
 use crate::error::Result;
 
-/// One container's names for a family's tensors.
+/// Logical name → physical base name, one group of a [`Layout`]'s table.
+pub type Names = &'static [(&'static str, &'static str)];
+
+/// One container's names for a family's tensors. Each table is a list of groups, read in order
+/// as one list, so families that name a part alike share its group (the Hugging Face decoders'
+/// attention, BERT's).
 pub struct Layout {
     /// The container and family, for messages (`"safetensors, Hugging Face LLaMA"`).
     pub name: &'static str,
@@ -32,27 +37,35 @@ pub struct Layout {
     /// a task head), tried in order against `token_embd`'s weight.
     pub prefixes: &'static [&'static str],
     /// Logical global name → physical base name.
-    pub globals: &'static [(&'static str, &'static str)],
+    pub globals: &'static [Names],
     /// Physical prefix of a layer, each `{}` standing for one index in turn:
     /// `"model.layers.{}."` → `model.layers.3.`; ALBERT's shared layers
     /// `"encoder.albert_layer_groups.{}.albert_layers.{}."` take (group, layer in group).
     pub layer_prefix: &'static str,
     /// Logical per-layer name → physical base name under the layer's prefix.
-    pub layer: &'static [(&'static str, &'static str)],
+    pub layer: &'static [Names],
 }
 
 /// Every physical name `logical` maps to, in the table's order.
-fn lookup<'t>(
-    table: &'t [(&'static str, &'static str)],
-    logical: &'t str,
-) -> impl Iterator<Item = &'static str> + 't {
+fn lookup<'t>(table: &'t [Names], logical: &'t str) -> impl Iterator<Item = &'static str> + 't {
     table
         .iter()
+        .flat_map(|group| group.iter())
         .filter(move |(l, _)| *l == logical)
         .map(|(_, p)| *p)
 }
 
 impl Layout {
+    /// The first physical base name of global tensor `logical`, `None` when the table has none.
+    pub fn global_name(&self, logical: &str) -> Option<&'static str> {
+        lookup(self.globals, logical).next()
+    }
+
+    /// The first physical base name (under the layer prefix) of layer tensor `logical`.
+    pub fn layer_name(&self, logical: &str) -> Option<&'static str> {
+        lookup(self.layer, logical).next()
+    }
+
     /// The physical base name of a global tensor (its first alternative).
     ///
     /// # Panics
@@ -194,9 +207,9 @@ mod tests {
     static T: Layout = Layout {
         name: "test",
         prefixes: &[""],
-        globals: &[("token_embd", "model.embed_tokens")],
+        globals: &[&[("token_embd", "model.embed_tokens")]],
         layer_prefix: "model.layers.{}.",
-        layer: &[("attn_q", "self_attn.q_proj")],
+        layer: &[&[("attn_q", "self_attn.q_proj")]],
     };
 
     #[test]
@@ -209,11 +222,11 @@ mod tests {
         name: "test, two indices",
         prefixes: &[""],
         globals: &[
-            ("token_embd", "shared"),
-            ("token_embd", "encoder.embed_tokens"),
+            &[("token_embd", "shared")],
+            &[("token_embd", "encoder.embed_tokens")],
         ],
         layer_prefix: "groups.{}.layers.{}.",
-        layer: &[("attn_q", "attention.query")],
+        layer: &[&[("attn_q", "attention.query")]],
     };
 
     #[test]

@@ -309,9 +309,6 @@ struct Planned {
 /// Every tensor of the file under its Hugging Face name, sorted by that name. A tensor the
 /// layout has no name for is an error: dropping it would write a different model.
 fn tensor_plan(store: &WeightStore, cfg: &LlamaConfig, model: &Path) -> Result<Vec<Planned>> {
-    let lookup = |table: &[(&str, &'static str)], logical: &str| {
-        table.iter().find(|(l, _)| *l == logical).map(|(_, p)| *p)
-    };
     let mut plan = Vec::new();
     for name in store.names() {
         let unknown = || {
@@ -329,16 +326,14 @@ fn tensor_plan(store: &WeightStore, cfg: &LlamaConfig, model: &Path) -> Result<V
                 if i >= cfg.sizes.layers {
                     return Err(unknown());
                 }
-                let p = lookup(LAYOUT.layer, logical).ok_or_else(unknown)?;
+                let p = LAYOUT.layer_name(logical).ok_or_else(unknown)?;
                 (
                     format!("{}{p}", LAYOUT.layer_prefix.replace("{}", &i.to_string())),
                     logical,
                 )
             }
             None => (
-                lookup(LAYOUT.globals, base)
-                    .ok_or_else(unknown)?
-                    .to_string(),
+                LAYOUT.global_name(base).ok_or_else(unknown)?.to_string(),
                 base,
             ),
         };

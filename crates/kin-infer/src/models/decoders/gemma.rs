@@ -29,6 +29,7 @@
 
 use super::block::{Block, DecoderModel, Parts, Residual, Rope};
 use super::build::{assemble, Builder, Described};
+use super::llama::{HF_ATTENTION, HF_GLOBALS};
 use super::Sizes;
 use super::{attention_dims, attention_kind, common_sizes, sliding_note, DecoderFamily};
 use crate::backend::{AttnShape, GpuCompute};
@@ -46,24 +47,18 @@ use serde_json::Value;
 static LAYOUT_2: Layout = Layout {
     name: "safetensors, Hugging Face Gemma 2",
     prefixes: &[""],
-    globals: &[
-        ("token_embd", "model.embed_tokens"),
-        ("output_norm", "model.norm"),
-        ("output", "lm_head"),
-    ],
+    globals: &[HF_GLOBALS],
     layer_prefix: "model.layers.{}.",
     layer: &[
-        ("attn_norm", "input_layernorm"),
-        ("attn_q", "self_attn.q_proj"),
-        ("attn_k", "self_attn.k_proj"),
-        ("attn_v", "self_attn.v_proj"),
-        ("attn_output", "self_attn.o_proj"),
-        ("post_attention_norm", "post_attention_layernorm"),
-        ("ffn_norm", "pre_feedforward_layernorm"),
-        ("ffn_gate", "mlp.gate_proj"),
-        ("ffn_up", "mlp.up_proj"),
-        ("ffn_down", "mlp.down_proj"),
-        ("post_ffw_norm", "post_feedforward_layernorm"),
+        HF_ATTENTION,
+        &[
+            ("post_attention_norm", "post_attention_layernorm"),
+            ("ffn_norm", "pre_feedforward_layernorm"),
+            ("ffn_gate", "mlp.gate_proj"),
+            ("ffn_up", "mlp.up_proj"),
+            ("ffn_down", "mlp.down_proj"),
+            ("post_ffw_norm", "post_feedforward_layernorm"),
+        ],
     ],
 };
 

@@ -36,13 +36,13 @@ use std::path::Path;
 pub(crate) static LAYOUT: Layout = Layout {
     name: "GGUF (llama.cpp)",
     prefixes: &[""],
-    globals: &[
+    globals: &[&[
         ("token_embd", "token_embd"),
         ("output_norm", "output_norm"),
         ("output", "output"),
-    ],
+    ]],
     layer_prefix: "blk.{}.",
-    layer: &[
+    layer: &[&[
         ("attn_norm", "attn_norm"),
         ("attn_q", "attn_q"),
         ("attn_k", "attn_k"),
@@ -55,7 +55,7 @@ pub(crate) static LAYOUT: Layout = Layout {
         ("ffn_up", "ffn_up"),
         ("ffn_down", "ffn_down"),
         ("post_ffw_norm", "post_ffw_norm"),
-    ],
+    ]],
 };
 
 /// Loads the decoder a GGUF file holds.

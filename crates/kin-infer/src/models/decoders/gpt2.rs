@@ -37,21 +37,21 @@ use crate::nn::Linear;
 static LAYOUT: Layout = Layout {
     name: "safetensors, Hugging Face GPT-2",
     prefixes: &["transformer.", ""],
-    globals: &[
+    globals: &[&[
         ("token_embd", "wte"),
         ("position_embd", "wpe"),
         ("output_norm", "ln_f"),
         ("output", "lm_head"),
-    ],
+    ]],
     layer_prefix: "h.{}.",
-    layer: &[
+    layer: &[&[
         ("attn_norm", "ln_1"),
         ("attn_qkv", "attn.c_attn"),
         ("attn_output", "attn.c_proj"),
         ("ffn_norm", "ln_2"),
         ("ffn_up", "mlp.c_fc"),
         ("ffn_down", "mlp.c_proj"),
-    ],
+    ]],
 };
 
 /// GGUF's GPT-2 (llama.cpp's converter): its own names, the `Conv1D` weights already
@@ -59,21 +59,21 @@ static LAYOUT: Layout = Layout {
 pub(crate) static GGUF_LAYOUT: Layout = Layout {
     name: "GGUF (llama.cpp), GPT-2",
     prefixes: &[""],
-    globals: &[
+    globals: &[&[
         ("token_embd", "token_embd"),
         ("position_embd", "position_embd"),
         ("output_norm", "output_norm"),
         ("output", "output"),
-    ],
+    ]],
     layer_prefix: "blk.{}.",
-    layer: &[
+    layer: &[&[
         ("attn_norm", "attn_norm"),
         ("attn_qkv", "attn_qkv"),
         ("attn_output", "attn_output"),
         ("ffn_norm", "ffn_norm"),
         ("ffn_up", "ffn_up"),
         ("ffn_down", "ffn_down"),
-    ],
+    ]],
 };
 
 /// A validated GPT-2 config.

@@ -40,7 +40,7 @@ use crate::backend::{AttnShape, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::io::config_fields::{ConfigFields, ConfigSource};
 use crate::io::safetensors::WeightStore;
-use crate::io::source::Layout;
+use crate::io::source::{Layout, Names};
 use crate::nn::ffn::FfnAct;
 use crate::nn::rope::{RopeScaling, Rotary};
 use crate::nn::rope_config::{object, RopeDict};
@@ -51,24 +51,35 @@ use serde_json::Value;
 pub(crate) static LAYOUT: Layout = Layout {
     name: "safetensors, Hugging Face LLaMA",
     prefixes: &[""],
-    globals: &[
-        ("token_embd", "model.embed_tokens"),
-        ("output_norm", "model.norm"),
-        ("output", "lm_head"),
-    ],
+    globals: &[HF_GLOBALS],
     layer_prefix: "model.layers.{}.",
     layer: &[
-        ("attn_norm", "input_layernorm"),
-        ("attn_q", "self_attn.q_proj"),
-        ("attn_k", "self_attn.k_proj"),
-        ("attn_v", "self_attn.v_proj"),
-        ("attn_output", "self_attn.o_proj"),
-        ("ffn_norm", "post_attention_layernorm"),
-        ("ffn_gate", "mlp.gate_proj"),
-        ("ffn_up", "mlp.up_proj"),
-        ("ffn_down", "mlp.down_proj"),
+        HF_ATTENTION,
+        &[
+            ("ffn_norm", "post_attention_layernorm"),
+            ("ffn_gate", "mlp.gate_proj"),
+            ("ffn_up", "mlp.up_proj"),
+            ("ffn_down", "mlp.down_proj"),
+        ],
     ],
 };
+
+/// What the Hugging Face decoders name alike (LLaMA, Mistral, Qwen2, Gemma, Phi-3): the
+/// embedding table, the final norm and the head.
+pub(crate) const HF_GLOBALS: Names = &[
+    ("token_embd", "model.embed_tokens"),
+    ("output_norm", "model.norm"),
+    ("output", "lm_head"),
+];
+
+/// Their pre-attention norm and separate q/k/v/o projections (LLaMA's, Gemma's).
+pub(crate) const HF_ATTENTION: Names = &[
+    ("attn_norm", "input_layernorm"),
+    ("attn_q", "self_attn.q_proj"),
+    ("attn_k", "self_attn.k_proj"),
+    ("attn_v", "self_attn.v_proj"),
+    ("attn_output", "self_attn.o_proj"),
+];
 
 /// Which member of the LLaMA layout a checkpoint is (from `model_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -38,6 +38,7 @@
 
 use super::block::{Block, DecoderModel, Parts, Residual, Rope};
 use super::build::{assemble, Builder, Described};
+use super::llama::HF_GLOBALS;
 use super::Sizes;
 use super::{attention_dims, attention_kind, common_sizes, DecoderFamily};
 use crate::backend::{AttnShape, GpuCompute};
@@ -54,13 +55,13 @@ use serde_json::Value;
 static LAYOUT: Layout = Layout {
     name: "safetensors, Hugging Face Phi",
     prefixes: &[""],
-    globals: &[
+    globals: &[&[
         ("token_embd", "model.embed_tokens"),
         ("output_norm", "model.final_layernorm"),
         ("output", "lm_head"),
-    ],
+    ]],
     layer_prefix: "model.layers.{}.",
-    layer: &[
+    layer: &[&[
         ("attn_norm", "input_layernorm"),
         ("attn_q", "self_attn.q_proj"),
         ("attn_k", "self_attn.k_proj"),
@@ -68,7 +69,7 @@ static LAYOUT: Layout = Layout {
         ("attn_output", "self_attn.dense"),
         ("ffn_up", "mlp.fc1"),
         ("ffn_down", "mlp.fc2"),
-    ],
+    ]],
 };
 
 /// Hugging Face's Phi-3 layout: fused q/k/v, and the fused gate-and-up projection (`ffn_up`
@@ -76,20 +77,16 @@ static LAYOUT: Layout = Layout {
 static LAYOUT_3: Layout = Layout {
     name: "safetensors, Hugging Face Phi-3",
     prefixes: &[""],
-    globals: &[
-        ("token_embd", "model.embed_tokens"),
-        ("output_norm", "model.norm"),
-        ("output", "lm_head"),
-    ],
+    globals: &[HF_GLOBALS],
     layer_prefix: "model.layers.{}.",
-    layer: &[
+    layer: &[&[
         ("attn_norm", "input_layernorm"),
         ("attn_qkv", "self_attn.qkv_proj"),
         ("attn_output", "self_attn.o_proj"),
         ("ffn_norm", "post_attention_layernorm"),
         ("ffn_up", "mlp.gate_up_proj"),
         ("ffn_down", "mlp.down_proj"),
-    ],
+    ]],
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

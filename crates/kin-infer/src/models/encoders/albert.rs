@@ -6,6 +6,7 @@
 //!
 //! The batch is packed exactly as for BERT: attention runs per sequence over its own keys.
 
+use super::bert::{BERT_EMBEDDINGS, BERT_POSITIONS};
 use super::{plain_ffn, post_ln_layers, EmbeddingRows, PositionIds, PostLnShape, TokenEmbeddings};
 use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
@@ -27,14 +28,12 @@ static LAYOUT: Layout = Layout {
     name: "safetensors, Hugging Face ALBERT",
     prefixes: PREFIXES,
     globals: &[
-        ("token_embd", "embeddings.word_embeddings"),
-        ("position_embd", "embeddings.position_embeddings"),
-        ("token_types", "embeddings.token_type_embeddings"),
-        ("token_embd_norm", "embeddings.LayerNorm"),
-        ("token_embd_proj", "encoder.embedding_hidden_mapping_in"),
+        BERT_EMBEDDINGS,
+        BERT_POSITIONS,
+        &[("token_embd_proj", "encoder.embedding_hidden_mapping_in")],
     ],
     layer_prefix: "encoder.albert_layer_groups.{}.albert_layers.{}.",
-    layer: &[
+    layer: &[&[
         ("attn_q", "attention.query"),
         ("attn_k", "attention.key"),
         ("attn_v", "attention.value"),
@@ -43,7 +42,7 @@ static LAYOUT: Layout = Layout {
         ("ffn_up", "ffn"),
         ("ffn_down", "ffn_output"),
         ("layer_output_norm", "full_layer_layer_norm"),
-    ],
+    ]],
 };
 
 /// A validated ALBERT config.

@@ -11,7 +11,7 @@ use crate::backend::{GpuCompute, Tensor};
 use crate::error::Result;
 use crate::io::config::BertConfig;
 use crate::io::safetensors::WeightStore;
-use crate::io::source::{Layout, WeightSource};
+use crate::io::source::{Layout, Names, WeightSource};
 use crate::models::{Batch, EncoderSpec, Forward, Loaded};
 use crate::nn::encoder::{run_post_ln, PostLnLayer, SelfAttention};
 
@@ -21,24 +21,37 @@ use crate::nn::encoder::{run_post_ln, PostLnLayer, SelfAttention};
 static LAYOUT: Layout = Layout {
     name: "safetensors, Hugging Face BERT",
     prefixes: &[""],
-    globals: &[
-        ("token_embd", "embeddings.word_embeddings"),
-        ("token_types", "embeddings.token_type_embeddings"),
-        ("position_embd", "embeddings.position_embeddings"),
-        ("token_embd_norm", "embeddings.LayerNorm"),
-    ],
+    globals: &[BERT_EMBEDDINGS, BERT_POSITIONS],
     layer_prefix: "encoder.layer.{}.",
-    layer: &[
-        ("attn_q", "attention.self.query"),
-        ("attn_k", "attention.self.key"),
-        ("attn_v", "attention.self.value"),
-        ("attn_output", "attention.output.dense"),
-        ("attn_output_norm", "attention.output.LayerNorm"),
-        ("ffn_up", "intermediate.dense"),
-        ("ffn_down", "output.dense"),
-        ("layer_output_norm", "output.LayerNorm"),
-    ],
+    layer: &[BERT_ATTENTION, BERT_FFN],
 };
+
+/// The embeddings the BERT-style checkpoints name alike (BERT, RoBERTa, XLM-R, ALBERT,
+/// DeBERTa, JinaBERT).
+pub(super) const BERT_EMBEDDINGS: Names = &[
+    ("token_embd", "embeddings.word_embeddings"),
+    ("token_types", "embeddings.token_type_embeddings"),
+    ("token_embd_norm", "embeddings.LayerNorm"),
+];
+
+/// Their learned absolute positions (JinaBERT has none: ALiBi).
+pub(super) const BERT_POSITIONS: Names = &[("position_embd", "embeddings.position_embeddings")];
+
+/// BERT's self-attention names (JinaBERT's too).
+pub(super) const BERT_ATTENTION: Names = &[
+    ("attn_q", "attention.self.query"),
+    ("attn_k", "attention.self.key"),
+    ("attn_v", "attention.self.value"),
+    ("attn_output", "attention.output.dense"),
+    ("attn_output_norm", "attention.output.LayerNorm"),
+];
+
+/// BERT's feed-forward names (DeBERTa's too).
+pub(super) const BERT_FFN: Names = &[
+    ("ffn_up", "intermediate.dense"),
+    ("ffn_down", "output.dense"),
+    ("layer_output_norm", "output.LayerNorm"),
+];
 
 /// A BERT-family encoder.
 pub struct BertModel {

@@ -20,6 +20,7 @@
 mod attention;
 mod config;
 
+use super::bert::{BERT_EMBEDDINGS, BERT_FFN, BERT_POSITIONS};
 use crate::backend::StoredRows;
 use crate::backend::{AttnBias, DeviceMatrix, GpuCompute, GroupedConv, SeqAttn, SeqSpan, Tensor};
 use crate::error::Result;
@@ -45,33 +46,33 @@ static LAYOUT: Layout = Layout {
     name: "safetensors, Hugging Face DeBERTa",
     prefixes: PREFIXES,
     globals: &[
-        ("token_embd", "embeddings.word_embeddings"),
-        ("position_embd", "embeddings.position_embeddings"),
-        ("token_types", "embeddings.token_type_embeddings"),
-        ("token_embd_proj", "embeddings.embed_proj"),
-        ("token_embd_norm", "embeddings.LayerNorm"),
-        ("rel_embd", "encoder.rel_embeddings"),
-        ("rel_embd_norm", "encoder.LayerNorm"),
-        ("conv", "encoder.conv.conv"),
-        ("conv_norm", "encoder.conv.LayerNorm"),
+        BERT_EMBEDDINGS,
+        BERT_POSITIONS,
+        &[
+            ("token_embd_proj", "embeddings.embed_proj"),
+            ("rel_embd", "encoder.rel_embeddings"),
+            ("rel_embd_norm", "encoder.LayerNorm"),
+            ("conv", "encoder.conv.conv"),
+            ("conv_norm", "encoder.conv.LayerNorm"),
+        ],
     ],
     layer_prefix: "encoder.layer.{}.",
     layer: &[
-        ("attn_q", "attention.self.query_proj"),
-        ("attn_k", "attention.self.key_proj"),
-        ("attn_v", "attention.self.value_proj"),
-        ("attn_qkv", "attention.self.in_proj"),
-        ("attn_q_bias", "attention.self.q_bias"),
-        ("attn_v_bias", "attention.self.v_bias"),
-        ("attn_rel_k", "attention.self.pos_key_proj"),
-        ("attn_rel_k", "attention.self.pos_proj"),
-        ("attn_rel_q", "attention.self.pos_query_proj"),
-        ("attn_rel_q", "attention.self.pos_q_proj"),
-        ("attn_output", "attention.output.dense"),
-        ("attn_output_norm", "attention.output.LayerNorm"),
-        ("ffn_up", "intermediate.dense"),
-        ("ffn_down", "output.dense"),
-        ("layer_output_norm", "output.LayerNorm"),
+        &[
+            ("attn_q", "attention.self.query_proj"),
+            ("attn_k", "attention.self.key_proj"),
+            ("attn_v", "attention.self.value_proj"),
+            ("attn_qkv", "attention.self.in_proj"),
+            ("attn_q_bias", "attention.self.q_bias"),
+            ("attn_v_bias", "attention.self.v_bias"),
+            ("attn_rel_k", "attention.self.pos_key_proj"),
+            ("attn_rel_k", "attention.self.pos_proj"),
+            ("attn_rel_q", "attention.self.pos_query_proj"),
+            ("attn_rel_q", "attention.self.pos_q_proj"),
+            ("attn_output", "attention.output.dense"),
+            ("attn_output_norm", "attention.output.LayerNorm"),
+        ],
+        BERT_FFN,
     ],
 };
 /// Disentangled-bias floats held at once (per chunk of sequences): 32 MiB.

@@ -29,14 +29,14 @@ use std::collections::BTreeMap;
 static LAYOUT: Layout = Layout {
     name: "GGUF (llama.cpp) BERT",
     prefixes: &[""],
-    globals: &[
+    globals: &[&[
         ("token_embd", "token_embd"),
         ("token_types", "token_types"),
         ("position_embd", "position_embd"),
         ("token_embd_norm", "token_embd_norm"),
-    ],
+    ]],
     layer_prefix: "blk.{}.",
-    layer: &[
+    layer: &[&[
         ("attn_q", "attn_q"),
         ("attn_k", "attn_k"),
         ("attn_v", "attn_v"),
@@ -45,7 +45,7 @@ static LAYOUT: Layout = Layout {
         ("ffn_up", "ffn_up"),
         ("ffn_down", "ffn_down"),
         ("layer_output_norm", "layer_output_norm"),
-    ],
+    ]],
 };
 
 /// Loads the encoder a GGUF file holds.

@@ -14,6 +14,7 @@
 //! The bias of query `i` depends only on `i`, the key index and the head, so a sequence's rows
 //! never depend on its neighbours in the packed batch.
 
+use super::bert::{BERT_ATTENTION, BERT_EMBEDDINGS};
 use super::{post_ln_layers, EmbeddingRows, PostLnShape, TokenEmbeddings};
 use crate::backend::{AttnBias, GpuCompute, Tensor};
 use crate::error::{InferError, Result};
@@ -34,21 +35,15 @@ const PREFIXES: &[&str] = &["", "bert.", "model.", "encoder_model."];
 static LAYOUT: Layout = Layout {
     name: "safetensors, Hugging Face JinaBERT v2",
     prefixes: PREFIXES,
-    globals: &[
-        ("token_embd", "embeddings.word_embeddings"),
-        ("token_types", "embeddings.token_type_embeddings"),
-        ("token_embd_norm", "embeddings.LayerNorm"),
-    ],
+    globals: &[BERT_EMBEDDINGS],
     layer_prefix: "encoder.layer.{}.",
     layer: &[
-        ("attn_q", "attention.self.query"),
-        ("attn_k", "attention.self.key"),
-        ("attn_v", "attention.self.value"),
-        ("attn_output", "attention.output.dense"),
-        ("attn_output_norm", "attention.output.LayerNorm"),
-        ("ffn_up", "mlp.gated_layers"),
-        ("ffn_down", "mlp.wo"),
-        ("layer_output_norm", "mlp.layernorm"),
+        BERT_ATTENTION,
+        &[
+            ("ffn_up", "mlp.gated_layers"),
+            ("ffn_down", "mlp.wo"),
+            ("layer_output_norm", "mlp.layernorm"),
+        ],
     ],
 };
 

@@ -38,13 +38,13 @@ const PREFIXES: &[&str] = &["", "nomic_bert.", "bert.", "model.", "encoder_model
 static ORIGINAL_NAMES: source::Layout = source::Layout {
     name: "safetensors, nomic-bert (original names)",
     prefixes: PREFIXES,
-    globals: &[
+    globals: &[&[
         ("token_embd", "embeddings.word_embeddings"),
         ("token_types", "embeddings.token_type_embeddings"),
         ("token_embd_norm", "emb_ln"),
-    ],
+    ]],
     layer_prefix: "encoder.layers.{}.",
-    layer: &[
+    layer: &[&[
         ("attn_qkv", "attn.Wqkv"),
         ("attn_output", "attn.out_proj"),
         ("attn_output_norm", "norm1"),
@@ -52,20 +52,20 @@ static ORIGINAL_NAMES: source::Layout = source::Layout {
         ("ffn_up", "mlp.fc11"),
         ("ffn_down", "mlp.fc2"),
         ("layer_output_norm", "norm2"),
-    ],
+    ]],
 };
 
 /// transformers 5.x's `NomicBertModel` names (separate q, k, v).
 static HF5_NAMES: source::Layout = source::Layout {
     name: "safetensors, nomic-bert (transformers 5 names)",
     prefixes: PREFIXES,
-    globals: &[
+    globals: &[&[
         ("token_embd", "embeddings.word_embeddings"),
         ("token_types", "embeddings.token_type_embeddings"),
         ("token_embd_norm", "embeddings.LayerNorm"),
-    ],
+    ]],
     layer_prefix: "layers.{}.",
-    layer: &[
+    layer: &[&[
         ("attn_q", "self_attn.q_proj"),
         ("attn_k", "self_attn.k_proj"),
         ("attn_v", "self_attn.v_proj"),
@@ -75,7 +75,7 @@ static HF5_NAMES: source::Layout = source::Layout {
         ("ffn_up", "mlp.up_proj"),
         ("ffn_down", "mlp.down_proj"),
         ("layer_output_norm", "post_mlp_layernorm"),
-    ],
+    ]],
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -32,13 +32,13 @@ const PREFIXES: &[&str] = &["", "t5.", "model.", "transformer."];
 static LAYOUT: Layout = Layout {
     name: "safetensors, Hugging Face T5 encoder",
     prefixes: PREFIXES,
-    globals: &[
+    globals: &[&[
         ("token_embd", "shared"),
         ("token_embd", "encoder.embed_tokens"),
         ("output_norm", "encoder.final_layer_norm"),
-    ],
+    ]],
     layer_prefix: "encoder.block.{}.",
-    layer: &[
+    layer: &[&[
         ("attn_norm", "layer.0.layer_norm"),
         ("attn_q", "layer.0.SelfAttention.q"),
         ("attn_k", "layer.0.SelfAttention.k"),
@@ -53,7 +53,7 @@ static LAYOUT: Layout = Layout {
         ("ffn_up", "layer.1.DenseReluDense.wi_1"),
         ("ffn_up", "layer.1.DenseReluDense.wi"),
         ("ffn_down", "layer.1.DenseReluDense.wo"),
-    ],
+    ]],
 };
 /// Sequence limit when the config names none (T5 has no position table; 512 is the limit the
 /// T5 tokenizers and sentence-t5 use).
