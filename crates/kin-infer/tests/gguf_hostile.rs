@@ -18,9 +18,11 @@ fn fixtures() -> PathBuf {
 
 type Meta = Vec<(String, MetaValue)>;
 
-/// `src` (relative to tests/fixtures/gguf) with its metadata edited by `edit`, written to
-/// `dir/name`, tensors as stored.
-fn rewrite(dir: &Path, src: &str, edit: impl FnOnce(&mut Meta)) -> PathBuf {
+/// `src` (relative to tests/fixtures/gguf) with its metadata edited by `edit`, written under
+/// its own name into a temporary directory (removed when the returned guard drops), tensors
+/// as stored.
+fn rewrite(src: &str, edit: impl FnOnce(&mut Meta)) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
     let f = GgufFile::open(&fixtures().join(src)).unwrap();
     let mut meta = f.metadata.clone();
     edit(&mut meta);
@@ -33,7 +35,7 @@ fn rewrite(dir: &Path, src: &str, edit: impl FnOnce(&mut Meta)) -> PathBuf {
             dims: t.dims.clone(),
         })
         .collect();
-    let out = dir.join(Path::new(src).file_name().unwrap());
+    let out = dir.path().join(Path::new(src).file_name().unwrap());
     gguf_writer::write(
         &out,
         &meta,
@@ -42,7 +44,7 @@ fn rewrite(dir: &Path, src: &str, edit: impl FnOnce(&mut Meta)) -> PathBuf {
         |_| {},
     )
     .unwrap();
-    out
+    (dir, out)
 }
 
 fn set(meta: &mut Meta, key: &str, v: MetaValue) {
@@ -100,8 +102,7 @@ fn decoder_error(path: &Path) -> String {
 /// vocabulary: an error naming the merge.
 #[test]
 fn duplicate_tokens_with_a_merge_outside_the_vocabulary_are_an_error_not_a_panic() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = rewrite(dir.path(), "tokenizers/bpe_gpt-2.gguf", |m| {
+    let (_dir, path) = rewrite("tokenizers/bpe_gpt-2.gguf", |m| {
         set(m, "tokenizer.ggml.tokens", strs(&["a"; 128]));
         set(
             m,
@@ -123,9 +124,8 @@ fn duplicate_tokens_with_a_merge_outside_the_vocabulary_are_an_error_not_a_panic
 /// loader accepts it: the text keeps its first id, and the tokenizer works.
 #[test]
 fn a_repeated_token_keeps_its_first_id() {
-    let dir = tempfile::tempdir().unwrap();
     let mut dup = String::new();
-    let path = rewrite(dir.path(), "tokenizers/bpe_gpt-2.gguf", |m| {
+    let (_dir, path) = rewrite("tokenizers/bpe_gpt-2.gguf", |m| {
         let mut tokens = array(m, "tokenizer.ggml.tokens");
         let mut types = array(m, "tokenizer.ggml.token_type");
         dup = tokens[10].as_str().unwrap().to_string();
@@ -147,8 +147,7 @@ fn merges_naming_tokens_outside_the_vocabulary_are_named() {
         ("Ġ zzz", "right token \"zzz\""),
         ("qq t", "left token \"qq\""),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let path = rewrite(dir.path(), "tokenizers/bpe_gpt-2.gguf", |m| {
+        let (_dir, path) = rewrite("tokenizers/bpe_gpt-2.gguf", |m| {
             let mut merges = array(m, "tokenizer.ggml.merges");
             merges.insert(3, MetaValue::Str(merge.into()));
             set(m, "tokenizer.ggml.merges", MetaValue::Array(merges));
@@ -160,8 +159,7 @@ fn merges_naming_tokens_outside_the_vocabulary_are_named() {
         );
     }
     // A merge without a space, in a SentencePiece file that carries merges.
-    let dir = tempfile::tempdir().unwrap();
-    let path = rewrite(dir.path(), "tokenizers/spm_llama.gguf", |m| {
+    let (_dir, path) = rewrite("tokenizers/spm_llama.gguf", |m| {
         set(m, "tokenizer.ggml.merges", strs(&["ab"]));
     });
     let e = tokenizer_error(&path);
@@ -178,8 +176,7 @@ fn unknown_token_types_are_named_with_their_index() {
         (MetaValue::I32(-1), "I32(-1)"),
     ] {
         for src in ["tokenizers/bpe_gpt-2.gguf", "tokenizers/spm_llama.gguf"] {
-            let dir = tempfile::tempdir().unwrap();
-            let path = rewrite(dir.path(), src, |m| {
+            let (_dir, path) = rewrite(src, |m| {
                 let mut types = array(m, "tokenizer.ggml.token_type");
                 types[7] = bad.clone();
                 set(m, "tokenizer.ggml.token_type", MetaValue::Array(types));
@@ -197,8 +194,7 @@ fn unknown_token_types_are_named_with_their_index() {
 
 #[test]
 fn types_and_scores_must_have_one_entry_per_token() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = rewrite(dir.path(), "tokenizers/spm_llama.gguf", |m| {
+    let (_dir, path) = rewrite("tokenizers/spm_llama.gguf", |m| {
         let mut types = array(m, "tokenizer.ggml.token_type");
         types.pop();
         set(m, "tokenizer.ggml.token_type", MetaValue::Array(types));
@@ -210,8 +206,7 @@ fn types_and_scores_must_have_one_entry_per_token() {
     );
     // Scores are checked whatever the model (a BPE file with too few is corrupt too).
     for src in ["tokenizers/spm_llama.gguf", "tokenizers/bpe_gpt-2.gguf"] {
-        let dir = tempfile::tempdir().unwrap();
-        let path = rewrite(dir.path(), src, |m| {
+        let (_dir, path) = rewrite(src, |m| {
             set(
                 m,
                 "tokenizer.ggml.scores",
@@ -252,8 +247,7 @@ fn special_ids_outside_the_vocabulary_are_refused() {
             100,
         ),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let path = rewrite(dir.path(), src, |m| set(m, key, MetaValue::U32(id)));
+        let (_dir, path) = rewrite(src, |m| set(m, key, MetaValue::U32(id)));
         let e = tokenizer_error(&path);
         assert!(
             e.contains(&format!("`{key}`"))
@@ -318,9 +312,8 @@ fn non_finite_or_mistyped_float_keys_are_named() {
     ];
     for (src, key, values) in cases {
         for (value, want) in values {
-            let dir = tempfile::tempdir().unwrap();
             let shown = format!("{value:?}");
-            let path = rewrite(dir.path(), src, |m| set(m, key, value));
+            let (_dir, path) = rewrite(src, |m| set(m, key, value));
             let e = decoder_error(&path);
             assert!(
                 e.contains(&format!("`{key}`")) && e.contains(want),
@@ -341,9 +334,8 @@ fn rope_scaling_factors_are_checked_not_dropped() {
         (None, "is required by this rope type"),
     ];
     for (factor, want) in cases {
-        let dir = tempfile::tempdir().unwrap();
         let shown = format!("{factor:?}");
-        let path = rewrite(dir.path(), "decoders/llama_gqa.f32.gguf", |m| {
+        let (_dir, path) = rewrite("decoders/llama_gqa.f32.gguf", |m| {
             set(
                 m,
                 "llama.rope.scaling.type",
@@ -360,8 +352,7 @@ fn rope_scaling_factors_are_checked_not_dropped() {
         );
     }
     // A valid factor still loads.
-    let dir = tempfile::tempdir().unwrap();
-    let path = rewrite(dir.path(), "decoders/llama_gqa.f32.gguf", |m| {
+    let (_dir, path) = rewrite("decoders/llama_gqa.f32.gguf", |m| {
         set(
             m,
             "llama.rope.scaling.type",
@@ -379,8 +370,7 @@ fn rope_scaling_factors_are_checked_not_dropped() {
 fn gguf_eos_and_bos_ids_outside_the_vocabulary_are_refused() {
     for src in ["decoders/llama_gqa.f32.gguf", "decoders/gemma2_hd.f32.gguf"] {
         for key in ["tokenizer.ggml.eos_token_id", "tokenizer.ggml.bos_token_id"] {
-            let dir = tempfile::tempdir().unwrap();
-            let path = rewrite(dir.path(), src, |m| set(m, key, MetaValue::U32(4096)));
+            let (_dir, path) = rewrite(src, |m| set(m, key, MetaValue::U32(4096)));
             let e = decoder_error(&path);
             assert!(
                 e.contains(&format!("`{key}`")) && e.contains("token id 4096"),
@@ -389,8 +379,7 @@ fn gguf_eos_and_bos_ids_outside_the_vocabulary_are_refused() {
         }
     }
     // The boundary: the last id is a token, the vocabulary size is not.
-    let dir = tempfile::tempdir().unwrap();
-    let path = rewrite(dir.path(), "decoders/llama_gqa.f32.gguf", |m| {
+    let (_dir, path) = rewrite("decoders/llama_gqa.f32.gguf", |m| {
         set(m, "tokenizer.ggml.eos_token_id", MetaValue::U32(128));
         remove(m, "tokenizer.ggml.bos_token_id");
     });
@@ -472,8 +461,7 @@ fn encoder_float_keys_are_named() {
         (MetaValue::F32(f32::NAN), "is NaN"),
         (MetaValue::U32(1), "is a uint32"),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let path = rewrite(dir.path(), "encoders/bert_tiny.f32.gguf", |m| {
+        let (_dir, path) = rewrite("encoders/bert_tiny.f32.gguf", |m| {
             set(m, "bert.attention.layer_norm_epsilon", value)
         });
         let opts = kin_infer::EmbedderOptions {
