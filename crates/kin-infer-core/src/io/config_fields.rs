@@ -169,32 +169,36 @@ impl<'a> ConfigFields<'a> {
         Ok(n as usize)
     }
 
-    pub fn f64(&self, field: &str, default: f64) -> Result<f64> {
+    /// `field` read by `read` (`None` when absent); a value it rejects is an error naming the
+    /// field and what was `expected`.
+    fn opt_typed<T>(
+        &self,
+        field: &str,
+        read: impl FnOnce(&'a Value) -> Option<T>,
+        expected: &str,
+    ) -> Result<Option<T>> {
         match self.get(field) {
-            None => Ok(default),
-            Some(x) => x
-                .as_f64()
-                .ok_or_else(|| self.err(field, format!("expected a number, found {x}"))),
+            None => Ok(None),
+            Some(x) => read(x)
+                .map(Some)
+                .ok_or_else(|| self.err(field, format!("expected {expected}, found {x}"))),
         }
+    }
+
+    pub fn f64(&self, field: &str, default: f64) -> Result<f64> {
+        Ok(self
+            .opt_typed(field, Value::as_f64, "a number")?
+            .unwrap_or(default))
     }
 
     pub fn bool(&self, field: &str, default: bool) -> Result<bool> {
-        match self.get(field) {
-            None => Ok(default),
-            Some(x) => x
-                .as_bool()
-                .ok_or_else(|| self.err(field, format!("expected true or false, found {x}"))),
-        }
+        Ok(self
+            .opt_typed(field, Value::as_bool, "true or false")?
+            .unwrap_or(default))
     }
 
     pub fn opt_str(&self, field: &str) -> Result<Option<&'a str>> {
-        match self.get(field) {
-            None => Ok(None),
-            Some(x) => x
-                .as_str()
-                .map(Some)
-                .ok_or_else(|| self.err(field, format!("expected a string, found {x}"))),
-        }
+        self.opt_typed(field, Value::as_str, "a string")
     }
 
     /// A string, `default` when absent (an error naming `field` when there is no default).
