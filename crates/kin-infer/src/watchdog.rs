@@ -337,17 +337,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn wall_cap_fires_and_force_exit_follows_when_ignored() {
+    /// A watchdog whose wall-clock cap is `ms` milliseconds, and the stop reasons it reports.
+    fn wall_capped(ms: u64) -> (EmbedWatchdog, mpsc::Receiver<StopReason>) {
         let (tx, rx) = mpsc::channel();
         let tx = std::sync::Mutex::new(tx);
         let wd = EmbedWatchdog::start(
             quick(WatchdogConfig {
-                max_wall: Some(Duration::from_millis(50)),
+                max_wall: Some(Duration::from_millis(ms)),
                 ..Default::default()
             }),
             Box::new(move |r, _| tx.lock().unwrap().send(r).unwrap()),
         );
+        (wd, rx)
+    }
+
+    #[test]
+    fn wall_cap_fires_and_force_exit_follows_when_ignored() {
+        let (wd, rx) = wall_capped(50);
         let r = rx.recv_timeout(Duration::from_secs(5)).unwrap();
         assert_eq!(r, StopReason::WallCap);
         assert_eq!(wd.stop_reason(), Some(StopReason::WallCap));
@@ -376,15 +382,7 @@ mod tests {
 
     #[test]
     fn a_finished_run_is_not_force_exited() {
-        let (tx, rx) = mpsc::channel::<StopReason>();
-        let tx = std::sync::Mutex::new(tx);
-        let wd = EmbedWatchdog::start(
-            quick(WatchdogConfig {
-                max_wall: Some(Duration::from_millis(20)),
-                ..Default::default()
-            }),
-            Box::new(move |r, _| tx.lock().unwrap().send(r).unwrap()),
-        );
+        let (wd, rx) = wall_capped(20);
         std::thread::sleep(Duration::from_millis(60));
         assert_eq!(wd.stop_reason(), Some(StopReason::WallCap));
         wd.finish(); // the run stopped by itself within the grace period
