@@ -238,20 +238,25 @@ fn rows_per_token(v: Option<&Value>, input_ids: &[Vec<u32>]) -> Result<Vec<Vec<V
         .collect()
 }
 
-fn ids(v: Option<&Value>, what: &str) -> Result<Vec<u32>, String> {
+/// The array `v` with each element read by `read`; an element it rejects is `bad` (what it
+/// is not) in the message.
+fn array_of<T>(
+    v: Option<&Value>,
+    what: &str,
+    read: impl Fn(&Value) -> Option<T>,
+    bad: &str,
+) -> Result<Vec<T>, String> {
     let a = v
         .and_then(Value::as_array)
         .ok_or(format!("`{what}` is not an array"))?;
     a.iter()
-        .map(|x| {
-            x.as_u64()
-                .filter(|&n| n <= u32::MAX as u64)
-                .map(|n| n as u32)
-                .ok_or(format!(
-                    "`{what}` holds a non-integer or out-of-range id: {x}"
-                ))
-        })
+        .map(|x| read(x).ok_or(format!("`{what}` holds {bad}: {x}")))
         .collect()
+}
+
+fn ids(v: Option<&Value>, what: &str) -> Result<Vec<u32>, String> {
+    let id = |x: &Value| x.as_u64().and_then(|n| u32::try_from(n).ok());
+    array_of(v, what, id, "a non-integer or out-of-range id")
 }
 
 fn id_rows(v: Option<&Value>, what: &str) -> Result<Vec<Vec<u32>>, String> {
@@ -265,13 +270,5 @@ fn id_rows(v: Option<&Value>, what: &str) -> Result<Vec<Vec<u32>>, String> {
 }
 
 fn floats(v: Option<&Value>, what: &str) -> Result<Vec<f64>, String> {
-    let a = v
-        .and_then(Value::as_array)
-        .ok_or(format!("`{what}` is not an array"))?;
-    a.iter()
-        .map(|x| {
-            x.as_f64()
-                .ok_or(format!("`{what}` holds a non-number: {x}"))
-        })
-        .collect()
+    array_of(v, what, Value::as_f64, "a non-number")
 }
