@@ -52,6 +52,7 @@ import numpy as np
 from gguf import GGMLQuantizationType as T
 from gguf import quants
 from safetensors.numpy import load_file
+from gguf_out import finish
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -236,10 +237,7 @@ def write_gpt2(path, cfg, tensors):
     tokenizer_metadata(w, cfg["vocab_size"])
     for name, t in tensors:
         w.add_tensor(name, t)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def write(path, cfg, tensors, qtype=None, twin=False):
@@ -300,10 +298,7 @@ def write(path, cfg, tensors, qtype=None, twin=False):
                 w.add_tensor(name, q, raw_dtype=qtype)
         else:
             w.add_tensor(name, t)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def main():

@@ -30,6 +30,7 @@ import os
 import gguf
 import numpy as np
 from safetensors.numpy import load_file
+from gguf_out import finish, write_golden
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -137,10 +138,7 @@ def main():
     w.add_add_sep_token(True)
     for name, t in tensors(cfg, load_file(os.path.join(FIXTURE, "model.safetensors"))):
         w.add_tensor(name, t)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
     ref = BertWordPieceTokenizer({t: i for i, t in enumerate(tokens)}, lowercase=True)
     golden = {
@@ -150,10 +148,7 @@ def main():
         "cases": [{"text": c, "ids": ref.encode(c, add_special_tokens=False).ids,
                    "ids_with_special": ref.encode(c).ids} for c in CASES],
     }
-    with open(os.path.join(OUT, "golden.json"), "w") as f:
-        json.dump(golden, f, indent=1, ensure_ascii=False)
-        f.write("\n")
-    print("wrote", sorted(os.listdir(OUT)))
+    write_golden(OUT, golden)
 
 
 if __name__ == "__main__":

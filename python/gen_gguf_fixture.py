@@ -24,6 +24,7 @@ from gguf import GGMLQuantizationType as T
 from gguf import quants
 
 from gen_ggml_goldens import random_blocks
+from gguf_out import finish
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -79,10 +80,7 @@ def main():
             w.add_tensor(name, blocks.reshape(rows, -1), raw_shape=(rows, row * block_bytes // block_len), raw_dtype=t)
         tensors.append({"name": name, "type": t.name, "dims": [row, rows],
                         "values": values.tobytes().hex()})
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
     side = {"format": "kin-infer-gguf-fixture/1", "generator": "python/gen_gguf_fixture.py",
             "versions": {"gguf": metadata_version("gguf"), "numpy": np.__version__},
             "metadata": {k: {"type": ty, "value": v} for k, (ty, v) in meta.items()},

@@ -33,6 +33,7 @@ import os
 
 import gguf
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from gguf_out import finish, write_golden
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(os.path.dirname(HERE), "tests", "fixtures", "gguf", "tokenizers")
@@ -92,10 +93,7 @@ def write(path, tokens, merges, pre):
     w.add_eos_token_id(tokens.index("<|im_end|>"))
     w.add_add_bos_token(False)
     w.add_chat_template(TEMPLATE)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def train_spm():
@@ -130,10 +128,7 @@ def write_spm(path, arch, tokens, scores, types):
     w.add_eos_token_id(tokens.index("</s>"))
     w.add_unk_token_id(tokens.index("<unk>"))
     w.add_chat_template(TEMPLATE)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def main():
@@ -166,10 +161,7 @@ def main():
     agree = sum(r == g["ids"] for r, g in zip(ref, golden["spm"]["spm_llama.gguf"]))
     golden["sentencepiece"] = {"file": "spm_llama.gguf", "ids": ref,
                                "agree_with_transformers": f"{agree}/{len(CASES)}"}
-    with open(os.path.join(OUT, "golden.json"), "w") as f:
-        json.dump(golden, f, indent=1, ensure_ascii=False)
-        f.write("\n")
-    print("wrote", sorted(os.listdir(OUT)))
+    write_golden(OUT, golden)
 
 
 if __name__ == "__main__":
