@@ -9,34 +9,16 @@ the float64 that holds the float32 value exactly (round-trips bit for bit to the
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
+
+from inmotion import jsonfmt
 
 FORMAT = "kin-infer-golden/1"
 
 
-def _scalar(x: Any) -> str:
-    if isinstance(x, float):
-        if not math.isfinite(x):
-            raise ValueError(f"non-finite value {x!r} in golden file")
-        return repr(x)
-    return json.dumps(x, ensure_ascii=False)
-
-
 def dumps(obj: Any, level: int = 0) -> str:
-    pad = "  " * level
-    inner = "  " * (level + 1)
-    if isinstance(obj, dict):
-        if not obj:
-            return "{}"
-        items = [f"{inner}{json.dumps(str(k), ensure_ascii=False)}: {dumps(v, level + 1)}" for k, v in obj.items()]
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(obj, (list, tuple)):
-        if all(not isinstance(v, (dict, list, tuple)) for v in obj):
-            return "[" + ", ".join(_scalar(v) for v in obj) + "]"
-        items = [inner + dumps(v, level + 1) for v in obj]
-        return "[\n" + ",\n".join(items) + "\n" + pad + "]"
-    return _scalar(obj)
+    """The inMotion exporter's compact writer (one implementation), keeping non-ASCII keys."""
+    return jsonfmt.dumps(obj, level, ascii_keys=False)
 
 
 def write_golden(path: str, tol: float, cases: list[dict], extra: dict | None = None) -> None:

@@ -33,27 +33,10 @@ DECODER_FIXTURES = os.path.join(REPO, "tests", "decoder_fixtures")
 GOLDEN_DIR = os.path.join(REPO, "tests", "golden")
 MINILM = os.path.join(REPO, "models", "all-MiniLM-L6-v2")
 sys.path.insert(0, HERE)
+from testkit import run_tests, skip  # noqa: E402
 
 NUM_TOL = 1e-6
 KINDS = {"hidden", "logits", "generate", "embedding", "classify"}
-
-
-class Skip(Exception):
-    pass
-
-
-_SCRIPT = False  # set by main(): run without pytest
-
-
-def skip(msg):
-    if not _SCRIPT:
-        try:
-            import pytest
-        except ImportError:
-            pass
-        else:
-            pytest.skip(msg)
-    raise Skip(msg)
 
 
 def have_torch_stack():
@@ -346,19 +329,7 @@ def test_minilm_golden_regenerates():
 
 
 def main():
-    global _SCRIPT
-    _SCRIPT = True
-    failed = 0
-    for name, fn in [(k, v) for k, v in globals().items() if k.startswith("test_") and callable(v)]:
-        try:
-            fn()
-            print(f"PASS {name}")
-        except Skip as e:
-            print(f"SKIP {name}: {e}")
-        except AssertionError as e:
-            failed += 1
-            print(f"FAIL {name}: {e}")
-    return 1 if failed else 0
+    return run_tests(globals())
 
 
 if __name__ == "__main__":

@@ -49,24 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 FIX = os.path.join(REPO, "tests", "fixtures", "inmotion")
 sys.path.insert(0, HERE)
-
-
-class Skip(Exception):
-    pass
-
-
-_SCRIPT = False
-
-
-def skip(msg):
-    if not _SCRIPT:
-        try:
-            import pytest
-        except ImportError:
-            pass
-        else:
-            pytest.skip(msg)
-    raise Skip(msg)
+from testkit import run_tests, skip  # noqa: E402
 
 
 def need_numpy():
@@ -558,19 +541,7 @@ def test_stats_from_a_small_sweep():
 
 
 def main():
-    global _SCRIPT
-    _SCRIPT = True
-    failed = 0
-    for name, fn in [(k, v) for k, v in globals().items() if k.startswith("test_") and callable(v)]:
-        try:
-            fn()
-            print(f"PASS {name}")
-        except Skip as e:
-            print(f"SKIP {name}: {e}")
-        except AssertionError as e:
-            failed += 1
-            print(f"FAIL {name}: {e}")
-    return 1 if failed else 0
+    return run_tests(globals())
 
 
 if __name__ == "__main__":

@@ -15,20 +15,23 @@ def _scalar(x):
     return json.dumps(x, ensure_ascii=False)
 
 
-def dumps(obj, level=0):
+def dumps(obj, level=0, ascii_keys=True):
+    """`ascii_keys=False` keeps non-ASCII keys as UTF-8 (the engine's golden files,
+    python/golden_json.py); the artifact files escape them, as they always have."""
     pad = "  " * level
     inner = "  " * (level + 1)
     if isinstance(obj, dict):
         if not obj:
             return "{}"
-        items = [f"{inner}{json.dumps(str(k))}: {dumps(v, level + 1)}" for k, v in obj.items()]
+        items = [f"{inner}{json.dumps(str(k), ensure_ascii=ascii_keys)}: {dumps(v, level + 1, ascii_keys)}"
+                 for k, v in obj.items()]
         return "{\n" + ",\n".join(items) + "\n" + pad + "}"
     if isinstance(obj, (list, tuple)):
         if not obj:
             return "[]"
         if all(not isinstance(v, (dict, list, tuple)) for v in obj):
             return "[" + ", ".join(_scalar(v) for v in obj) + "]"
-        return "[\n" + ",\n".join(inner + dumps(v, level + 1) for v in obj) + "\n" + pad + "]"
+        return "[\n" + ",\n".join(inner + dumps(v, level + 1, ascii_keys) for v in obj) + "\n" + pad + "]"
     return _scalar(obj)
 
 
