@@ -26,17 +26,24 @@ use std::cell::RefCell;
 /// accumulator does `acc = fma(a[p][r], b[p][j], acc)`. Finally, if `bias` is non-null,
 /// `acc += bias[j]` (NR floats there), and the tile is stored to `c`.
 ///
+/// The arguments travel as one struct, so the contract is stated here once for the dozen
+/// kernels across the tiers that implement it.
+#[derive(Clone, Copy)]
+pub(crate) struct TileCall {
+    pub kc: usize,
+    pub a: *const f32,
+    pub b: *const u8,
+    pub c: *mut f32,
+    pub ldc: usize,
+    pub load: bool,
+    pub bias: *const f32,
+}
+
+/// A tier's micro-kernel for [`TileCall`].
+///
 /// # Safety
 /// The pointers must be valid for those extents, and the CPU must support the kernel's tier.
-pub(crate) type MicroKernel = unsafe fn(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    bias: *const f32,
-);
+pub(crate) type MicroKernel = unsafe fn(TileCall);
 
 /// Largest MR·NR over the tiers (AVX-512 14×32 = 448): edge tiles are staged in a stack buffer.
 const MAX_TILE: usize = 512;
@@ -350,7 +357,15 @@ unsafe fn block(
                 unsafe {
                     let ct = c.add(ip0 * mr * ldc + j0);
                     let b = bdata.at(jp * k * nr + p0 * nr);
-                    r4(kc, scratch.as_ptr(), b, k * nr, ct, load, bias_ptr)
+                    r4(Row4Call {
+                        kc,
+                        a: scratch.as_ptr(),
+                        b,
+                        bstride: k * nr,
+                        c: ct,
+                        load,
+                        bias: bias_ptr,
+                    })
                 }
                 jp += 4;
                 continue;
@@ -413,8 +428,17 @@ unsafe fn block(
                 let apanel = scratch[(ip - ip0) * mr * kc..].as_ptr();
                 unsafe {
                     let ct = c.add(i0 * ldc + j0);
+                    let call = TileCall {
+                        kc,
+                        a: apanel,
+                        b: std::ptr::null(),
+                        c: ct,
+                        ldc,
+                        load,
+                        bias: bias_ptr,
+                    };
                     if cols == nr {
-                        kdata.call(ops, rows, koff, kc, apanel, ct, ldc, load, bias_ptr);
+                        kdata.call(ops, rows, koff, call);
                     } else {
                         // Edge tile: same kernel on a staged copy, so the same op sequence.
                         if load {
@@ -425,7 +449,12 @@ unsafe fn block(
                             }
                         }
                         let t = tmp.as_mut_ptr();
-                        kdata.call(ops, rows, koff, kc, apanel, t, nr, load, bias_ptr);
+                        let call = TileCall {
+                            c: t,
+                            ldc: nr,
+                            ..call
+                        };
+                        kdata.call(ops, rows, koff, call);
                         for r in 0..rows {
                             for j in 0..cols {
                                 *ct.add(r * ldc + j) = tmp[r * nr + j];
@@ -446,18 +475,24 @@ unsafe fn block(
     }
 }
 
-/// One row × four adjacent full panels (4·NR columns): the [`MicroKernel`] contract with one
-/// A row (`a`: kc floats), panel `q`'s k-slice at `b + q·bstride`, C one row of 4·NR outputs
-/// and `bias` (if non-null) 4·NR values.
-pub(crate) type Row4Kernel = unsafe fn(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    bstride: usize,
-    c: *mut f32,
-    load: bool,
-    bias: *const f32,
-);
+/// One row × four adjacent full panels (4·NR columns): the [`TileCall`] contract with one
+/// A row (`a`: kc floats), panel `q`'s k-slice at `b + q·bstride` (`bstride` in elements),
+/// C one row of 4·NR outputs and `bias` (if non-null) 4·NR values.
+// Only the x86-64 tiers have row4 kernels that read the fields.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[derive(Clone, Copy)]
+pub(crate) struct Row4Call {
+    pub kc: usize,
+    pub a: *const f32,
+    pub b: *const u8,
+    pub bstride: usize,
+    pub c: *mut f32,
+    pub load: bool,
+    pub bias: *const f32,
+}
+
+/// A tier's one-row, four-panel kernel for [`Row4Call`] (safety as [`MicroKernel`]).
+pub(crate) type Row4Kernel = unsafe fn(Row4Call);
 
 /// The packed B data of one product: its format and first stored element.
 #[derive(Clone, Copy)]
@@ -500,26 +535,17 @@ impl BData {
         (self.at(off), self.format.bytes_of(len))
     }
 
-    /// Runs the tier's `rows`-row micro-kernel for this format on the panel at `off`.
+    /// Runs the tier's `rows`-row micro-kernel for this format on the panel at `off` (the
+    /// call's `b` is this panel).
     ///
     /// # Safety
     /// As [`MicroKernel`], for the panel at `off`.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn call(
-        self,
-        ops: &Ops,
-        rows: usize,
-        off: usize,
-        kc: usize,
-        a: *const f32,
-        c: *mut f32,
-        ldc: usize,
-        load: bool,
-        bias: *const f32,
-    ) {
-        unsafe {
-            ops.kernels[self.format.index()][rows - 1](kc, a, self.at(off), c, ldc, load, bias)
-        }
+    unsafe fn call(self, ops: &Ops, rows: usize, off: usize, call: TileCall) {
+        let call = TileCall {
+            b: self.at(off),
+            ..call
+        };
+        unsafe { ops.kernels[self.format.index()][rows - 1](call) }
     }
 }

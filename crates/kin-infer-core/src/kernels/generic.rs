@@ -141,80 +141,64 @@ pub(crate) fn affine(x: &mut [f32], s: f32, w: &[f32], b: &[f32]) {
 const MR: usize = 4;
 const NR: usize = 16;
 
-/// Generic micro-kernel; contract in [`gemm::MicroKernel`].
-unsafe fn kernel_generic<const R: usize>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    bias: *const f32,
-) {
-    let b = b.cast::<f32>();
-    // SAFETY: the driver guarantees kc·MR floats at `a`, kc·NR at `b`, an MR×NR tile at `c`
-    // (row stride ldc) and NR floats at `bias` when non-null.
+/// Generic micro-kernel; contract in [`gemm::TileCall`].
+unsafe fn kernel_generic<const R: usize>(t: gemm::TileCall) {
+    // SAFETY: the driver guarantees kc·NR floats at `b`.
     unsafe {
-        let mut acc = [[0.0f32; NR]; R];
-        if load {
-            for (r, row) in acc.iter_mut().enumerate() {
-                for (j, v) in row.iter_mut().enumerate() {
-                    *v = *c.add(r * ldc + j);
-                }
-            }
-        }
-        for p in 0..kc {
-            let bp = std::slice::from_raw_parts(b.add(p * NR), NR);
-            for (r, row) in acc.iter_mut().enumerate() {
-                let av = *a.add(p * R + r);
-                for (v, bv) in row.iter_mut().zip(bp) {
-                    *v = av.mul_add(*bv, *v);
-                }
-            }
-        }
-        gemm::store_tile(&acc, c, ldc, bias);
+        body::<f32, R>(t, |bp| {
+            let mut row = [0.0f32; NR];
+            row.copy_from_slice(std::slice::from_raw_parts(bp, NR));
+            row
+        })
     }
 }
 
-/// Generic micro-kernel over bf16 (`BF16`) or f16 B panels; contract in [`gemm::MicroKernel`].
+/// Generic micro-kernel over bf16 (`BF16`) or f16 B panels; contract in [`gemm::TileCall`].
 /// Each B row is widened exactly, then the same FMA sequence as [`kernel_generic`] runs.
-unsafe fn kernel_half<const BF16: bool, const R: usize>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    bias: *const f32,
-) {
-    let b = b.cast::<u16>();
-    // SAFETY: as `kernel_generic`, with kc·NR u16 values at `b`.
+unsafe fn kernel_half<const BF16: bool, const R: usize>(t: gemm::TileCall) {
+    // SAFETY: the driver guarantees kc·NR u16 values at `b`.
     unsafe {
-        let mut acc = [[0.0f32; NR]; R];
-        if load {
-            for (r, row) in acc.iter_mut().enumerate() {
-                for (j, v) in row.iter_mut().enumerate() {
-                    *v = *c.add(r * ldc + j);
-                }
-            }
-        }
-        for p in 0..kc {
-            let raw = std::slice::from_raw_parts(b.add(p * NR), NR);
-            let mut bp = [0.0f32; NR];
-            for (d, s) in bp.iter_mut().zip(raw) {
+        body::<u16, R>(t, |bp| {
+            let mut row = [0.0f32; NR];
+            for (d, s) in row.iter_mut().zip(std::slice::from_raw_parts(bp, NR)) {
                 *d = if BF16 {
                     gemm::bf16_to_f32(*s)
                 } else {
                     gemm::f16_to_f32(*s)
                 };
             }
+            row
+        })
+    }
+}
+
+/// The R×NR tile over B rows of `E` that `row` reads as f32: `acc = fma(a, b, acc)` in k order.
+///
+/// # Safety
+/// The driver guarantees kc·R floats at `a`, kc rows at `b`, an R×NR tile at `c` (row stride
+/// ldc) and NR floats at `bias` when non-null.
+#[inline(always)]
+unsafe fn body<E, const R: usize>(t: gemm::TileCall, row: impl Fn(*const E) -> [f32; NR]) {
+    let (c, ldc) = (t.c, t.ldc);
+    unsafe {
+        let mut acc = [[0.0f32; NR]; R];
+        if t.load {
             for (r, row) in acc.iter_mut().enumerate() {
-                let av = *a.add(p * R + r);
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = *c.add(r * ldc + j);
+                }
+            }
+        }
+        let b = t.b.cast::<E>();
+        for p in 0..t.kc {
+            let bp = row(b.add(p * NR));
+            for (r, row) in acc.iter_mut().enumerate() {
+                let av = *t.a.add(p * R + r);
                 for (v, bv) in row.iter_mut().zip(&bp) {
                     *v = av.mul_add(*bv, *v);
                 }
             }
         }
-        gemm::store_tile(&acc, c, ldc, bias);
+        gemm::store_tile(&acc, c, ldc, t.bias);
     }
 }

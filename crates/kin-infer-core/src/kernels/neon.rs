@@ -6,6 +6,7 @@
 //! (±0, ∓0), unlike the `a > b ? a : b` rule every tier follows; compare + select is.
 
 use super::elementwise::{self, Vector};
+use super::gemm::TileCall;
 use super::generic;
 use super::math::{self, Lanes};
 use super::tile::{tile, F32Panel, Panel};
@@ -81,16 +82,8 @@ const NR: usize = 16;
 
 /// NEON micro-kernel; contract in [`super::gemm::MicroKernel`].
 #[target_feature(enable = "neon")]
-unsafe fn kernel_6x16<const R: usize>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    bias: *const f32,
-) {
-    unsafe { tile::<V, F32Panel, 4, R>(kc, a, b, c, ldc, load, bias) }
+unsafe fn kernel_6x16<const R: usize>(t: TileCall) {
+    unsafe { tile::<V, F32Panel, 4, R>(t) }
 }
 
 /// Widens 4 bf16 values at `p` to f32, exactly (`bits << 16`).
@@ -144,16 +137,8 @@ impl<const BF16: bool> Panel<V> for HalfPanel<BF16> {
 /// NEON micro-kernel over bf16/f16 B panels: [`kernel_6x16`] with each B row widened exactly
 /// in registers; contract in [`super::gemm::MicroKernel`].
 #[target_feature(enable = "neon")]
-unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    bias: *const f32,
-) {
-    unsafe { tile::<V, HalfPanel<BF16>, 4, R>(kc, a, b, c, ldc, load, bias) }
+unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(t: TileCall) {
+    unsafe { tile::<V, HalfPanel<BF16>, 4, R>(t) }
 }
 
 /// [`super::Ops::gemv`]: 16 outputs per pass (four independent accumulators), then 4,

@@ -9,6 +9,7 @@
 //! same sequence the generic tier runs, so all give the same bits.
 
 use super::elementwise::Vector;
+use super::gemm::TileCall;
 
 /// How a micro-kernel reads one packed row of its B panel as `NB` vectors of f32.
 pub(crate) trait Panel<V: Vector> {
@@ -49,34 +50,25 @@ impl<V: Vector> Panel<V> for F32Panel {
 ///
 /// # Safety
 /// The caller runs with `V`'s target features enabled and upholds the
-/// [`super::gemm::MicroKernel`] contract (`a`: `kc · R` floats, `b`: `kc` packed rows of `P`,
+/// [`TileCall`] contract (`a`: `kc · R` floats, `b`: `kc` packed rows of `P`,
 /// `c`: `R` rows of `ldc`, `bias` null or one row).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn tile<V: Vector, P: Panel<V>, const NB: usize, const R: usize>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    bias: *const f32,
-) {
+pub(crate) unsafe fn tile<V: Vector, P: Panel<V>, const NB: usize, const R: usize>(t: TileCall) {
     let w = V::WIDTH;
     let nr = NB * w;
-    let b = b.cast::<P::Elem>();
+    let c = t.c;
     unsafe {
         let panel = P::new();
         let mut acc = [[V::splat(0.0); NB]; R];
-        if load {
+        if t.load {
             for (r, row) in acc.iter_mut().enumerate() {
                 for (j, v) in row.iter_mut().enumerate() {
-                    *v = V::load(c.add(r * ldc + j * w));
+                    *v = V::load(c.add(r * t.ldc + j * w));
                 }
             }
         }
-        let (mut ap, mut bp) = (a, b);
-        for _ in 0..kc {
+        let (mut ap, mut bp) = (t.a, t.b.cast::<P::Elem>());
+        for _ in 0..t.kc {
             let bv: [V; NB] = panel.row(bp);
             for (r, row) in acc.iter_mut().enumerate() {
                 let av = V::splat(*ap.add(r));
@@ -87,8 +79,8 @@ pub(crate) unsafe fn tile<V: Vector, P: Panel<V>, const NB: usize, const R: usiz
             ap = ap.add(R);
             bp = bp.add(nr);
         }
-        if !bias.is_null() {
-            let z: [V; NB] = <F32Panel as Panel<V>>::row(&F32Panel, bias);
+        if !t.bias.is_null() {
+            let z: [V; NB] = <F32Panel as Panel<V>>::row(&F32Panel, t.bias);
             for row in acc.iter_mut() {
                 for (v, z) in row.iter_mut().zip(z) {
                     *v = v.add(z);
@@ -97,7 +89,7 @@ pub(crate) unsafe fn tile<V: Vector, P: Panel<V>, const NB: usize, const R: usiz
         }
         for (r, row) in acc.iter().enumerate() {
             for (j, v) in row.iter().enumerate() {
-                v.store(c.add(r * ldc + j * w));
+                v.store(c.add(r * t.ldc + j * w));
             }
         }
     }

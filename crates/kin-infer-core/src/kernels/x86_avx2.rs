@@ -6,6 +6,7 @@
 //! `mul_add` is the same FMA instruction.
 
 use super::elementwise::{self, Vector};
+use super::gemm::TileCall;
 use super::generic;
 use super::ggml::GgmlType;
 use super::math::{self, Lanes};
@@ -292,16 +293,8 @@ const NR: usize = 16;
 
 /// AVX2 micro-kernel; contract in [`super::gemm::MicroKernel`].
 #[target_feature(enable = "avx2,fma")]
-unsafe fn kernel_6x16<const R: usize>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    bias: *const f32,
-) {
-    unsafe { tile::<V, F32Panel, 2, R>(kc, a, b, c, ldc, load, bias) }
+unsafe fn kernel_6x16<const R: usize>(t: TileCall) {
+    unsafe { tile::<V, F32Panel, 2, R>(t) }
 }
 
 /// bf16 (`BF16`) or f16 B panels, each 8 values widened exactly in registers.
@@ -326,16 +319,8 @@ impl<const BF16: bool> Panel<V> for HalfPanel<BF16> {
 /// AVX2 micro-kernel over bf16/f16 B panels: [`kernel_6x16`] with each B row widened exactly
 /// in registers; contract in [`super::gemm::MicroKernel`]. The tier requires F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    bias: *const f32,
-) {
-    unsafe { tile::<V, HalfPanel<BF16>, 2, R>(kc, a, b, c, ldc, load, bias) }
+unsafe fn kernel_6x16_half<const BF16: bool, const R: usize>(t: TileCall) {
+    unsafe { tile::<V, HalfPanel<BF16>, 2, R>(t) }
 }
 
 /// [`super::Ops::gemv`]: 32 outputs per pass (four independent accumulators), then 8,

@@ -5,6 +5,7 @@
 //! transcendentals come from `math.rs` over the [`Lanes`] impl below, op for op.
 
 use super::elementwise::{self, Vector};
+use super::gemm::TileCall;
 use super::ggml::GgmlType;
 use super::math::{self, Lanes};
 use super::tile::{tile, F32Panel, Panel};
@@ -156,16 +157,8 @@ const NR: usize = 32;
 
 /// AVX-512 micro-kernel; contract in [`super::gemm::MicroKernel`].
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn kernel_14x32<const R: usize>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    bias: *const f32,
-) {
-    unsafe { tile::<V, F32Panel, 2, R>(kc, a, b, c, ldc, load, bias) }
+unsafe fn kernel_14x32<const R: usize>(t: TileCall) {
+    unsafe { tile::<V, F32Panel, 2, R>(t) }
 }
 
 /// bf16 (`BF16`) or f16 B panels widened exactly in registers. bf16: one permute per 16
@@ -216,16 +209,8 @@ impl<const BF16: bool> Panel<V> for HalfPanel<BF16> {
 /// AVX-512 micro-kernel over bf16/f16 B panels: [`kernel_14x32`] with each B row widened
 /// exactly in registers; contract in [`super::gemm::MicroKernel`].
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-unsafe fn kernel_14x32_half<const BF16: bool, const R: usize>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    bias: *const f32,
-) {
-    unsafe { tile::<V, HalfPanel<BF16>, 2, R>(kc, a, b, c, ldc, load, bias) }
+unsafe fn kernel_14x32_half<const BF16: bool, const R: usize>(t: TileCall) {
+    unsafe { tile::<V, HalfPanel<BF16>, 2, R>(t) }
 }
 
 /// Fused `x *= s; softmax(x)`: the composite's exact sequence (see `Ops::softmax_scaled`),

@@ -25,7 +25,7 @@
 //! The decode kernel takes its four panels two at a time (four accumulators, plus the two
 //! panels' scales held in registers): measured on the first prototype (git history: examples/q4_decode_proto.rs),
 //! four at a time spills and is slower; the loop is bound by the unpacking's instructions,
-//! not by accumulator latency. Contract: [`super::gemm::Row4Kernel`] (`bstride` in elements).
+//! not by accumulator latency. Contract: [`Row4Call`] (`bstride` in elements).
 //!
 //! The K-quants' sub-block values `d·sc` and `dmin·m` are exact too (an f16 times a 6- or
 //! 8-bit integer), so `fma(q, d·sc, −dmin·m)` is the reference's `(d·sc)·q − dmin·m` with its
@@ -46,8 +46,9 @@
 //! eight types and the per-type branches fold away.
 
 use super::blocks::{codes_at, high_at, interleaved};
+use super::gemm::Row4Call;
 use super::ggml::GgmlType;
-use super::x86_row4::{self, Avx2, Avx512};
+use super::x86_row4::{self, Avx2, Avx512, Wide};
 use std::arch::x86_64::*;
 
 const Q4_0: u32 = GgmlType::Q4_0.code();
@@ -287,51 +288,15 @@ mod avx2 {
 
 /// AVX2 decode kernel over the interleaved panels of ggml type `CODE`.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn avx2_row4<const CODE: u32>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    bstride: usize,
-    c: *mut f32,
-    load: bool,
-    bias: *const f32,
-) {
-    use avx2::NR;
+pub(super) unsafe fn avx2_row4<const CODE: u32>(call: Row4Call) {
     let t = ty(CODE);
-    let (bl, gl) = (t.block_len(), group(t));
-    let pbb = super::format::WeightFormat::Quant(t).panel_block_bytes();
-    let (pb, stride) = (NR * pbb, bstride / bl * pbb);
     unsafe {
-        for pair in 0..2 {
-            let cp = c.add(pair * 2 * NR);
-            let mut acc = [_mm256_setzero_ps(); 4];
-            if load {
-                for (i, v) in acc.iter_mut().enumerate() {
-                    *v = _mm256_loadu_ps(cp.add(8 * i));
-                }
-            }
-            let panels = [b.add(2 * pair * stride), b.add((2 * pair + 1) * stride)];
-            for kb in 0..kc / bl {
-                let blk = panels.map(|p| p.add(kb * pb));
-                for g in 0..bl / gl {
-                    let s = blk.map(|b| avx2::scales(t, b, g));
-                    for p in g * gl..(g + 1) * gl {
-                        let av = _mm256_broadcast_ss(&*a.add(kb * bl + p));
-                        for q in 0..2 {
-                            let (lo, hi) = avx2::weights(t, blk[q], p, &s[q].0, &s[q].1);
-                            acc[2 * q] = _mm256_fmadd_ps(av, lo, acc[2 * q]);
-                            acc[2 * q + 1] = _mm256_fmadd_ps(av, hi, acc[2 * q + 1]);
-                        }
-                    }
-                }
-            }
-            let bp = if bias.is_null() {
-                bias
-            } else {
-                bias.add(pair * 2 * NR)
-            };
-            x86_row4::store::<Avx2, 4>(&acc, cp, bp);
-        }
+        row4_body::<Avx2>(
+            t,
+            call,
+            |b, g| avx2::scales(t, b, g),
+            |b, p, s| avx2::weights(t, b, p, &s.0, &s.1),
+        )
     }
 }
 
@@ -342,26 +307,14 @@ pub(super) unsafe fn avx2_row4<const CODE: u32>(
 /// As `blocks::dequant_slice`, on a CPU with AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn avx2_dequant(t: GgmlType, src: *const u8, kc: usize, out: *mut f32) -> bool {
-    use avx2::NR;
-    if !interleaved(t) {
-        return false;
-    }
-    let (bl, gl) = (t.block_len(), group(t));
-    let pb = NR * super::format::WeightFormat::Quant(t).panel_block_bytes();
     unsafe {
-        for kb in 0..kc / bl {
-            let (blk, o) = (src.add(kb * pb), out.add(kb * bl * NR));
-            for g in 0..bl / gl {
-                let (mul, off) = avx2::scales(t, blk, g);
-                for p in g * gl..(g + 1) * gl {
-                    let (lo, hi) = avx2::weights(t, blk, p, &mul, &off);
-                    _mm256_storeu_ps(o.add(p * NR), lo);
-                    _mm256_storeu_ps(o.add(p * NR + 8), hi);
-                }
-            }
-        }
+        dequant_body::<Avx2>(
+            t,
+            (src, kc, out),
+            |b, g| avx2::scales(t, b, g),
+            |b, p, s| avx2::weights(t, b, p, &s.0, &s.1),
+        )
     }
-    true
 }
 
 // ---- AVX-512: 32-column panels, two 16-lane halves ------------------------------------------
@@ -539,51 +492,15 @@ mod avx512 {
 /// AVX-512 decode kernel over the interleaved panels of ggml type `CODE`. Q5_0 is
 /// `fma(q, d, −16·d)` (exact product, one rounding of the exact `d·(q − 16)`), Q5_1 Q4_1's.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-pub(super) unsafe fn avx512_row4<const CODE: u32>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    bstride: usize,
-    c: *mut f32,
-    load: bool,
-    bias: *const f32,
-) {
-    use avx512::NR;
+pub(super) unsafe fn avx512_row4<const CODE: u32>(call: Row4Call) {
     let t = ty(CODE);
-    let (bl, gl) = (t.block_len(), group(t));
-    let pbb = super::format::WeightFormat::Quant(t).panel_block_bytes();
-    let (pb, stride) = (NR * pbb, bstride / bl * pbb);
     unsafe {
-        for pair in 0..2 {
-            let cp = c.add(pair * 2 * NR);
-            let mut acc = [_mm512_setzero_ps(); 4];
-            if load {
-                for (i, v) in acc.iter_mut().enumerate() {
-                    *v = _mm512_loadu_ps(cp.add(16 * i));
-                }
-            }
-            let panels = [b.add(2 * pair * stride), b.add((2 * pair + 1) * stride)];
-            for kb in 0..kc / bl {
-                let blk = panels.map(|p| p.add(kb * pb));
-                for g in 0..bl / gl {
-                    let s = blk.map(|b| avx512::scales(t, b, g));
-                    for p in g * gl..(g + 1) * gl {
-                        let av = _mm512_set1_ps(*a.add(kb * bl + p));
-                        for q in 0..2 {
-                            let (lo, hi) = avx512::weights(t, blk[q], p, &s[q].0, &s[q].1);
-                            acc[2 * q] = _mm512_fmadd_ps(av, lo, acc[2 * q]);
-                            acc[2 * q + 1] = _mm512_fmadd_ps(av, hi, acc[2 * q + 1]);
-                        }
-                    }
-                }
-            }
-            let bp = if bias.is_null() {
-                bias
-            } else {
-                bias.add(pair * 2 * NR)
-            };
-            x86_row4::store::<Avx512, 4>(&acc, cp, bp);
-        }
+        row4_body::<Avx512>(
+            t,
+            call,
+            |b, g| avx512::scales(t, b, g),
+            |b, p, s| avx512::weights(t, b, p, &s.0, &s.1),
+        )
     }
 }
 
@@ -593,21 +510,99 @@ pub(super) unsafe fn avx512_row4<const CODE: u32>(
 /// As `blocks::dequant_slice`, on a CPU with the AVX-512 tier's features.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
 pub(super) unsafe fn avx512_dequant(t: GgmlType, src: *const u8, kc: usize, out: *mut f32) -> bool {
-    use avx512::NR;
+    unsafe {
+        dequant_body::<Avx512>(
+            t,
+            (src, kc, out),
+            |b, g| avx512::scales(t, b, g),
+            |b, p, s| avx512::weights(t, b, p, &s.0, &s.1),
+        )
+    }
+}
+
+/// A panel block's multipliers and offsets for one group, per half (a tier's `scales`).
+type Scales<R> = ([R; 2], [R; 2]);
+
+/// The decode kernel written once over the register width: the tiers differ only in it and
+/// in their `scales` (a panel block's group `g`) and `weights` (code row `p` of a panel
+/// block, as two registers of columns). Per output: one FMA per k, in k order.
+///
+/// # Safety
+/// The [`Row4Call`] contract for panels of `t`, compiled inside a `#[target_feature]` entry
+/// point of `L`'s tier (the closures inline there).
+#[inline(always)]
+unsafe fn row4_body<L: Wide>(
+    t: GgmlType,
+    call: Row4Call,
+    scales: impl Fn(*const u8, usize) -> Scales<L::R>,
+    weights: impl Fn(*const u8, usize, &Scales<L::R>) -> (L::R, L::R),
+) {
+    let nr = 2 * L::W;
+    let (bl, gl) = (t.block_len(), group(t));
+    let pbb = super::format::WeightFormat::Quant(t).panel_block_bytes();
+    let (pb, stride) = (nr * pbb, call.bstride / bl * pbb);
+    unsafe {
+        for pair in 0..2 {
+            let cp = call.c.add(pair * 2 * nr);
+            let mut acc = [L::zero(); 4];
+            if call.load {
+                for (i, v) in acc.iter_mut().enumerate() {
+                    *v = L::load(cp.add(L::W * i));
+                }
+            }
+            let b = call.b;
+            let panels = [b.add(2 * pair * stride), b.add((2 * pair + 1) * stride)];
+            for kb in 0..call.kc / bl {
+                let blk = panels.map(|p| p.add(kb * pb));
+                for g in 0..bl / gl {
+                    let s = blk.map(|b| scales(b, g));
+                    for p in g * gl..(g + 1) * gl {
+                        let av = L::bcast(call.a.add(kb * bl + p));
+                        for q in 0..2 {
+                            let (lo, hi) = weights(blk[q], p, &s[q]);
+                            acc[2 * q] = L::fma(av, lo, acc[2 * q]);
+                            acc[2 * q + 1] = L::fma(av, hi, acc[2 * q + 1]);
+                        }
+                    }
+                }
+            }
+            let bp = if call.bias.is_null() {
+                call.bias
+            } else {
+                call.bias.add(pair * 2 * nr)
+            };
+            x86_row4::store::<L, 4>(&acc, cp, bp);
+        }
+    }
+}
+
+/// The staging dequantizer written once over the register width, as [`row4_body`]:
+/// `kc` k of the panel at `src` into f32 panel rows at `out`.
+///
+/// # Safety
+/// As `blocks::dequant_slice`, inside a `#[target_feature]` entry point of `L`'s tier.
+#[inline(always)]
+unsafe fn dequant_body<L: Wide>(
+    t: GgmlType,
+    (src, kc, out): (*const u8, usize, *mut f32),
+    scales: impl Fn(*const u8, usize) -> Scales<L::R>,
+    weights: impl Fn(*const u8, usize, &Scales<L::R>) -> (L::R, L::R),
+) -> bool {
     if !interleaved(t) {
         return false;
     }
+    let nr = 2 * L::W;
     let (bl, gl) = (t.block_len(), group(t));
-    let pb = NR * super::format::WeightFormat::Quant(t).panel_block_bytes();
+    let pb = nr * super::format::WeightFormat::Quant(t).panel_block_bytes();
     unsafe {
         for kb in 0..kc / bl {
-            let (blk, o) = (src.add(kb * pb), out.add(kb * bl * NR));
+            let (blk, o) = (src.add(kb * pb), out.add(kb * bl * nr));
             for g in 0..bl / gl {
-                let (mul, off) = avx512::scales(t, blk, g);
+                let s = scales(blk, g);
                 for p in g * gl..(g + 1) * gl {
-                    let (lo, hi) = avx512::weights(t, blk, p, &mul, &off);
-                    _mm512_storeu_ps(o.add(p * NR), lo);
-                    _mm512_storeu_ps(o.add(p * NR + 16), hi);
+                    let (lo, hi) = weights(blk, p, &s);
+                    L::store(o.add(p * nr), lo);
+                    L::store(o.add(p * nr + L::W), hi);
                 }
             }
         }

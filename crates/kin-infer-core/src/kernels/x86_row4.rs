@@ -1,4 +1,4 @@
-//! The x86-64 decode kernels of one row × four panels ([`super::gemm::Row4Kernel`]) for the
+//! The x86-64 decode kernels of one row × four panels ([`Row4Call`]) for the
 //! AVX2 and AVX-512 tiers, written once over the register width ([`Wide`]): the two tiers'
 //! bodies differed only in it. A leaf module: the tier tables (`x86_avx2.rs`,
 //! `x86_avx512.rs`) and the block-format kernels (`x86_quant.rs`, which shares
@@ -8,6 +8,7 @@
 //! entry point, so it is compiled with that tier's features, as the per-tier copies were; the
 //! operation order per lane (one FMA per panel element, in k order) is the same on both.
 
+use super::gemm::Row4Call;
 use std::arch::x86_64::*;
 
 /// One x86 register width of f32 lanes: the few operations the row4 bodies use. The methods
@@ -145,30 +146,22 @@ unsafe fn load_b<L: Wide, const KIND: u8>(b: *const u8, i: usize) -> L::R {
     }
 }
 
-/// One row × four panels (8 registers of columns); contract in [`super::gemm::Row4Kernel`].
+/// One row × four panels (8 registers of columns); contract in [`Row4Call`].
 /// Eight independent accumulators instead of two: decode is bound by memory, not FMA latency.
 #[inline(always)]
-unsafe fn body<L: Wide, const KIND: u8>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    bstride: usize,
-    c: *mut f32,
-    load: bool,
-    bias: *const f32,
-) {
+unsafe fn body<L: Wide, const KIND: u8>(t: Row4Call) {
     let (w, nr) = (L::W, 2 * L::W);
     let bytes = if KIND == F32 { 4 } else { 2 };
     unsafe {
         let mut acc = [L::zero(); 8];
-        if load {
+        if t.load {
             for (i, v) in acc.iter_mut().enumerate() {
-                *v = L::load(c.add(w * i));
+                *v = L::load(t.c.add(w * i));
             }
         }
-        let bq = [0, 1, 2, 3].map(|q| b.add(q * bstride * bytes));
-        for p in 0..kc {
-            let av = L::bcast(a.add(p));
+        let bq = [0, 1, 2, 3].map(|q| t.b.add(q * t.bstride * bytes));
+        for p in 0..t.kc {
+            let av = L::bcast(t.a.add(p));
             for q in 0..4 {
                 let (b0, b1) = (
                     load_b::<L, KIND>(bq[q], p * nr),
@@ -178,7 +171,7 @@ unsafe fn body<L: Wide, const KIND: u8>(
                 acc[2 * q + 1] = L::fma(av, b1, acc[2 * q + 1]);
             }
         }
-        store::<L, 8>(&acc, c, bias);
+        store::<L, 8>(&acc, t.c, t.bias);
     }
 }
 
@@ -204,28 +197,12 @@ pub(super) unsafe fn store<L: Wide, const N: usize>(
 
 /// The AVX2 tier's row4 kernel over panels of format `KIND`.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn avx2<const KIND: u8>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    bstride: usize,
-    c: *mut f32,
-    load: bool,
-    bias: *const f32,
-) {
-    unsafe { body::<Avx2, KIND>(kc, a, b, bstride, c, load, bias) }
+pub(super) unsafe fn avx2<const KIND: u8>(t: Row4Call) {
+    unsafe { body::<Avx2, KIND>(t) }
 }
 
 /// The AVX-512 tier's row4 kernel over panels of format `KIND`.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,fma")]
-pub(super) unsafe fn avx512<const KIND: u8>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    bstride: usize,
-    c: *mut f32,
-    load: bool,
-    bias: *const f32,
-) {
-    unsafe { body::<Avx512, KIND>(kc, a, b, bstride, c, load, bias) }
+pub(super) unsafe fn avx512<const KIND: u8>(t: Row4Call) {
+    unsafe { body::<Avx512, KIND>(t) }
 }

@@ -10,6 +10,7 @@
 //! (software FMA, slowly).
 
 use super::elementwise::{self, Vector};
+use super::gemm::TileCall;
 use super::math::{self, Lanes};
 use super::{tree16, Ops};
 use std::arch::x86_64::*;
@@ -193,96 +194,23 @@ unsafe fn max(x: &[f32]) -> f32 {
 const MR: usize = 6;
 const NR: usize = 8;
 
-/// SSE micro-kernel (multiply then add); contract in [`super::gemm::MicroKernel`], except
-/// that each step rounds twice.
+/// SSE micro-kernel (multiply then add); contract in [`TileCall`], except that each step
+/// rounds twice.
 #[target_feature(enable = "sse4.1")]
-unsafe fn kernel_6x8<const R: usize>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    bias: *const f32,
-) {
-    let b = b.cast::<f32>();
-    unsafe {
-        let mut c0 = [_mm_setzero_ps(); R];
-        let mut c1 = [_mm_setzero_ps(); R];
-        if load {
-            for r in 0..R {
-                c0[r] = _mm_loadu_ps(c.add(r * ldc));
-                c1[r] = _mm_loadu_ps(c.add(r * ldc + 4));
-            }
-        }
-        let (mut ap, mut bp) = (a, b);
-        for _ in 0..kc {
-            let b0 = _mm_loadu_ps(bp);
-            let b1 = _mm_loadu_ps(bp.add(4));
-            for r in 0..R {
-                let av = _mm_set1_ps(*ap.add(r));
-                c0[r] = _mm_add_ps(_mm_mul_ps(av, b0), c0[r]);
-                c1[r] = _mm_add_ps(_mm_mul_ps(av, b1), c1[r]);
-            }
-            ap = ap.add(R);
-            bp = bp.add(NR);
-        }
-        store(&c0, &c1, c, ldc, bias);
-    }
-}
-
-#[inline(always)]
-unsafe fn store<const R: usize>(
-    c0: &[__m128; R],
-    c1: &[__m128; R],
-    c: *mut f32,
-    ldc: usize,
-    bias: *const f32,
-) {
-    unsafe {
-        let (z0, z1) = if bias.is_null() {
-            (_mm_setzero_ps(), _mm_setzero_ps())
-        } else {
-            (_mm_loadu_ps(bias), _mm_loadu_ps(bias.add(4)))
-        };
-        for r in 0..R {
-            let (mut v0, mut v1) = (c0[r], c1[r]);
-            if !bias.is_null() {
-                v0 = _mm_add_ps(v0, z0);
-                v1 = _mm_add_ps(v1, z1);
-            }
-            _mm_storeu_ps(c.add(r * ldc), v0);
-            _mm_storeu_ps(c.add(r * ldc + 4), v1);
-        }
-    }
+unsafe fn kernel_6x8<const R: usize>(t: TileCall) {
+    // SAFETY: each B row holds NR f32 values.
+    unsafe { body::<f32, R>(t, |bp| (_mm_loadu_ps(bp), _mm_loadu_ps(bp.add(4)))) }
 }
 
 /// [`kernel_6x8`] over bf16/f16 B panels: bf16 widens with an integer unpack (exact); f16
 /// (no F16C on these CPUs) widens each row through `half` first.
 #[target_feature(enable = "sse4.1")]
-unsafe fn kernel_6x8_half<const BF16: bool, const R: usize>(
-    kc: usize,
-    a: *const f32,
-    b: *const u8,
-    c: *mut f32,
-    ldc: usize,
-    load: bool,
-    bias: *const f32,
-) {
-    let b = b.cast::<u16>();
+unsafe fn kernel_6x8_half<const BF16: bool, const R: usize>(t: TileCall) {
+    // SAFETY: each B row holds NR u16 values.
     unsafe {
-        let mut c0 = [_mm_setzero_ps(); R];
-        let mut c1 = [_mm_setzero_ps(); R];
-        if load {
-            for r in 0..R {
-                c0[r] = _mm_loadu_ps(c.add(r * ldc));
-                c1[r] = _mm_loadu_ps(c.add(r * ldc + 4));
-            }
-        }
         let zero = _mm_setzero_si128();
-        let (mut ap, mut bp) = (a, b);
-        for _ in 0..kc {
-            let (b0, b1) = if BF16 {
+        body::<u16, R>(t, |bp| {
+            if BF16 {
                 let h = _mm_loadu_si128(bp as *const __m128i);
                 (
                     _mm_castsi128_ps(_mm_unpacklo_epi16(zero, h)),
@@ -294,7 +222,28 @@ unsafe fn kernel_6x8_half<const BF16: bool, const R: usize>(
                     *v = super::gemm::f16_to_f32(*bp.add(j));
                 }
                 (_mm_loadu_ps(w.as_ptr()), _mm_loadu_ps(w.as_ptr().add(4)))
-            };
+            }
+        })
+    }
+}
+
+/// The 6×8 tile over B rows of `E` that `row` reads as two registers of f32 (its operations
+/// are SSE2, which every x86-64 CPU has, so the closure needs no target feature).
+#[inline(always)]
+unsafe fn body<E, const R: usize>(t: TileCall, row: impl Fn(*const E) -> (__m128, __m128)) {
+    let (c, ldc) = (t.c, t.ldc);
+    unsafe {
+        let mut c0 = [_mm_setzero_ps(); R];
+        let mut c1 = [_mm_setzero_ps(); R];
+        if t.load {
+            for r in 0..R {
+                c0[r] = _mm_loadu_ps(c.add(r * ldc));
+                c1[r] = _mm_loadu_ps(c.add(r * ldc + 4));
+            }
+        }
+        let (mut ap, mut bp) = (t.a, t.b.cast::<E>());
+        for _ in 0..t.kc {
+            let (b0, b1) = row(bp);
             for r in 0..R {
                 let av = _mm_set1_ps(*ap.add(r));
                 c0[r] = _mm_add_ps(_mm_mul_ps(av, b0), c0[r]);
@@ -303,7 +252,21 @@ unsafe fn kernel_6x8_half<const BF16: bool, const R: usize>(
             ap = ap.add(R);
             bp = bp.add(NR);
         }
-        store(&c0, &c1, c, ldc, bias);
+        // The bias, then the store.
+        let (z0, z1) = if t.bias.is_null() {
+            (_mm_setzero_ps(), _mm_setzero_ps())
+        } else {
+            (_mm_loadu_ps(t.bias), _mm_loadu_ps(t.bias.add(4)))
+        };
+        for r in 0..R {
+            let (mut v0, mut v1) = (c0[r], c1[r]);
+            if !t.bias.is_null() {
+                v0 = _mm_add_ps(v0, z0);
+                v1 = _mm_add_ps(v1, z1);
+            }
+            _mm_storeu_ps(c.add(r * ldc), v0);
+            _mm_storeu_ps(c.add(r * ldc + 4), v1);
+        }
     }
 }
 
