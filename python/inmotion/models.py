@@ -145,13 +145,21 @@ class Encoder(nn.Module):
         return self.norm(self.transformer(h))
 
 
-class TransformerClassifier(nn.Module):
+class Classifier(nn.Module):
+    """What every family's classifier records: its family, full hyperparameters and shapes
+    (the exporter reads them back)."""
+
     def __init__(self, family, seq_len, in_channels, num_classes, hp):
         super().__init__()
-        hp = full_hparams(family, hp)
         self.family = family
-        self.hp = hp
+        self.hp = full_hparams(family, hp)
         self.seq_len, self.in_channels, self.num_classes = seq_len, in_channels, num_classes
+
+
+class TransformerClassifier(Classifier):
+    def __init__(self, family, seq_len, in_channels, num_classes, hp):
+        super().__init__(family, seq_len, in_channels, num_classes, hp)
+        hp = self.hp
         d, hh = hp["d_model"], hp["head_hidden"]
         self.encoder = Encoder(family, seq_len, in_channels, hp)
         if family == "lejepa":
@@ -202,13 +210,10 @@ class SigregEncoder(nn.Module):
         return h.mean(dim=2)
 
 
-class SigregClassifier(nn.Module):
+class SigregClassifier(Classifier):
     def __init__(self, family, seq_len, in_channels, num_classes, hp):
-        super().__init__()
-        hp = full_hparams(family, hp)
-        self.family = family
-        self.hp = hp
-        self.seq_len, self.in_channels, self.num_classes = seq_len, in_channels, num_classes
+        super().__init__(family, seq_len, in_channels, num_classes, hp)
+        hp = self.hp
         self.encoder = SigregEncoder(in_channels, hp)
         self.latent_proj = nn.Linear(hp["num_filters"], hp["latent_dim"])
         self.latent_norm = nn.LayerNorm(hp["latent_dim"], eps=hp["layer_norm_eps"])
