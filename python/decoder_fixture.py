@@ -23,6 +23,16 @@ NEW_TOKENS = 8
 FIRST_PROMPT_ID = 3
 
 
+def sizes(vocab, hidden, inter, layers, heads, kv_heads, max_pos, head_dim=None, **rest):
+    """A decoder config's size keys in the order the fixtures write them (vocab, hidden,
+    intermediate, layers, heads, kv heads, [head_dim,] max positions), then `rest`."""
+    cfg = dict(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+               num_attention_heads=heads, num_key_value_heads=kv_heads)
+    if head_dim is not None:
+        cfg["head_dim"] = head_dim
+    return dict(cfg, max_position_embeddings=max_pos, **rest)
+
+
 def random_decoder(torch, model_cls, config, seed, init):
     """`model_cls(config)` in float32 eval mode with eager attention (the reference the engine
     is held to), every parameter set to `init(name, param, r)` for a fresh `r = randn` of its

@@ -133,6 +133,14 @@ def write_json(path, obj):
         f.write("\n")
 
 
+def model_classes(names, family):
+    """`family`'s (config class, model class) from transformers, given by name in `names`
+    (imported only when a fixture is built, so the tables load without torch)."""
+    import transformers
+    config, model = names[family]
+    return getattr(transformers, config), getattr(transformers, model)
+
+
 def write_st_layout(d, fx, hidden=None, pooling=None, dense=None):
     """The sentence-transformers files of fixture `fx`: modules.json, 1_Pooling/config.json,
     sentence_bert_config.json, and when asked a Dense module and Normalize.

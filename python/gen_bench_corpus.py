@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,127 +47,95 @@ def num(rng):
     return str(rng.choice([0, 1, 2, 8, 16, 32, 64, 100, 255, 1024, rng.randint(0, 9999)]))
 
 
-def python_snippet(rng, body):
-    head = f"def {ident(rng)}({var(rng)}, {var(rng)}={num(rng)}):"
-    stmts = [f"{var(rng)} = {var(rng)}.{ident(rng)}({var(rng)})",
-             f"if {var(rng)} > {num(rng)}: return {var(rng)}",
-             f"for {var(rng)} in range({num(rng)}): {var(rng)} += {var(rng)}",
-             f"{var(rng)}.append({var(rng)}[{num(rng)}])",
-             f"raise ValueError(f\"bad {var(rng)}: {{{var(rng)}!r}}\")"]
-    return head, stmts, f"return {var(rng)}"
+# One row per language: (head, statements, tail), each a template whose `@` fields are drawn
+# left to right as written: @v a variable, @v0 a variable's first letter, @n a number, @i an
+# identifier (@c camelCase, @p PascalCase), @x a hex byte, @d a digit 1..9, @ext a file
+# extension, @ty a TypeScript type; @t1 and @t2 are table names drawn before the head (SQL).
+LANGS = [
+    ("def @i(@v, @v=@n):",
+     ["@v = @v.@i(@v)", "if @v > @n: return @v", "for @v in range(@n): @v += @v", "@v.append(@v[@n])",
+      "raise ValueError(f\"bad @v: {@v!r}\")"],
+     "return @v"),
+    ("pub fn @i(@v: &[f32], @v: usize) -> Option<usize> {",
+     ["let @v = @v.iter().map(|x| x * @n.0).sum::<f32>();", "if @v >= @n { return None; }",
+      "for i in 0..@v.len() { @v[i] += @v; }", "let mut @v = Vec::with_capacity(@n);", "@v.push(@v.@i()?);"],
+     "Some(@v) }"),
+    ("export async function @c(@v, @v) {",
+     ["const @v = await fetch(`/api/@v/${@v}`);", "if (!@v) throw new Error('missing @v');",
+      "@v.forEach((@v) => { @v += @n; });", "let @v = { ...@v, @v: @n };", "console.log(`@v=${@v}`);"],
+     "return @v; }"),
+    ("func (@v0 *@p) @p(@v int) (int, error) {",
+     ["@v, err := @c(@v)", "if err != nil { return 0, err }", "for i := 0; i < @n; i++ { @v += i }",
+      "@v = append(@v, @n)", "defer @v.Close()"],
+     "return @v, nil }"),
+    ("public static int @c(List<String> @v, int @v) {",
+     ["int @v = @v.size() * @n;", "for (String s : @v) { @v += s.length(); }",
+      "if (@v == null) { throw new IllegalArgumentException(\"@v\"); }", "Map<String, Integer> @v = new HashMap<>();",
+      "@v.put(\"@v\", @n);"],
+     "return @v; }"),
+    ("static int @i(const char *@v, size_t @v) {",
+     ["size_t @v = strlen(@v);", "for (size_t i = 0; i < @v; ++i) @v[i] ^= 0x@x;", "if (@v == NULL) return -@d;",
+      "memcpy(@v, @v, sizeof(*@v) * @n);", "printf(\"%zu\\n\", @v);"],
+     "return (int)@v; }"),
+    ("SELECT a.@v, COUNT(b.@v) AS @v_count FROM @t1 a WHERE 1 = 1",
+     ["JOIN @t2 b ON b.@v_id = a.id", "AND b.@v > @n", "OR a.@v LIKE '%@v%'", "AND a.@v IN (@n, @n, @n)"],
+     "GROUP BY a.@v ORDER BY 2 DESC LIMIT @n;"),
+    ("@i() {",
+     ["local @v=\"${1:-@v}\";", "grep -rn '@v' \"$@v\" | head -n @n;", "for f in *.@ext; do wc -l \"$f\"; done;",
+      "[ -d \"$@v\" ] || mkdir -p \"$@v\";"],
+     "}"),
+    ("interface @p { @v: number; @v?: string }",
+     ["type @p = Record<string, @ty>;", "const @v: @p[] = [];", "function @c<T>(@v: T[]): T | undefined { return @v[0]; }",
+      "export const @v = @n as const;"],
+     ""),
+    ("def @i(@v, @v = @n)",
+     ["@v.each { |x| @v += x }", "return nil if @v.empty?", "@v = @v.map(&:to_s).join(', ')",
+      "puts \"#{@v} items\""],
+     "end"),
+]
+
+FIELD = re.compile(r"@(v0|v|n|i|c|p|x|d|ext|ty|t1|t2)")
 
 
-def rust_snippet(rng, body):
-    head = f"pub fn {ident(rng)}({var(rng)}: &[f32], {var(rng)}: usize) -> Option<usize> {{"
-    stmts = [f"let {var(rng)} = {var(rng)}.iter().map(|x| x * {num(rng)}.0).sum::<f32>();",
-             f"if {var(rng)} >= {num(rng)} {{ return None; }}",
-             f"for i in 0..{var(rng)}.len() {{ {var(rng)}[i] += {var(rng)}; }}",
-             f"let mut {var(rng)} = Vec::with_capacity({num(rng)});",
-             f"{var(rng)}.push({var(rng)}.{ident(rng)}()?);"]
-    return head, stmts, f"Some({var(rng)}) }}"
+def draw(rng, lang):
+    """`lang`'s head, statements and tail with every field drawn, in the order written."""
+    head, stmts, tail = lang
+    tables = [var(rng) + "s", var(rng) + "s"] if "@t1" in head else []
+    fields = {
+        "v": lambda: var(rng), "v0": lambda: var(rng)[0], "n": lambda: num(rng), "i": lambda: ident(rng),
+        "c": lambda: ident(rng, "camel"), "p": lambda: ident(rng, "pascal"),
+        "x": lambda: f"{rng.randint(0, 255):02x}", "d": lambda: str(rng.randint(1, 9)),
+        "ext": lambda: rng.choice(["rs", "py", "go", "txt"]),
+        "ty": lambda: rng.choice(["number", "string", "boolean"]),
+        "t1": lambda: tables[0], "t2": lambda: tables[1],
+    }
 
+    def fill(t):
+        return FIELD.sub(lambda m: fields[m.group(1)](), t)
 
-def js_snippet(rng, body):
-    head = f"export async function {ident(rng, 'camel')}({var(rng)}, {var(rng)}) {{"
-    stmts = [f"const {var(rng)} = await fetch(`/api/{var(rng)}/${{{var(rng)}}}`);",
-             f"if (!{var(rng)}) throw new Error('missing {var(rng)}');",
-             f"{var(rng)}.forEach(({var(rng)}) => {{ {var(rng)} += {num(rng)}; }});",
-             f"let {var(rng)} = {{ ...{var(rng)}, {var(rng)}: {num(rng)} }};",
-             f"console.log(`{var(rng)}=${{{var(rng)}}}`);"]
-    return head, stmts, f"return {var(rng)}; }}"
-
-
-def go_snippet(rng, body):
-    head = f"func ({var(rng)[0]} *{ident(rng, 'pascal')}) {ident(rng, 'pascal')}({var(rng)} int) (int, error) {{"
-    stmts = [f"{var(rng)}, err := {ident(rng, 'camel')}({var(rng)})",
-             "if err != nil { return 0, err }",
-             f"for i := 0; i < {num(rng)}; i++ {{ {var(rng)} += i }}",
-             f"{var(rng)} = append({var(rng)}, {num(rng)})",
-             f"defer {var(rng)}.Close()"]
-    return head, stmts, f"return {var(rng)}, nil }}"
-
-
-def java_snippet(rng, body):
-    head = f"public static int {ident(rng, 'camel')}(List<String> {var(rng)}, int {var(rng)}) {{"
-    stmts = [f"int {var(rng)} = {var(rng)}.size() * {num(rng)};",
-             f"for (String s : {var(rng)}) {{ {var(rng)} += s.length(); }}",
-             f"if ({var(rng)} == null) {{ throw new IllegalArgumentException(\"{var(rng)}\"); }}",
-             f"Map<String, Integer> {var(rng)} = new HashMap<>();",
-             f"{var(rng)}.put(\"{var(rng)}\", {num(rng)});"]
-    return head, stmts, f"return {var(rng)}; }}"
-
-
-def c_snippet(rng, body):
-    head = f"static int {ident(rng)}(const char *{var(rng)}, size_t {var(rng)}) {{"
-    stmts = [f"size_t {var(rng)} = strlen({var(rng)});",
-             f"for (size_t i = 0; i < {var(rng)}; ++i) {var(rng)}[i] ^= 0x{rng.randint(0, 255):02x};",
-             f"if ({var(rng)} == NULL) return -{rng.randint(1, 9)};",
-             f"memcpy({var(rng)}, {var(rng)}, sizeof(*{var(rng)}) * {num(rng)});",
-             f"printf(\"%zu\\n\", {var(rng)});"]
-    return head, stmts, f"return (int){var(rng)}; }}"
-
-
-def sql_snippet(rng, body):
-    t1, t2 = var(rng) + "s", var(rng) + "s"
-    head = f"SELECT a.{var(rng)}, COUNT(b.{var(rng)}) AS {var(rng)}_count FROM {t1} a"
-    stmts = [f"JOIN {t2} b ON b.{var(rng)}_id = a.id",
-             f"AND b.{var(rng)} > {num(rng)}",
-             f"OR a.{var(rng)} LIKE '%{var(rng)}%'",
-             f"AND a.{var(rng)} IN ({num(rng)}, {num(rng)}, {num(rng)})"]
-    return head + " WHERE 1 = 1", stmts, f"GROUP BY a.{var(rng)} ORDER BY 2 DESC LIMIT {num(rng)};"
-
-
-def shell_snippet(rng, body):
-    head = f"{ident(rng)}() {{"
-    stmts = [f"local {var(rng)}=\"${{1:-{var(rng)}}}\";",
-             f"grep -rn '{var(rng)}' \"${var(rng)}\" | head -n {num(rng)};",
-             f"for f in *.{rng.choice(['rs', 'py', 'go', 'txt'])}; do wc -l \"$f\"; done;",
-             f"[ -d \"${var(rng)}\" ] || mkdir -p \"${var(rng)}\";"]
-    return head, stmts, "}"
-
-
-def ts_snippet(rng, body):
-    head = f"interface {ident(rng, 'pascal')} {{ {var(rng)}: number; {var(rng)}?: string }}"
-    stmts = [f"type {ident(rng, 'pascal')} = Record<string, {rng.choice(['number', 'string', 'boolean'])}>;",
-             f"const {var(rng)}: {ident(rng, 'pascal')}[] = [];",
-             f"function {ident(rng, 'camel')}<T>({var(rng)}: T[]): T | undefined {{ return {var(rng)}[0]; }}",
-             f"export const {var(rng)} = {num(rng)} as const;"]
-    return head, stmts, ""
-
-
-def ruby_snippet(rng, body):
-    head = f"def {ident(rng)}({var(rng)}, {var(rng)} = {num(rng)})"
-    stmts = [f"{var(rng)}.each {{ |x| {var(rng)} += x }}",
-             f"return nil if {var(rng)}.empty?",
-             f"{var(rng)} = {var(rng)}.map(&:to_s).join(', ')",
-             f"puts \"#{{{var(rng)}}} items\""]
-    return head, stmts, "end"
-
-
-LANGS = [python_snippet, rust_snippet, js_snippet, go_snippet, java_snippet, c_snippet,
-         sql_snippet, shell_snippet, ts_snippet, ruby_snippet]
+    return fill(head), [fill(t) for t in stmts], fill(tail)
 
 
 def build(rng, target, count_tokens):
     """One snippet of about `target` tokens (within MIN..MAX), on one line."""
     lang = rng.choice(LANGS)
-    head, stmts, tail = lang(rng, None)
+    head, stmts, tail = draw(rng, lang)
     sep = rng.choice([" ", " ", "\t", "  "])
     if target < 24:
         # short snippets: a bare statement or two, no function frame
         head, tail = "", ""
         if rng.random() < 0.5:
             head = rng.choice(stmts)
-            _, stmts, _ = lang(rng, None)
+            _, stmts, _ = draw(rng, lang)
     if not head:
         head = rng.choice(stmts)
-        _, stmts, _ = lang(rng, None)
+        _, stmts, _ = draw(rng, lang)
     parts = [head]
     snippet = " ".join(p for p in [head, tail] if p)
     while True:
         cand_parts = parts + [rng.choice(stmts)]
         # refresh the statement pool so repeated statements get new identifiers
-        _, stmts, _ = lang(rng, None)
+        _, stmts, _ = draw(rng, lang)
         cand = sep.join(cand_parts + ([tail] if tail else []))
         n = count_tokens(cand)
         if n > MAX_TOKENS or n > target + 12:

@@ -36,92 +36,35 @@ from fixture_common import BERT_SPECIAL  # noqa: E402
 
 SCRIPT = "python/gen_fixtures.py"
 
-# Each fixture: model family and config, storage dtype, optional sharding and key prefix, pooling.
+def fixture(name, family, seed, sizes, eps, dtype, prefix, pooling, normalize, max_seq_length, **extra):
+    """One fixture: a BERT-layout config from `sizes` = (vocab, hidden, layers, heads,
+    intermediate, max_positions, type_vocab) and the layer-norm `eps` (special ids as the
+    family's tokenizer lays them out), the storage dtype, key prefix, pooling modes and
+    normalization; `extra` adds `max_shard_size` or `normalize_dir`."""
+    vocab, hidden, layers, heads, inter, max_pos, type_vocab = sizes
+    special = dict(pad_token_id=0) if family == "bert" else dict(pad_token_id=1, bos_token_id=0, eos_token_id=2)
+    config = dict(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                  intermediate_size=inter, max_position_embeddings=max_pos, type_vocab_size=type_vocab,
+                  hidden_act="gelu", layer_norm_eps=eps, **special)
+    return dict(name=name, family=family, seed=seed, config=config, dtype=dtype, prefix=prefix,
+                pooling=pooling, normalize=normalize, max_seq_length=max_seq_length, **extra)
+
+
+# One row per fixture: name, family, seed, sizes, eps, storage dtype, key prefix, pooling,
+# normalize, max_seq_length. bert_multi_pool's modes are written to the config in
+# fixture_common.POOL_FILE_ORDER (cls, mean, max); sentence-transformers concatenates them as
+# cls, max, mean.
 FIXTURES = [
-    dict(
-        name="bert_tiny",
-        family="bert",
-        seed=1001,
-        config=dict(vocab_size=100, hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
-                    intermediate_size=80, max_position_embeddings=64, type_vocab_size=2,
-                    hidden_act="gelu", layer_norm_eps=1e-12, pad_token_id=0),
-        dtype="float32",
-        prefix="bert.",
-        pooling=["mean"],
-        normalize=True,
-        max_seq_length=64,
-    ),
-    dict(
-        name="roberta_tiny",
-        family="roberta",
-        seed=1002,
-        config=dict(vocab_size=96, hidden_size=40, num_hidden_layers=3, num_attention_heads=5,
-                    intermediate_size=72, max_position_embeddings=66, type_vocab_size=1,
-                    hidden_act="gelu", layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0,
-                    eos_token_id=2),
-        dtype="float32",
-        prefix="roberta.",
-        pooling=["cls"],
-        normalize=False,
-        max_seq_length=64,
-    ),
-    dict(
-        name="xlmr_tiny",
-        family="xlm-roberta",
-        seed=1003,
-        config=dict(vocab_size=120, hidden_size=36, num_hidden_layers=2, num_attention_heads=3,
-                    intermediate_size=64, max_position_embeddings=48, type_vocab_size=1,
-                    hidden_act="gelu", layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0,
-                    eos_token_id=2),
-        dtype="float32",
-        prefix="",
-        pooling=["max"],
-        normalize=False,
-        max_seq_length=46,
-    ),
-    dict(
-        name="bert_bf16",
-        family="bert",
-        seed=1004,
-        config=dict(vocab_size=90, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=64, max_position_embeddings=48, type_vocab_size=2,
-                    hidden_act="gelu", layer_norm_eps=1e-12, pad_token_id=0),
-        dtype="bfloat16",
-        prefix="",
-        pooling=["mean_sqrt_len_tokens"],
-        normalize=False,
-        max_seq_length=48,
-    ),
-    dict(
-        name="bert_sharded",
-        family="bert",
-        seed=1005,
-        config=dict(vocab_size=110, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
-                    intermediate_size=96, max_position_embeddings=64, type_vocab_size=2,
-                    hidden_act="gelu", layer_norm_eps=1e-12, pad_token_id=0),
-        dtype="float16",
-        max_shard_size="100KB",
-        prefix="",
-        pooling=["lasttoken"],
-        normalize=False,
-        max_seq_length=64,
-    ),
-    dict(
-        name="bert_multi_pool",
-        family="bert",
-        seed=1006,
-        config=dict(vocab_size=80, hidden_size=24, num_hidden_layers=1, num_attention_heads=3,
-                    intermediate_size=40, max_position_embeddings=40, type_vocab_size=2,
-                    hidden_act="gelu", layer_norm_eps=1e-7, pad_token_id=0),
-        dtype="float32",
-        prefix="",
-        # written to the config in fixture_common.POOL_FILE_ORDER (cls, mean, max);
-        # sentence-transformers concatenates as cls, max, mean.
-        pooling=["cls", "mean", "max"],
-        normalize=True,
-        normalize_dir=False,
-        max_seq_length=40,
-    ),
+    fixture("bert_tiny", "bert", 1001, (100, 48, 2, 3, 80, 64, 2), 1e-12, "float32", "bert.", ["mean"], True, 64),
+    fixture("roberta_tiny", "roberta", 1002, (96, 40, 3, 5, 72, 66, 1), 1e-5, "float32", "roberta.", ["cls"],
+            False, 64),
+    fixture("xlmr_tiny", "xlm-roberta", 1003, (120, 36, 2, 3, 64, 48, 1), 1e-5, "float32", "", ["max"], False, 46),
+    fixture("bert_bf16", "bert", 1004, (90, 32, 2, 2, 64, 48, 2), 1e-12, "bfloat16", "", ["mean_sqrt_len_tokens"],
+            False, 48),
+    fixture("bert_sharded", "bert", 1005, (110, 64, 3, 4, 96, 64, 2), 1e-12, "float16", "", ["lasttoken"], False,
+            64, max_shard_size="100KB"),
+    fixture("bert_multi_pool", "bert", 1006, (80, 24, 1, 3, 40, 40, 2), 1e-7, "float32", "", ["cls", "mean", "max"],
+            True, 40, normalize_dir=False),
 ]
 
 # Special token ids of the fixtures (no tokenizer is saved; these follow the usual layouts).
@@ -129,13 +72,12 @@ FIXTURES = [
 ROBERTA_SPECIAL = dict(bos=0, pad=1, eos=2, unk=3, first_word=4)
 
 
-def model_classes(family):
-    import transformers as tf
-    return {
-        "bert": (tf.BertConfig, tf.BertModel),
-        "roberta": (tf.RobertaConfig, tf.RobertaModel),
-        "xlm-roberta": (tf.XLMRobertaConfig, tf.XLMRobertaModel),
-    }[family]
+# The transformers classes of each family, by name.
+MODELS = {
+    "bert": ("BertConfig", "BertModel"),
+    "roberta": ("RobertaConfig", "RobertaModel"),
+    "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaModel"),
+}
 
 
 def init_value(name, r):
@@ -170,7 +112,7 @@ def max_len(fx):
 def generate(fx, out_root):
     import torch
     torch.set_num_threads(1)  # reproducible reductions
-    config_cls, model_cls = model_classes(fx["family"])
+    config_cls, model_cls = fc.model_classes(MODELS, fx["family"])
     d = fc.fresh_dir(out_root, fx["name"])
 
     # 1. checkpoint

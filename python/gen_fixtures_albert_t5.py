@@ -41,75 +41,38 @@ import fixture_common as fc  # noqa: E402
 
 SCRIPT = "python/gen_fixtures_albert_t5.py"
 
+def fixture(name, family, seed, config, pooling, dense, normalize, max_seq_length=64, **extra):
+    """One fixture: its config, sentence-transformers pooling, Dense module (None: none),
+    normalization and max_seq_length; `extra` adds a key `prefix`."""
+    return dict(name=name, family=family, seed=seed, config=config, **extra, pooling=pooling,
+                dense=dense, normalize=normalize, max_seq_length=max_seq_length)
+
+
+def albert(vocab, emb, hidden, layers, groups, inner, heads, inter, act, max_pos, eps):
+    """An ALBERT config: sizes, activation and eps; type vocab 2, ALBERT's special ids."""
+    return dict(vocab_size=vocab, embedding_size=emb, hidden_size=hidden, num_hidden_layers=layers,
+                num_hidden_groups=groups, inner_group_num=inner, num_attention_heads=heads,
+                intermediate_size=inter, hidden_act=act, max_position_embeddings=max_pos,
+                type_vocab_size=2, layer_norm_eps=eps, pad_token_id=0, bos_token_id=2, eos_token_id=3)
+
+
+def t5(vocab, d_model, d_kv, heads, d_ff, layers, buckets, max_distance, proj):
+    """A T5 config: sizes, relative-attention buckets and feed-forward kind; T5's ids."""
+    return dict(vocab_size=vocab, d_model=d_model, d_kv=d_kv, num_heads=heads, d_ff=d_ff, num_layers=layers,
+                relative_attention_num_buckets=buckets, relative_attention_max_distance=max_distance,
+                feed_forward_proj=proj, layer_norm_epsilon=1e-6, pad_token_id=0, eos_token_id=1,
+                decoder_start_token_id=0)
+
+
 FIXTURES = [
-    dict(
-        name="albert_tiny",
-        family="albert",
-        seed=2001,
-        config=dict(vocab_size=100, embedding_size=16, hidden_size=48, num_hidden_layers=5,
-                    num_hidden_groups=2, inner_group_num=2, num_attention_heads=4,
-                    intermediate_size=72, hidden_act="gelu_new", max_position_embeddings=64,
-                    type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=0, bos_token_id=2,
-                    eos_token_id=3),
-        pooling="mean",
-        dense=None,
-        normalize=True,
-        max_seq_length=64,
-    ),
-    dict(
-        name="albert_dense",
-        family="albert",
-        seed=2002,
-        config=dict(vocab_size=90, embedding_size=24, hidden_size=40, num_hidden_layers=3,
-                    num_hidden_groups=1, inner_group_num=1, num_attention_heads=5,
-                    intermediate_size=64, hidden_act="gelu", max_position_embeddings=48,
-                    type_vocab_size=2, layer_norm_eps=1e-7, pad_token_id=0, bos_token_id=2,
-                    eos_token_id=3),
-        prefix="albert.",
-        pooling="cls",
-        dense=dict(out_features=20, bias=True, activation="Tanh"),
-        normalize=False,
-        max_seq_length=48,
-    ),
-    dict(
-        name="t5_tiny",
-        family="t5",
-        seed=2003,
-        config=dict(vocab_size=100, d_model=32, d_kv=12, num_heads=4, d_ff=64, num_layers=3,
-                    relative_attention_num_buckets=16, relative_attention_max_distance=8,
-                    feed_forward_proj="relu", layer_norm_epsilon=1e-6, pad_token_id=0,
-                    eos_token_id=1, decoder_start_token_id=0),
-        pooling="mean",
-        dense=None,
-        normalize=True,
-        max_seq_length=64,
-    ),
-    dict(
-        name="mt5_tiny",
-        family="mt5",
-        seed=2004,
-        config=dict(vocab_size=120, d_model=40, d_kv=8, num_heads=3, d_ff=56, num_layers=2,
-                    relative_attention_num_buckets=32, relative_attention_max_distance=20,
-                    feed_forward_proj="gated-gelu", layer_norm_epsilon=1e-6, pad_token_id=0,
-                    eos_token_id=1, decoder_start_token_id=0),
-        pooling="mean",
-        dense=None,
-        normalize=False,
-        max_seq_length=64,
-    ),
-    dict(
-        name="st5_tiny",
-        family="t5",
-        seed=2005,
-        config=dict(vocab_size=80, d_model=24, d_kv=8, num_heads=2, d_ff=40, num_layers=2,
-                    relative_attention_num_buckets=8, relative_attention_max_distance=16,
-                    feed_forward_proj="gated-relu", layer_norm_epsilon=1e-6, pad_token_id=0,
-                    eos_token_id=1, decoder_start_token_id=0),
-        pooling="mean",
-        dense=dict(out_features=16, bias=False, activation="Identity"),
-        normalize=True,
-        max_seq_length=64,
-    ),
+    fixture("albert_tiny", "albert", 2001, albert(100, 16, 48, 5, 2, 2, 4, 72, "gelu_new", 64, 1e-12),
+            "mean", None, True),
+    fixture("albert_dense", "albert", 2002, albert(90, 24, 40, 3, 1, 1, 5, 64, "gelu", 48, 1e-7),
+            "cls", dict(out_features=20, bias=True, activation="Tanh"), False, 48, prefix="albert."),
+    fixture("t5_tiny", "t5", 2003, t5(100, 32, 12, 4, 64, 3, 16, 8, "relu"), "mean", None, True),
+    fixture("mt5_tiny", "mt5", 2004, t5(120, 40, 8, 3, 56, 2, 32, 20, "gated-gelu"), "mean", None, False),
+    fixture("st5_tiny", "t5", 2005, t5(80, 24, 8, 2, 40, 2, 8, 16, "gated-relu"), "mean",
+            dict(out_features=16, bias=False, activation="Identity"), True),
 ]
 
 # Special ids (no tokenizer is saved). ALBERT: <pad>=0, <unk>=1, [CLS]=2, [SEP]=3;
@@ -120,13 +83,12 @@ T5_SPECIAL = dict(pad=0, eos=1, first_word=3)
 T5_LONG = 60  # T5 has no position table: one long sequence, far past max_distance
 
 
-def model_classes(family):
-    import transformers as tf
-    return {
-        "albert": (tf.AlbertConfig, tf.AlbertModel),
-        "t5": (tf.T5Config, tf.T5EncoderModel),
-        "mt5": (tf.MT5Config, tf.MT5EncoderModel),
-    }[family]
+# The transformers classes of each family, by name (T5s as encoder-only models).
+MODELS = {
+    "albert": ("AlbertConfig", "AlbertModel"),
+    "t5": ("T5Config", "T5EncoderModel"),
+    "mt5": ("MT5Config", "MT5EncoderModel"),
+}
 
 
 def hidden_size(fx):
@@ -181,7 +143,7 @@ def load_sentence_transformer(d, fx):
         + (["Normalize"] if fx["normalize"] else [])
     fc.st_names_check(st, fx["name"], want)
     hf = fc.st_auto_model(st)
-    want_cls = model_classes(fx["family"])[1]
+    want_cls = fc.model_classes(MODELS, fx["family"])[1]
     if type(hf) is not want_cls:
         raise RuntimeError(f"{fx['name']}: sentence-transformers loaded {type(hf).__name__}")
     if fx["dense"]:
@@ -194,7 +156,7 @@ def load_sentence_transformer(d, fx):
 def generate(fx, out_root):
     import torch
     torch.set_num_threads(1)
-    config_cls, model_cls = model_classes(fx["family"])
+    config_cls, model_cls = fc.model_classes(MODELS, fx["family"])
     d = fc.fresh_dir(out_root, fx["name"])
 
     torch.manual_seed(fx["seed"])

@@ -42,87 +42,52 @@ SCRIPT = "python/gen_fixtures_deberta.py"
 
 COMMON = dict(hidden_act="gelu", pad_token_id=0, relative_attention=True)
 
+def fixture(name, family, seed, sizes, eps, prefix, pooling, normalize, file=None, **config):
+    """One fixture: `sizes` = (vocab, hidden, layers, heads, intermediate, max_positions,
+    type_vocab) and the layer-norm `eps` over COMMON, then the family's own `config` keys;
+    `file` is `pos_att_type_in_file` (the spelling written to config.json) when given."""
+    vocab, hidden, layers, heads, inter, max_pos, type_vocab = sizes
+    cfg = dict(COMMON, vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
+               num_attention_heads=heads, intermediate_size=inter, max_position_embeddings=max_pos,
+               type_vocab_size=type_vocab, layer_norm_eps=eps, **config)
+    fx = dict(name=name, family=family, seed=seed, config=cfg, prefix=prefix, pooling=pooling,
+              normalize=normalize)
+    if file is not None:
+        fx["pos_att_type_in_file"] = file
+    return fx
+
+
+V2 = dict(share_att_key=True, norm_rel_ebd="layer_norm")
+
+# One row per fixture: name, family, seed, sizes, eps, key prefix, pooling, normalize, then
+# the family's keys. deberta_v1_tiny writes the Hub's older `pos_att_type` spelling, as
+# microsoft/deberta-base does.
 FIXTURES = [
-    dict(
-        name="deberta_v1_tiny",
-        family="deberta",
-        seed=4101,
-        config=dict(COMMON, vocab_size=100, hidden_size=48, num_hidden_layers=2,
-                    num_attention_heads=4, intermediate_size=80, max_position_embeddings=64,
-                    type_vocab_size=2, layer_norm_eps=1e-7, max_relative_positions=8,
-                    position_biased_input=True, pos_att_type=["c2p", "p2c"]),
-        # the Hub's older spelling, as microsoft/deberta-base writes it
-        pos_att_type_in_file="c2p|p2c",
-        prefix="deberta.",
-        pooling=["mean"],
-        normalize=True,
-    ),
-    dict(
-        name="deberta_v1_other",
-        family="deberta",
-        seed=4102,
-        config=dict(COMMON, vocab_size=90, hidden_size=40, num_hidden_layers=3,
-                    num_attention_heads=5, intermediate_size=72, max_position_embeddings=48,
-                    type_vocab_size=0, layer_norm_eps=1e-7, max_relative_positions=-1,
-                    position_biased_input=False, pos_att_type=["c2p"], embedding_size=32),
-        prefix="",
-        pooling=["cls"],
-        normalize=False,
-    ),
-    dict(
-        name="deberta_v2_tiny",
-        family="deberta-v2",
-        seed=4201,
-        config=dict(COMMON, vocab_size=100, hidden_size=48, num_hidden_layers=2,
-                    num_attention_heads=4, intermediate_size=96, max_position_embeddings=64,
-                    type_vocab_size=0, layer_norm_eps=1e-7, max_relative_positions=32,
-                    position_buckets=8, share_att_key=True, norm_rel_ebd="layer_norm",
-                    position_biased_input=False, pos_att_type=["p2c", "c2p"]),
-        prefix="deberta.",
-        pooling=["mean"],
-        normalize=True,
-    ),
-    dict(
-        name="deberta_v2_conv",
-        family="deberta-v2",
-        seed=4202,
-        config=dict(COMMON, vocab_size=80, hidden_size=32, num_hidden_layers=3,
-                    num_attention_heads=2, intermediate_size=64, max_position_embeddings=56,
-                    type_vocab_size=2, layer_norm_eps=1e-7, max_relative_positions=40,
-                    position_buckets=16, share_att_key=False, norm_rel_ebd="none",
-                    position_biased_input=True, pos_att_type=["p2c", "c2p"],
-                    conv_kernel_size=3, conv_act="gelu", conv_groups=2),
-        prefix="",
-        pooling=["max"],
-        normalize=False,
-    ),
-    dict(
-        name="deberta_v2_other",
-        family="deberta-v2",
-        seed=4203,
-        config=dict(COMMON, vocab_size=70, hidden_size=36, num_hidden_layers=1,
-                    num_attention_heads=3, intermediate_size=56, max_position_embeddings=40,
-                    type_vocab_size=0, layer_norm_eps=1e-6, max_relative_positions=12,
-                    position_buckets=-1, share_att_key=True, norm_rel_ebd="layer_norm",
-                    position_biased_input=True, pos_att_type=["p2c"],
-                    conv_kernel_size=5, conv_act="tanh", conv_groups=1,
-                    hidden_act="gelu_new"),
-        prefix="",
-        pooling=["mean_sqrt_len_tokens"],
-        normalize=False,
-    ),
+    fixture("deberta_v1_tiny", "deberta", 4101, (100, 48, 2, 4, 80, 64, 2), 1e-7, "deberta.", ["mean"], True,
+            file="c2p|p2c", max_relative_positions=8, position_biased_input=True, pos_att_type=["c2p", "p2c"]),
+    fixture("deberta_v1_other", "deberta", 4102, (90, 40, 3, 5, 72, 48, 0), 1e-7, "", ["cls"], False,
+            max_relative_positions=-1, position_biased_input=False, pos_att_type=["c2p"], embedding_size=32),
+    fixture("deberta_v2_tiny", "deberta-v2", 4201, (100, 48, 2, 4, 96, 64, 0), 1e-7, "deberta.", ["mean"], True,
+            max_relative_positions=32, position_buckets=8, **V2, position_biased_input=False,
+            pos_att_type=["p2c", "c2p"]),
+    fixture("deberta_v2_conv", "deberta-v2", 4202, (80, 32, 3, 2, 64, 56, 2), 1e-7, "", ["max"], False,
+            max_relative_positions=40, position_buckets=16, share_att_key=False, norm_rel_ebd="none",
+            position_biased_input=True, pos_att_type=["p2c", "c2p"], conv_kernel_size=3, conv_act="gelu",
+            conv_groups=2),
+    fixture("deberta_v2_other", "deberta-v2", 4203, (70, 36, 1, 3, 56, 40, 0), 1e-6, "", ["mean_sqrt_len_tokens"],
+            False, max_relative_positions=12, position_buckets=-1, **V2, position_biased_input=True,
+            pos_att_type=["p2c"], conv_kernel_size=5, conv_act="tanh", conv_groups=1, hidden_act="gelu_new"),
 ]
 
 # DeBERTa tokenizers: [PAD]=0, [CLS]=1, [SEP]=2, [UNK]=3.
 SPECIAL = dict(pad=0, cls=1, sep=2, first_word=4)
 
 
-def model_classes(family):
-    import transformers as tf
-    return {
-        "deberta": (tf.DebertaConfig, tf.DebertaModel),
-        "deberta-v2": (tf.DebertaV2Config, tf.DebertaV2Model),
-    }[family]
+# The transformers classes of each family, by name.
+MODELS = {
+    "deberta": ("DebertaConfig", "DebertaModel"),
+    "deberta-v2": ("DebertaV2Config", "DebertaV2Model"),
+}
 
 
 def init_value(name, r):
@@ -141,7 +106,7 @@ def make_sequence(fx, rng, length, pair):
 def generate(fx, out_root):
     import torch
     torch.set_num_threads(1)
-    config_cls, model_cls = model_classes(fx["family"])
+    config_cls, model_cls = fc.model_classes(MODELS, fx["family"])
     d = fc.fresh_dir(out_root, fx["name"])
 
     torch.manual_seed(fx["seed"])

@@ -30,51 +30,35 @@ import random
 
 import decoder_fixture
 from decoder_fixture import (
-    decoder_cases, random_decoder, random_prompts, save_decoder, write_decoder_golden,
+    decoder_cases, random_decoder, random_prompts, save_decoder, sizes, write_decoder_golden,
 )
 
 FIXTURES = {
     "gemma_tied": dict(
         seed=3001,
         family="gemma",
-        config=dict(
-            vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, head_dim=24,
-            max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=10000.0,
-            hidden_act="gelu_pytorch_tanh",
-        ),
+        config=sizes(128, 64, 96, 2, 4, 2, 64, head_dim=24, rms_norm_eps=1e-6, rope_theta=10000.0,
+                     hidden_act="gelu_pytorch_tanh"),
         prompt_lengths=[1, 7, 19],
         embed_scale=0.03, proj_scale=2.0,
     ),
     "gemma2_sw": dict(
         seed=3002,
         family="gemma2",
-        config=dict(
-            vocab_size=96, hidden_size=48, intermediate_size=80, num_hidden_layers=3,
-            num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-            max_position_embeddings=48, rms_norm_eps=1e-6, rope_theta=10000.0,
+        config=sizes(
+            96, 48, 80, 3, 4, 2, 48, head_dim=16, rms_norm_eps=1e-6, rope_theta=10000.0,
             hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=20,
             sliding_window=5, attn_logit_softcapping=1.5, final_logit_softcapping=0.5,
         ),
         prompt_lengths=[7, 19, 27],
         embed_scale=0.03, proj_scale=1.0,
     ),
-    # What a Gemma 2 GGUF can say: llama.cpp has no key for query_pre_attn_scalar (it takes
-    # head_dim, hidden/heads for the 46-layer 27B), so this twin of gemma2_sw uses head_dim.
-    "gemma2_hd": dict(
-        seed=3003,
-        family="gemma2",
-        config=dict(
-            vocab_size=96, hidden_size=48, intermediate_size=80, num_hidden_layers=3,
-            num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-            max_position_embeddings=48, rms_norm_eps=1e-6, rope_theta=10000.0,
-            hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=16,
-            sliding_window=5, attn_logit_softcapping=1.5, final_logit_softcapping=0.5,
-        ),
-        prompt_lengths=[7, 19, 27],
-        embed_scale=0.03, proj_scale=1.0,
-    ),
 }
+# What a Gemma 2 GGUF can say: llama.cpp has no key for query_pre_attn_scalar (it takes
+# head_dim, hidden/heads for the 46-layer 27B), so this twin of gemma2_sw uses head_dim.
+FIXTURES["gemma2_hd"] = dict(
+    FIXTURES["gemma2_sw"], seed=3003, config=dict(FIXTURES["gemma2_sw"]["config"], query_pre_attn_scalar=16)
+)
 
 
 def make(torch, fx, cfg):

@@ -28,49 +28,19 @@ import random
 
 import decoder_fixture
 from decoder_fixture import (
-    decoder_cases, random_decoder, random_prompts, rms_decoder_init, save_decoder,
+    decoder_cases, random_decoder, random_prompts, rms_decoder_init, save_decoder, sizes,
     write_decoder_golden,
 )
 
 FIXTURES = {
-    "llama_gqa": dict(
-        seed=1001,
-        config=dict(
-            vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-            rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
-        ),
-        prompt_lengths=[1, 7, 19],
-    ),
-    "llama_mqa": dict(
-        seed=1002,
-        config=dict(
-            vocab_size=96, hidden_size=48, intermediate_size=80, num_hidden_layers=3,
-            num_attention_heads=6, num_key_value_heads=1, max_position_embeddings=48,
-            rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True,
-        ),
-        prompt_lengths=[2, 11, 30],
-    ),
-    "llama_bf16": dict(
-        seed=1003,
-        dtype="bf16",
-        config=dict(
-            vocab_size=80, hidden_size=48, intermediate_size=64, num_hidden_layers=2,
-            num_attention_heads=6, num_key_value_heads=3, max_position_embeddings=40,
-            rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
-        ),
-        prompt_lengths=[3, 13],
-    ),
-    "llama_sharded": dict(
-        seed=1004,
-        max_shard_size="40KB",
-        config=dict(
-            vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
-            num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=40,
-            rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=True,
-        ),
-        prompt_lengths=[4, 17],
-    ),
+    "llama_gqa": dict(seed=1001, prompt_lengths=[1, 7, 19], config=sizes(
+        128, 64, 96, 2, 4, 2, 64, rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False)),
+    "llama_mqa": dict(seed=1002, prompt_lengths=[2, 11, 30], config=sizes(
+        96, 48, 80, 3, 6, 1, 48, rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True)),
+    "llama_bf16": dict(seed=1003, dtype="bf16", prompt_lengths=[3, 13], config=sizes(
+        80, 48, 64, 2, 6, 3, 40, rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False)),
+    "llama_sharded": dict(seed=1004, max_shard_size="40KB", prompt_lengths=[4, 17], config=sizes(
+        64, 64, 64, 2, 8, 2, 40, rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=True)),
 }
 
 

@@ -28,55 +28,23 @@ import random
 
 import decoder_fixture
 from decoder_fixture import (
-    decoder_cases, random_decoder, random_prompts, rms_decoder_init, save_decoder,
+    decoder_cases, random_decoder, random_prompts, rms_decoder_init, save_decoder, sizes,
     write_decoder_golden,
 )
 
 FIXTURES = {
-    "mistral_sw": dict(
-        family="mistral",
-        seed=2001,
-        config=dict(
-            vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-            rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
-            sliding_window=4,
-        ),
-        prompt_lengths=[1, 7, 19, 27],
-    ),
-    "mistral_hd": dict(
-        family="mistral",
-        seed=2002,
-        config=dict(
-            vocab_size=96, hidden_size=48, intermediate_size=80, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-            max_position_embeddings=48, rms_norm_eps=1e-5, rope_theta=1000000.0,
-            tie_word_embeddings=True, sliding_window=None,
-        ),
-        prompt_lengths=[2, 11, 30],
-    ),
-    "qwen2_bias": dict(
-        family="qwen2",
-        seed=2003,
-        config=dict(
-            vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-            rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True,
-            use_sliding_window=False,
-        ),
-        prompt_lengths=[1, 7, 19],
-    ),
-    "qwen2_sw": dict(
-        family="qwen2",
-        seed=2004,
-        config=dict(
-            vocab_size=96, hidden_size=48, intermediate_size=80, num_hidden_layers=3,
-            num_attention_heads=6, num_key_value_heads=1, max_position_embeddings=48,
-            rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
-            use_sliding_window=True, sliding_window=5, max_window_layers=1,
-        ),
-        prompt_lengths=[3, 19, 26],
-    ),
+    "mistral_sw": dict(family="mistral", seed=2001, prompt_lengths=[1, 7, 19, 27], config=sizes(
+        128, 64, 96, 2, 4, 2, 64, rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
+        sliding_window=4)),
+    "mistral_hd": dict(family="mistral", seed=2002, prompt_lengths=[2, 11, 30], config=sizes(
+        96, 48, 80, 2, 4, 2, 48, head_dim=16, rms_norm_eps=1e-5, rope_theta=1000000.0, tie_word_embeddings=True,
+        sliding_window=None)),
+    "qwen2_bias": dict(family="qwen2", seed=2003, prompt_lengths=[1, 7, 19], config=sizes(
+        128, 64, 96, 2, 4, 2, 64, rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True,
+        use_sliding_window=False)),
+    "qwen2_sw": dict(family="qwen2", seed=2004, prompt_lengths=[3, 19, 26], config=sizes(
+        96, 48, 80, 3, 6, 1, 48, rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
+        use_sliding_window=True, sliding_window=5, max_window_layers=1)),
 }
 
 

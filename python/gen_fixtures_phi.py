@@ -38,7 +38,7 @@ import random
 
 import decoder_fixture
 from decoder_fixture import (
-    decoder_cases, random_decoder, random_prompts, save_decoder, write_decoder_golden,
+    decoder_cases, random_decoder, random_prompts, save_decoder, sizes, write_decoder_golden,
 )
 ORIG = 24
 
@@ -46,13 +46,10 @@ FIXTURES = {
     "phi_partial": dict(
         seed=3001,
         kind="phi",
-        config=dict(
-            vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-            layer_norm_eps=1e-5, hidden_act="gelu_new", qk_layernorm=False,
+        config=sizes(
+            128, 64, 96, 2, 4, 2, 64, layer_norm_eps=1e-5, hidden_act="gelu_new", qk_layernorm=False,
             tie_word_embeddings=False,
-            rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                             "partial_rotary_factor": 0.5},
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
         ),
         prompt_lengths=[1, 7, 19],
         generate_lengths=[1, 7, 19],
@@ -60,10 +57,8 @@ FIXTURES = {
     "phi3_longrope": dict(
         seed=3002,
         kind="phi3",
-        config=dict(
-            vocab_size=96, hidden_size=64, intermediate_size=80, num_hidden_layers=3,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-            original_max_position_embeddings=ORIG, rms_norm_eps=1e-5, hidden_act="silu",
+        config=sizes(
+            96, 64, 80, 3, 4, 2, 64, original_max_position_embeddings=ORIG, rms_norm_eps=1e-5, hidden_act="silu",
             tie_word_embeddings=False, sliding_window=12,
             rope_parameters={
                 "rope_type": "longrope", "rope_theta": 10000.0,

@@ -17,28 +17,38 @@ use std::time::Instant;
 
 mod common;
 
+/// m × k × n of one product.
+type Dims = (usize, usize, usize);
+
 fn main() {
     let (pool, reps) = common::pool_and_reps(0, 7);
     let wanted: Option<Vec<Tier>> = std::env::var("KIN_BENCH_TIERS")
         .ok()
         .map(|v| v.split(',').filter_map(Tier::parse).collect());
     println!("threads {}", pool.current_num_threads());
-    // (m, k, n, label)
-    let shapes: &[(usize, usize, usize, &str)] = &[
-        (1024, 1024, 1024, "1024^3"),
-        (512, 384, 384, "bert 512x384x384"),
-        (512, 384, 1536, "bert 512x384x1536"),
-        (512, 1536, 384, "bert 512x1536x384"),
-        (2048, 384, 1536, "bert 2048x384x1536"),
-        (2048, 1536, 384, "bert 2048x1536x384"),
-        (128, 64, 128, "attn 128x64x128"),
-        (256, 32, 256, "attn 256x32x256"),
-        (64, 64, 64, "attn 64x64x64"),
-        (128, 768, 1280, "llama 128x768x1280"),
-        (128, 768, 768, "llama 128x768x768"),
-        (128, 768, 4096, "llama 128x768x4096"),
-        (128, 2048, 768, "llama 128x2048x768"),
+    // m × k × n per label prefix; a shape's label is `prefix mxkxn` (1024³'s is `1024^3`).
+    let bert = [
+        (512, 384, 384),
+        (512, 384, 1536),
+        (512, 1536, 384),
+        (2048, 384, 1536),
+        (2048, 1536, 384),
     ];
+    let attn = [(128, 64, 128), (256, 32, 256), (64, 64, 64)];
+    let llama = [
+        (128, 768, 1280),
+        (128, 768, 768),
+        (128, 768, 4096),
+        (128, 2048, 768),
+    ];
+    let families: [(&str, &[Dims]); 3] = [("bert", &bert), ("attn", &attn), ("llama", &llama)];
+    let shapes: Vec<(usize, usize, usize, String)> = [(1024, 1024, 1024, "1024^3".to_string())]
+        .into_iter()
+        .chain(families.into_iter().flat_map(|(p, dims)| {
+            dims.iter()
+                .map(move |&(m, k, n)| (m, k, n, format!("{p} {m}x{k}x{n}")))
+        }))
+        .collect();
     let only: Option<Vec<String>> = std::env::var("KIN_BENCH_SHAPES")
         .ok()
         .map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
@@ -48,7 +58,7 @@ fn main() {
             continue;
         }
         let kern = for_tier(tier).expect("available tier");
-        for &(m, k, n, label) in shapes {
+        for &(m, k, n, ref label) in &shapes {
             if let Some(only) = &only {
                 if !only.iter().any(|p| label.starts_with(p.as_str())) {
                     continue;

@@ -203,10 +203,7 @@ impl AlbertModel {
 
 impl Forward for AlbertModel {
     fn forward(&self, be: &dyn GpuCompute, batch: &Batch) -> Result<Tensor> {
-        let Batch {
-            ref spans, total, ..
-        } = *batch;
-        let c = &self.cfg;
+        let (c, total) = (&self.cfg, batch.total);
         let h = c.hidden_size;
 
         // Embeddings: (word + token_type) + position, LayerNorm, all `embedding_size` wide.
@@ -217,7 +214,7 @@ impl Forward for AlbertModel {
             .forward(be, emb.view(), total, x.at_mut(..));
 
         let hd = h / c.num_attention_heads;
-        let att = SelfAttention::scaled(spans, c.num_attention_heads, hd);
+        let att = SelfAttention::scaled(&batch.spans, c.num_attention_heads, hd);
         let layers = (0..c.num_hidden_layers).flat_map(|i| &self.groups[c.group_of_layer(i)]);
         run_post_ln(be, layers, &mut x, total, h, &att);
         Ok(x)

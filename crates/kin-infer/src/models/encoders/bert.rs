@@ -130,18 +130,11 @@ impl BertModel {
 
 impl Forward for BertModel {
     fn forward(&self, be: &dyn GpuCompute, batch: &Batch) -> Result<Tensor> {
-        let Batch {
-            ref spans, total, ..
-        } = *batch;
         let c = &self.cfg;
-        let h = c.hidden_size;
-
         // Embeddings: (word + token_type) + position, then LayerNorm (transformers' order).
         let mut x = self.emb.forward(be, batch);
-
-        let hd = c.head_dim();
-        let att = SelfAttention::scaled(spans, c.num_attention_heads, hd);
-        run_post_ln(be, &self.layers, &mut x, total, h, &att);
+        let att = SelfAttention::scaled(&batch.spans, c.num_attention_heads, c.head_dim());
+        run_post_ln(be, &self.layers, &mut x, batch.total, c.hidden_size, &att);
         Ok(x)
     }
 }

@@ -245,21 +245,19 @@ impl JinaModel {
 
 impl Forward for JinaModel {
     fn forward(&self, be: &dyn GpuCompute, batch: &Batch) -> Result<Tensor> {
-        let Batch {
-            ref spans, total, ..
-        } = *batch;
-        let c = &self.cfg;
-        let h = c.hidden_size;
+        let (c, h) = (&self.cfg, self.cfg.hidden_size);
         let mut x = self.emb.forward(be, batch);
-
-        let hd = h / c.num_attention_heads;
         let att = SelfAttention {
             bias: Some(AttnBias::Alibi {
                 slopes: &self.slopes,
             }),
-            ..SelfAttention::scaled(spans, c.num_attention_heads, hd)
+            ..SelfAttention::scaled(
+                &batch.spans,
+                c.num_attention_heads,
+                h / c.num_attention_heads,
+            )
         };
-        run_post_ln(be, &self.layers, &mut x, total, h, &att);
+        run_post_ln(be, &self.layers, &mut x, batch.total, h, &att);
         Ok(x)
     }
 }
