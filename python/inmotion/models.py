@@ -22,11 +22,14 @@ SMALL = {
 # Published sizes (issue 5's speed table; unstated values chosen here and documented in
 # docs/inmotion-mcc.md): used by scripts/bench-inmotion.py and `inmotion export-random --published`.
 PUBLISHED = {
-    "lejepa": dict(d_model=128, n_heads=4, num_layers=4, dim_feedforward=512, head_hidden=128),
-    "t_jepa": dict(d_model=128, n_heads=4, num_layers=4, dim_feedforward=256, head_hidden=128, n_reg=2),
-    "ts_jepa": dict(d_model=256, n_heads=8, num_layers=4, dim_feedforward=512, head_hidden=128, patch_size=2),
-    "cf_jepa": dict(d_model=256, n_heads=8, num_layers=3, dim_feedforward=512, head_hidden=128),
-    "sigreg": dict(num_filters=192, num_blocks=3, latent_dim=64),
+    family: {**SMALL[family], **wider}
+    for family, wider in {
+        "lejepa": dict(d_model=128, num_layers=4, dim_feedforward=512, head_hidden=128),
+        "t_jepa": dict(d_model=128, num_layers=4, dim_feedforward=256, head_hidden=128),
+        "ts_jepa": dict(d_model=256, n_heads=8, num_layers=4, dim_feedforward=512, head_hidden=128),
+        "cf_jepa": dict(d_model=256, n_heads=8, num_layers=3, dim_feedforward=512, head_hidden=128),
+        "sigreg": dict(num_filters=192, num_blocks=3, latent_dim=64),
+    }.items()
 }
 
 TAIL = {"lejepa": "proj_gelu_batchnorm", "cf_jepa": "proj_gelu_batchnorm", "t_jepa": "mlp", "ts_jepa": "mlp"}

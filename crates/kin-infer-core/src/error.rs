@@ -143,6 +143,15 @@ impl InferError {
         }
     }
 
+    /// An input error unless `got` (of `what`, e.g. "token_type_ids rows") equals `want`
+    /// (of `per`, e.g. "sequences"): "{got} {what} for {want} {per}".
+    pub fn counts_match(what: &str, got: usize, per: &str, want: usize) -> Result<()> {
+        if got == want {
+            return Ok(());
+        }
+        Err(InferError::Input(format!("{got} {what} for {want} {per}")))
+    }
+
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         InferError::Io {
             path: path.into(),

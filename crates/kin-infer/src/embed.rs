@@ -5,10 +5,12 @@
 use crate::backend::{self as gpu, GpuCompute, Tensor};
 use crate::error::{InferError, Result};
 use crate::io::config::ModelArchitecture;
+use crate::io::gguf::GgufFile;
+use crate::io::gguf_tokenizer;
 use crate::io::safetensors::{StorageDtype, WeightStore};
 use crate::io::st_config::SentenceConfig;
 use crate::kernels::Tier;
-use crate::models::{load_encoder, pack_spans, Encoder, EncoderSpec};
+use crate::models::{encoders, load_encoder, pack_spans, Encoder, EncoderSpec};
 use crate::nn::dense::Dense;
 use crate::nn::pooling::Pooling;
 use crate::threads;
@@ -82,35 +84,60 @@ fn check_dimensions(dimensions: Option<usize>, full_dim: usize) -> Result<()> {
     }
 }
 
+/// Where a model's configuration comes from: a directory's sentence-transformers files, or
+/// a GGUF file's metadata.
+enum Source {
+    Dir(SentenceConfig),
+    Gguf(GgufFile),
+}
+
 impl Embedder {
     /// Loads a model directory (config.json + safetensors, optional tokenizer.json and
-    /// sentence-transformers configs).
-    pub fn load(dir: &Path, opts: &EmbedderOptions) -> Result<Self> {
-        if crate::models::decoders::is_gguf_file(dir) {
-            return Self::load_gguf(dir, opts);
-        }
+    /// sentence-transformers configs), or an encoder GGUF file (llama.cpp's `bert`: weights,
+    /// config, tokenizer and pooling from the file, `models/encoders/gguf.rs`; no Dense
+    /// modules; normalization only if asked). One path for both, so the options apply alike.
+    pub fn load(path: &Path, opts: &EmbedderOptions) -> Result<Self> {
         let t0 = Instant::now();
-        if !dir.is_dir() {
-            return Err(InferError::ModelNotFound(dir.display().to_string()));
-        }
-        let config_path = dir.join("config.json");
-        // Fail fast on an unsupported family, before touching the weights.
-        ModelArchitecture::detect(&config_path)?;
-        let st = SentenceConfig::read(dir)?;
+        let config_path = path.join("config.json");
+        // The family (and a directory's sentence-transformers configs) first, to fail fast
+        // on an unsupported model before touching the weights.
+        let (store, src) = if crate::models::decoders::is_gguf_file(path) {
+            let (store, gguf) = WeightStore::open_gguf(path)?;
+            (store, Source::Gguf(gguf))
+        } else if !path.is_dir() {
+            return Err(InferError::ModelNotFound(path.display().to_string()));
+        } else {
+            ModelArchitecture::detect(&config_path)?;
+            let st = SentenceConfig::read(path)?;
+            (WeightStore::open_dir(path)?, Source::Dir(st))
+        };
         let threads = threads::resolve_threads(opts.threads)?;
         let pool = threads::build_pool(threads)?;
         let backend = gpu::create_compute(opts.tier)?;
-        let store = WeightStore::open_dir(dir)?;
-        let model = pool.install(|| load_encoder(&config_path, &store, backend.as_ref()))?;
+        let model = pool.install(|| match &src {
+            Source::Gguf(g) => encoders::gguf::load(g, &store, backend.as_ref()),
+            Source::Dir(_) => load_encoder(&config_path, &store, backend.as_ref()),
+        })?;
         let limit = model.spec().max_sequence_length;
-        let max_length = max_length(opts, st.max_seq_length.unwrap_or(limit).min(limit), limit)?;
-        let tokenizer = dir
-            .join("tokenizer.json")
-            .is_file()
-            .then(|| TextTokenizer::load(dir, max_length))
-            .transpose()?;
+        let default_length = match &src {
+            Source::Dir(st) => st.max_seq_length.unwrap_or(limit).min(limit),
+            Source::Gguf(_) => limit,
+        };
+        let max_length = max_length(opts, default_length, limit)?;
+        let tokenizer = match &src {
+            Source::Gguf(g) if gguf_tokenizer::has_tokenizer(g) => {
+                let t = gguf_tokenizer::load(g)?;
+                Some(TextTokenizer::from_tokenizer(t, path, max_length)?)
+            }
+            Source::Gguf(_) => None,
+            Source::Dir(_) => path
+                .join("tokenizer.json")
+                .is_file()
+                .then(|| TextTokenizer::load(path, max_length))
+                .transpose()?,
+        };
         let info = ModelInfo {
-            dir: dir.to_path_buf(),
+            dir: path.to_path_buf(),
             tensors: store.len(),
             parameters: store.parameter_count(),
             dtype_counts: store.dtype_counts(),
@@ -119,13 +146,21 @@ impl Embedder {
             weight_prefix: model.weight_prefix().to_string(),
             load_ms: t0.elapsed().as_secs_f64() * 1e3,
         };
-        let pooling = opts.pooling.clone().unwrap_or(st.pooling);
+        let pooling = match (opts.pooling.clone(), &src) {
+            (Some(p), _) => p,
+            (None, Source::Dir(st)) => st.pooling.clone(),
+            (None, Source::Gguf(g)) => encoders::gguf::pooling(g)?,
+        };
         if pooling.modes().is_empty() {
             return Err(InferError::Input("pooling names no mode".into()));
         }
         // The widths chain (checked before any Dense weight is read), then the weights load.
+        let (dense_configs, st_normalize) = match &src {
+            Source::Dir(st) => (&st.dense[..], st.normalize),
+            Source::Gguf(_) => (&[][..], false),
+        };
         let mut full_dim = pooling.output_dim(model.spec().hidden_size);
-        for c in &st.dense {
+        for c in dense_configs {
             if c.in_features != full_dim {
                 return Err(InferError::Config {
                     path: c.dir.join("config.json"),
@@ -138,8 +173,7 @@ impl Embedder {
             }
             full_dim = c.out_features;
         }
-        let dense = st
-            .dense
+        let dense = dense_configs
             .iter()
             .map(|c| Dense::load(c, backend.as_ref()))
             .collect::<Result<Vec<_>>>()?;
@@ -151,59 +185,7 @@ impl Embedder {
             tokenizer,
             pooling,
             dense,
-            normalize: opts.normalize.unwrap_or(st.normalize),
-            max_length,
-            backend,
-            pool,
-            threads,
-        })
-    }
-
-    /// An encoder GGUF file (llama.cpp's `bert`): weights, config, tokenizer and pooling from
-    /// the file (`models/encoders/gguf.rs`); no Dense modules; normalization only if asked.
-    fn load_gguf(path: &Path, opts: &EmbedderOptions) -> Result<Self> {
-        let t0 = Instant::now();
-        let threads = threads::resolve_threads(opts.threads)?;
-        let pool = threads::build_pool(threads)?;
-        let backend = gpu::create_compute(opts.tier)?;
-        let (store, gguf) = WeightStore::open_gguf(path)?;
-        let model =
-            pool.install(|| crate::models::encoders::gguf::load(&gguf, &store, backend.as_ref()))?;
-        let limit = model.spec().max_sequence_length;
-        let max_length = max_length(opts, limit, limit)?;
-        let tokenizer = if crate::io::gguf_tokenizer::has_tokenizer(&gguf) {
-            let t = crate::io::gguf_tokenizer::load(&gguf)?;
-            Some(TextTokenizer::from_tokenizer(t, path, max_length)?)
-        } else {
-            None
-        };
-        let pooling = match opts.pooling.clone() {
-            Some(p) => p,
-            None => crate::models::encoders::gguf::pooling(&gguf)?,
-        };
-        if pooling.modes().is_empty() {
-            return Err(InferError::Input("pooling names no mode".into()));
-        }
-        let full_dim = pooling.output_dim(model.spec().hidden_size);
-        check_dimensions(opts.dimensions, full_dim)?;
-        let info = ModelInfo {
-            dir: path.to_path_buf(),
-            tensors: store.len(),
-            parameters: store.parameter_count(),
-            dtype_counts: store.dtype_counts(),
-            storage_dtype: store.storage_dtype(),
-            shards: 1,
-            weight_prefix: model.weight_prefix().to_string(),
-            load_ms: t0.elapsed().as_secs_f64() * 1e3,
-        };
-        Ok(Embedder {
-            dimensions: opts.dimensions,
-            model,
-            info,
-            tokenizer,
-            pooling,
-            dense: Vec::new(),
-            normalize: opts.normalize.unwrap_or(false),
+            normalize: opts.normalize.unwrap_or(st_normalize),
             max_length,
             backend,
             pool,
@@ -314,13 +296,7 @@ impl Embedder {
         dims: Option<&[Option<usize>]>,
     ) -> Result<Vec<Vec<f32>>> {
         if let Some(d) = dims {
-            if d.len() != ids.len() {
-                return Err(InferError::Input(format!(
-                    "{} dimensions for {} sequences",
-                    d.len(),
-                    ids.len()
-                )));
-            }
+            InferError::counts_match("dimensions", d.len(), "sequences", ids.len())?;
             for &k in d {
                 check_dimensions(k, self.full_dim())?;
             }
@@ -411,13 +387,7 @@ impl Embedder {
     /// Validates a batch and runs the encoder on it (`None` for an empty batch).
     fn encode(&self, ids: &[&[u32]], type_ids: Option<&[&[u32]]>) -> Result<Option<Tensor>> {
         if let Some(t) = type_ids {
-            if t.len() != ids.len() {
-                return Err(InferError::Input(format!(
-                    "{} token_type_ids rows for {} sequences",
-                    t.len(),
-                    ids.len()
-                )));
-            }
+            InferError::counts_match("token_type_ids rows", t.len(), "sequences", ids.len())?;
         }
         if ids.is_empty() {
             return Ok(None);

@@ -177,7 +177,10 @@ impl Generator {
     }
 }
 
-/// A decoder whose forward passes run on a given pool (where its kernels fork).
+/// A decoder whose forward passes run on a given pool (where its kernels fork), for
+/// [`Generator::generate`]'s one sequence. Its `decode_batch` is the trait's one-by-one
+/// default (the same bits, each forward on the pool): batched steps go through
+/// [`Generator::decode_step`], which enters the pool once for the whole step.
 struct Pooled<'a> {
     inner: &'a dyn Decoder,
     pool: &'a rayon::ThreadPool,
@@ -201,17 +204,6 @@ impl Decoder for Pooled<'_> {
     ) -> Result<&'c [f32]> {
         self.pool
             .install(|| self.inner.forward(be, ids, cache, rows))
-    }
-
-    fn decode_batch<'s>(
-        &self,
-        be: &dyn GpuCompute,
-        ids: &[u32],
-        caches: &mut [&mut KvCache],
-        scratch: &'s mut BatchScratch,
-    ) -> Result<&'s [f32]> {
-        self.pool
-            .install(|| self.inner.decode_batch(be, ids, caches, scratch))
     }
 }
 

@@ -113,18 +113,22 @@ fn split(count: usize, blocks: usize, i: usize) -> (usize, usize) {
     (i * count / blocks, (i + 1) * count / blocks)
 }
 
+/// The inputs of one product `C = A·B + bias` (see [`super::Kernels::matmul`]): A's `m` rows
+/// with stride `lda`, B packed, C's row stride `ldc`. One struct, so the driver and its
+/// per-task block take the same description instead of repeating eight arguments.
+#[derive(Clone, Copy)]
+pub(crate) struct Product<'a> {
+    pub a: &'a [f32],
+    pub lda: usize,
+    pub m: usize,
+    pub b: &'a PackedMatrix,
+    pub bias: Option<&'a [f32]>,
+    pub ldc: usize,
+}
+
 /// The driver behind [`super::Kernels::matmul`] (B already packed with `ops.nr`).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn matmul(
-    ops: &Ops,
-    a: &[f32],
-    lda: usize,
-    m: usize,
-    b: &PackedMatrix,
-    bias: Option<&[f32]>,
-    c: &mut [f32],
-    ldc: usize,
-) {
+pub(crate) fn matmul(ops: &Ops, p: Product, c: &mut [f32]) {
+    let (a, lda, m, b, bias, ldc) = (p.a, p.lda, p.m, p.b, p.bias, p.ldc);
     let (k, n, mr, nr) = (b.k, b.n, ops.mr, ops.nr);
     debug_assert_eq!(b.nr, nr);
     if m == 0 || n == 0 {
@@ -202,22 +206,7 @@ pub(crate) fn matmul(
             };
             // SAFETY: the tile ranges of different tasks are disjoint, and the asserts above
             // bound every access.
-            unsafe {
-                block(
-                    ops,
-                    a,
-                    lda,
-                    m,
-                    b,
-                    bias,
-                    cp.get(),
-                    ldc,
-                    (ip0, ip1),
-                    (jp0, jp1),
-                    kcb,
-                    scratch,
-                )
-            };
+            unsafe { block(ops, p, cp.get(), (ip0, ip1), (jp0, jp1), kcb, scratch) };
         });
     };
     if parallel {
@@ -277,21 +266,16 @@ fn pack_a_fixed<const R: usize>(panel: &mut [f32], a: &[f32], lda: usize, kc: us
 }
 
 /// Computes the C tiles of row panels `ip0..ip1` × column panels `jp0..jp1`, all of k.
-#[allow(clippy::too_many_arguments)]
 unsafe fn block(
     ops: &Ops,
-    a: &[f32],
-    lda: usize,
-    m: usize,
-    b: &PackedMatrix,
-    bias: Option<&[f32]>,
+    p: Product,
     c: *mut f32,
-    ldc: usize,
     (ip0, ip1): (usize, usize),
     (jp0, jp1): (usize, usize),
     kcb: usize,
     scratch: &mut Vec<f32>,
 ) {
+    let (a, lda, m, b, bias, ldc) = (p.a, p.lda, p.m, p.b, p.bias, p.ldc);
     let (k, n, mr, nr) = (b.k, b.n, ops.mr, ops.nr);
     let need = (ip1 - ip0) * mr * kcb;
     if scratch.len() < need {

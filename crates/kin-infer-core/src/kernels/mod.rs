@@ -377,12 +377,18 @@ impl Kernels {
         c: &mut [f32],
         ldc: usize,
     ) {
-        if b.nr != self.ops.nr {
-            // Packed by another tier: same values, other panel width. Correct, not fast.
-            let re = b.repack(self.ops.nr);
-            return gemm::matmul(self.ops, a, lda, m, &re, bias, c, ldc);
-        }
-        gemm::matmul(self.ops, a, lda, m, b, bias, c, ldc)
+        // Packed by another tier: same values, other panel width. Correct, not fast.
+        let repacked = (b.nr != self.ops.nr).then(|| b.repack(self.ops.nr));
+        let b = repacked.as_ref().unwrap_or(b);
+        let p = gemm::Product {
+            a,
+            lda,
+            m,
+            b,
+            bias,
+            ldc,
+        };
+        gemm::matmul(self.ops, p, c)
     }
 
     /// Canonical sum: 16 lanes (lane l takes x[l], x[l+16], …), then a fixed pairwise tree.

@@ -72,13 +72,7 @@ impl EncoderSpec {
             });
         }
         if let Some(t) = type_ids {
-            if t.len() != ids.len() {
-                return Err(InferError::Input(format!(
-                    "token_type_ids has {} entries for {} tokens",
-                    t.len(),
-                    ids.len()
-                )));
-            }
+            InferError::counts_match("token_type_ids entries", t.len(), "tokens", ids.len())?;
             if let Some(bad) = t
                 .iter()
                 .find(|&&t| t as usize >= self.type_vocab_size.max(1))
