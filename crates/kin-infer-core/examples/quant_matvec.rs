@@ -2,7 +2,8 @@
 //! random `ROWS × K` blocks of Q8_0, Q4_0, Q4_1, Q4_K, Q5_K and Q6_K (finite f16 scales), packed by each SIMD
 //! tier this CPU has (panels stay quantized; the tier's direct kernel dequantizes in
 //! registers), timed against that tier's f32 product over the reference-dequantized matrix,
-//! and checked to give the same bits.
+//! and checked to give the same bits; and the q8 numerics mode's product (8-bit activations,
+//! integer block dots; its own bits) timed against the quantized f32 one.
 //!
 //! ```sh
 //! cargo run --release -p kin-infer-core --example quant_matvec -- [ROWS] [K] [REPS]
@@ -94,13 +95,17 @@ fn main() {
             let (mut want, mut got) = (vec![0.0f32; n], vec![0.0f32; n]);
             let tf = time(&mut || kern.matmul(&a, k, 1, &packed_f32, None, &mut want, n));
             let tq = time(&mut || kern.matmul(&a, k, 1, &packed_q, None, &mut got, n));
+            // The q8 numerics mode (8-bit activations; other bits, so only timed).
+            let packed_q8 = kern.pack_weights_q8(&[rows], k).expect("whole blocks");
+            let mut q8 = vec![0.0f32; n];
+            let t8 = time(&mut || kern.matmul(&a, k, 1, &packed_q8, None, &mut q8, n));
             let equal = want
                 .iter()
                 .zip(&got)
                 .all(|(x, y)| x.to_bits() == y.to_bits());
             all_equal &= equal;
             println!(
-                "{:5} {:8}: f32 {:7.3} ms ({:5.2} G w/s) | quantized {:7.3} ms ({:5.2} G w/s, {:5.2} GB/s) | {:.2}x | bits equal: {equal}",
+                "{:5} {:8}: f32 {:7.3} ms ({:5.2} G w/s) | quantized {:7.3} ms ({:5.2} G w/s, {:5.2} GB/s) | {:.2}x | bits equal: {equal} | q8 activations {:7.3} ms ({:5.2} GB/s) {:.2}x",
                 t.name(),
                 tier.name(),
                 tf * 1e3,
@@ -108,7 +113,10 @@ fn main() {
                 tq * 1e3,
                 weights / tq / 1e9,
                 packed_q.stored_bytes() as f64 / tq / 1e9,
-                tf / tq
+                tf / tq,
+                t8 * 1e3,
+                packed_q8.stored_bytes() as f64 / t8 / 1e9,
+                tq / t8
             );
         }
     }

@@ -33,14 +33,14 @@ pub(crate) fn bf16_le(b: &[u8], o: &mut [f32]) {
 
 /// The f16 at byte `at`, widened (exact).
 #[inline]
-fn half(b: &[u8], at: usize) -> f32 {
+pub(super) fn half(b: &[u8], at: usize) -> f32 {
     f16_to_f32(u16::from_le_bytes([b[at], b[at + 1]]))
 }
 
 /// Element `i` (0..32) of a 32-value block's nibbles `qs` (16 bytes): low nibbles are
 /// elements 0..16, high nibbles 16..32.
 #[inline]
-fn nibble(qs: &[u8], i: usize) -> u8 {
+pub(super) fn nibble(qs: &[u8], i: usize) -> u8 {
     if i < 16 {
         qs[i] & 0x0F
     } else {
@@ -57,7 +57,7 @@ pub(crate) fn q4_0(b: &[u8], o: &mut [f32]) {
 }
 
 /// IQ4_NL's 16 non-linear levels (ggml-common.h's `kvalues_iq4nl`).
-const IQ4_NL_LEVELS: [i8; 16] = [
+pub(super) const IQ4_NL_LEVELS: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 ];
 
@@ -79,7 +79,7 @@ pub(crate) fn q4_1(b: &[u8], o: &mut [f32]) {
 
 /// The fifth bits of a Q5 block: bit `i` of the little-endian u32 at `at` is element `i`'s.
 #[inline]
-fn high_bits(b: &[u8], at: usize) -> u32 {
+pub(super) fn high_bits(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 

@@ -62,7 +62,7 @@ const PREFETCH_MIN_BYTES: usize = 1 << 20;
 /// Below this many multiply-adds a product runs on the calling thread: a rayon fork costs
 /// microseconds, as much as the whole product (attention products are already parallel per
 /// head in the caller).
-const SERIAL_MACS: usize = 1 << 18;
+pub(crate) const SERIAL_MACS: usize = 1 << 18;
 
 /// Stores an accumulator tile (adding the bias if non-null): the generic/NEON epilogue.
 ///
@@ -97,10 +97,10 @@ thread_local! {
 }
 
 #[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
+pub(crate) struct SendPtr(pub(crate) *mut f32);
 impl SendPtr {
     /// A method, so closures capture the whole (Send) wrapper, not the raw pointer field.
-    fn get(self) -> *mut f32 {
+    pub(crate) fn get(self) -> *mut f32 {
         self.0
     }
 }

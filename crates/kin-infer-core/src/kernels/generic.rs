@@ -18,6 +18,7 @@ pub(crate) static OPS: Ops = Ops {
         rows_table!(kernel_half::<false>, [1, 2, 3, 4]),
     ],
     row4: None,
+    q8: None,
     row4_quant: &[],
     dequant: None,
     sum,

@@ -10,6 +10,8 @@
 //! every code ggml defines) and sizes a tensor with [`GgmlType::row_bytes`], which checks the
 //! row is whole blocks and does not overflow.
 
+use super::q8_act::ActBlocks;
+use super::q8_dot::{self, DecodeInt};
 use super::{dequant, quantize as quantize_ref, quantize_k};
 
 /// The ggml tensor types this engine reads: only an id. Everything about a type (code,
@@ -123,6 +125,10 @@ pub struct FormatTraits {
     pub dequantize: DequantizeBlock,
     /// ggml's reference quantizer, where this engine writes the format.
     pub quantize: Option<QuantizeBlock>,
+    /// The q8 numerics mode's pairing: the activation blocks this type's dot takes (ggml's
+    /// `vec_dot_type`) and the block's integer reading (`q8_dot.rs`); `None`: the type runs
+    /// with f32 activations in either mode.
+    pub(crate) q8: Option<(ActBlocks, DecodeInt)>,
 }
 
 /// A format row: `gpu` and `quantize` in the trailing `Option`s.
@@ -137,6 +143,7 @@ const fn row(
     gpu: Option<u32>,
     dequantize: DequantizeBlock,
     quantize: Option<QuantizeBlock>,
+    q8: Option<(ActBlocks, DecodeInt)>,
 ) -> FormatTraits {
     FormatTraits {
         ty,
@@ -149,34 +156,36 @@ const fn row(
         gpu,
         dequantize,
         quantize,
+        q8,
     }
 }
 
+use ActBlocks::{Q8K as A8K, Q8_0 as A8_0, Q8_1 as A8_1};
 use Layout::{Blocks, Half, F32 as Word};
 
 /// The format table, one row per [`GgmlType`] in its declaration order. Columns: id, ggml
 /// code, name, block length, block bytes, layout, GPU code, reference dequantizer, reference
-/// quantizer (block sizes as ggml-common.h spells them).
+/// quantizer (block sizes as ggml-common.h spells them), q8 pairing.
 #[rustfmt::skip]
 pub static FORMATS: [FormatTraits; 14] = [
-    row(GgmlType::F32,  0,  "F32",  1,    4,                                   Word,   Some(0),  dequant::f32_le,  None),
-    row(GgmlType::F16,  1,  "F16",  1,    2,                                   Half,   Some(2),  dequant::f16_le,  None),
-    row(GgmlType::BF16, 30, "BF16", 1,    2,                                   Half,   Some(1),  dequant::bf16_le, None),
-    row(GgmlType::Q4_0, 2,  "Q4_0", 32,   2 + 16,                              Blocks, Some(4),  dequant::q4_0,    Some(quantize_ref::q4_0)),
-    row(GgmlType::Q4_1, 3,  "Q4_1", 32,   2 + 2 + 16,                          Blocks, Some(5),  dequant::q4_1,    Some(quantize_ref::q4_1)),
-    row(GgmlType::Q5_0, 6,  "Q5_0", 32,   2 + 4 + 16,                          Blocks, Some(6),  dequant::q5_0,    Some(quantize_ref::q5_0)),
-    row(GgmlType::Q5_1, 7,  "Q5_1", 32,   2 + 2 + 4 + 16,                      Blocks, Some(7),  dequant::q5_1,    Some(quantize_ref::q5_1)),
-    row(GgmlType::Q8_0, 8,  "Q8_0", 32,   2 + 32,                              Blocks, Some(3),  dequant::q8_0,    Some(quantize_ref::q8_0)),
-    row(GgmlType::Q2_K, 10, "Q2_K", QK_K, QK_K / 16 + QK_K / 4 + 2 + 2,        Blocks, None,     dequant::q2_k,    None),
-    row(GgmlType::Q3_K, 11, "Q3_K", QK_K, QK_K / 8 + QK_K / 4 + 12 + 2,        Blocks, None,     dequant::q3_k,    None),
-    row(GgmlType::Q4_K, 12, "Q4_K", QK_K, 2 + 2 + 12 + QK_K / 2,               Blocks, Some(8),  dequant::q4_k,    Some(quantize_k::q4_k)),
-    row(GgmlType::Q5_K, 13, "Q5_K", QK_K, 2 + 2 + 12 + QK_K / 8 + QK_K / 2,    Blocks, Some(9),  dequant::q5_k,    Some(quantize_k::q5_k)),
+    row(GgmlType::F32,  0,  "F32",  1,    4,                                   Word,   Some(0),  dequant::f32_le,  None,                     None),
+    row(GgmlType::F16,  1,  "F16",  1,    2,                                   Half,   Some(2),  dequant::f16_le,  None,                     None),
+    row(GgmlType::BF16, 30, "BF16", 1,    2,                                   Half,   Some(1),  dequant::bf16_le, None,                     None),
+    row(GgmlType::Q4_0, 2,  "Q4_0", 32,   2 + 16,                              Blocks, Some(4),  dequant::q4_0,    Some(quantize_ref::q4_0), Some((A8_0, q8_dot::q4_0))),
+    row(GgmlType::Q4_1, 3,  "Q4_1", 32,   2 + 2 + 16,                          Blocks, Some(5),  dequant::q4_1,    Some(quantize_ref::q4_1), Some((A8_1, q8_dot::q4_1))),
+    row(GgmlType::Q5_0, 6,  "Q5_0", 32,   2 + 4 + 16,                          Blocks, Some(6),  dequant::q5_0,    Some(quantize_ref::q5_0), Some((A8_0, q8_dot::q5_0))),
+    row(GgmlType::Q5_1, 7,  "Q5_1", 32,   2 + 2 + 4 + 16,                      Blocks, Some(7),  dequant::q5_1,    Some(quantize_ref::q5_1), Some((A8_1, q8_dot::q5_1))),
+    row(GgmlType::Q8_0, 8,  "Q8_0", 32,   2 + 32,                              Blocks, Some(3),  dequant::q8_0,    Some(quantize_ref::q8_0), Some((A8_0, q8_dot::q8_0))),
+    row(GgmlType::Q2_K, 10, "Q2_K", QK_K, QK_K / 16 + QK_K / 4 + 2 + 2,        Blocks, None,     dequant::q2_k,    None,                     Some((A8K, q8_dot::q2_k))),
+    row(GgmlType::Q3_K, 11, "Q3_K", QK_K, QK_K / 8 + QK_K / 4 + 12 + 2,        Blocks, None,     dequant::q3_k,    None,                     Some((A8K, q8_dot::q3_k))),
+    row(GgmlType::Q4_K, 12, "Q4_K", QK_K, 2 + 2 + 12 + QK_K / 2,               Blocks, Some(8),  dequant::q4_k,    Some(quantize_k::q4_k),   Some((A8K, q8_dot::q4_k))),
+    row(GgmlType::Q5_K, 13, "Q5_K", QK_K, 2 + 2 + 12 + QK_K / 8 + QK_K / 2,    Blocks, Some(9),  dequant::q5_k,    Some(quantize_k::q5_k),   Some((A8K, q8_dot::q5_k))),
     // Q6_K's panels widen its codes to a byte each (see `panel_block_bytes`).
     FormatTraits {
         panel_block_bytes: 2 + 16 + QK_K,
-        ..row(GgmlType::Q6_K, 14, "Q6_K", QK_K, QK_K / 2 + QK_K / 4 + QK_K / 16 + 2, Blocks, Some(10), dequant::q6_k, Some(quantize_k::q6_k))
+        ..row(GgmlType::Q6_K, 14, "Q6_K", QK_K, QK_K / 2 + QK_K / 4 + QK_K / 16 + 2, Blocks, Some(10), dequant::q6_k, Some(quantize_k::q6_k), Some((A8K, q8_dot::q6_k)))
     },
-    row(GgmlType::IQ4_NL, 20, "IQ4_NL", 32, 2 + 16,                            Blocks, None,     dequant::iq4_nl,  None),
+    row(GgmlType::IQ4_NL, 20, "IQ4_NL", 32, 2 + 16,                            Blocks, None,     dequant::iq4_nl,  None,                     Some((A8_0, q8_dot::iq4_nl))),
 ];
 
 // The table is indexed by the id: row `i` must be the type whose discriminant is `i`.
@@ -243,6 +252,12 @@ impl GgmlType {
     /// ggml's name (`"Q4_K"`).
     pub const fn name(self) -> &'static str {
         self.traits().name
+    }
+
+    /// The activation blocks this type's products take in the q8 numerics mode (ggml's
+    /// `vec_dot_type`); `None`: it runs with f32 activations in either mode.
+    pub fn q8_activations(self) -> Option<ActBlocks> {
+        self.traits().q8.map(|(a, _)| a)
     }
 
     /// Values per block.

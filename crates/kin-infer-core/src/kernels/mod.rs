@@ -36,6 +36,9 @@ mod neon;
 mod neon_quant;
 mod packed;
 mod panels;
+pub mod q8_act;
+mod q8_dot;
+mod q8_gemm;
 pub mod quantize;
 mod quantize_k;
 mod stored;
@@ -45,6 +48,8 @@ mod widen;
 mod x86_avx2;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx512;
+#[cfg(target_arch = "x86_64")]
+mod x86_q8;
 #[cfg(target_arch = "x86_64")]
 mod x86_quant;
 #[cfg(target_arch = "x86_64")]
@@ -194,6 +199,9 @@ pub(crate) struct Ops {
     /// contract of `blocks::dequant_slice`), returning false for a type it leaves to the
     /// scalar one. Exact values either way: only faster.
     pub dequant: Option<DequantFn>,
+    /// The q8 numerics mode's kernel (`q8_gemm.rs`): a run of outputs of one activation row
+    /// with the generic twin's bits. `None` (or a type it declines): the twin runs.
+    pub q8: Option<q8_gemm::Q8Kernel>,
     pub sum: fn(&[f32]) -> f32,
     pub dot: fn(&[f32], &[f32]) -> f32,
     /// Canonical max (16 lanes, `a > b ? a : b`, tree16 order), -inf for an empty slice.
@@ -365,7 +373,9 @@ impl Kernels {
     /// `c[i][j] = bias[j] + Σ_p a[i][p]·b[p][j]` for m rows; `a` has row stride `lda`, `c` row
     /// stride `ldc`. Each element accumulates p = 0, 1, 2, … with FMA from 0.0, then adds the
     /// bias, whatever the tier, tile or thread. Parallel over output tiles on the current rayon
-    /// pool (call inside `pool.install`).
+    /// pool (call inside `pool.install`). A matrix packed for the q8 numerics mode
+    /// ([`Self::pack_weights_q8`]) instead quantizes each row of `a` and takes `q8_dot.rs`'s
+    /// integer block dots, with the same independence of tier, thread and m.
     #[allow(clippy::too_many_arguments)]
     pub fn matmul(
         &self,
@@ -377,8 +387,10 @@ impl Kernels {
         c: &mut [f32],
         ldc: usize,
     ) {
-        // Packed by another tier: same values, other panel width. Correct, not fast.
-        let repacked = (b.nr != self.ops.nr).then(|| b.repack(self.ops.nr));
+        // Packed by another tier: same values, other panel width. Correct, not fast. (q8
+        // rows are the same for every tier.)
+        let other_tier = !b.is_q8() && b.nr != self.ops.nr;
+        let repacked = other_tier.then(|| b.repack(self.ops.nr));
         let b = repacked.as_ref().unwrap_or(b);
         let p = gemm::Product {
             a,
@@ -388,7 +400,10 @@ impl Kernels {
             bias,
             ldc,
         };
-        gemm::matmul(self.ops, p, c)
+        match b.q8_rows() {
+            Some(rows) => q8_gemm::matmul(self.ops, p, rows, c),
+            None => gemm::matmul(self.ops, p, c),
+        }
     }
 
     /// Canonical sum: 16 lanes (lane l takes x[l], x[l+16], …), then a fixed pairwise tree.

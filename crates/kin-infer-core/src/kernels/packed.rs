@@ -2,7 +2,7 @@
 //! storage, element and column reads (widened or dequantized exactly), and repacking for a
 //! tier of another panel width.
 
-use super::{blocks, gemm, panels, WeightFormat};
+use super::{blocks, gemm, panels, q8_gemm, WeightFormat};
 
 /// A right-hand matrix B (k × n) packed once for [`Kernels::matmul`]: panels of `nr` columns
 /// (zero-padded), each k-major (`nr` values per p), 64-byte aligned. `nr` is the packing tier's
@@ -47,6 +47,14 @@ impl PackedMatrix {
     }
     /// Element B[p][j] (widened to f32 for half-precision panels, dequantized for blocks).
     pub fn get(&self, p: usize, j: usize) -> f32 {
+        if let Some(w) = self.q8_rows() {
+            assert!(p < self.k && j < self.n, "PackedMatrix::get out of range");
+            let f = w.t.traits();
+            let at = j * w.row_bytes + p / f.block_len * f.block_bytes;
+            let mut block = [0.0f32; super::ggml::QK_K];
+            (f.dequantize)(&w.bytes[at..at + f.block_bytes], &mut block[..f.block_len]);
+            return block[p % f.block_len];
+        }
         let i = self.index(p, j);
         match &self.buf.data {
             panels::PanelData::F32(v) => v.as_slice()[i],
@@ -54,7 +62,27 @@ impl PackedMatrix {
             panels::PanelData::Blocks(v) => {
                 blocks::get(self.block_type(), self.nr, v.as_slice(), self.k, p, j)
             }
+            panels::PanelData::Rows(_) => unreachable!("q8 rows are read above"),
         }
+    }
+
+    /// The weight rows of a matrix packed for the q8 numerics mode
+    /// ([`super::Kernels::pack_weights_q8`]); `None` for panels.
+    pub(super) fn q8_rows(&self) -> Option<q8_gemm::Rows<'_>> {
+        match (&self.buf.data, self.buf.format.quant()) {
+            (panels::PanelData::Rows(v), Some(t)) => Some(q8_gemm::Rows {
+                t,
+                bytes: v.as_slice(),
+                row_bytes: self.k / t.block_len() * t.block_bytes(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Whether products over this matrix run in the q8 numerics mode (activations quantized
+    /// to 8 bits; see `q8_gemm.rs`).
+    pub fn is_q8(&self) -> bool {
+        self.q8_rows().is_some()
     }
     /// Column `j` of B (all `k` values: row `j` of the torch weight it was packed from, e.g.
     /// one token's embedding of a tied or quantized table) into `out`, widened or dequantized
@@ -83,6 +111,11 @@ impl PackedMatrix {
             panels::PanelData::Blocks(v) => {
                 blocks::column_into(self.block_type(), nr, v.as_slice(), k, j, out)
             }
+            panels::PanelData::Rows(v) => {
+                let t = self.buf.format;
+                let rb = k / t.block_len() * t.block_bytes();
+                t.dequantize(&v.as_slice()[j * rb..(j + 1) * rb], &mut out[..k]);
+            }
         }
     }
     /// The block format of block panels (they are only ever built with one).
@@ -95,7 +128,7 @@ impl PackedMatrix {
         match &self.buf.data {
             panels::PanelData::F32(v) => v.as_slice().len() * 4,
             panels::PanelData::U16(v) => v.as_slice().len() * 2,
-            panels::PanelData::Blocks(v) => v.as_slice().len(),
+            panels::PanelData::Blocks(v) | panels::PanelData::Rows(v) => v.as_slice().len(),
         }
     }
     /// Raw stored bits of B[p][j] for half-precision panels.
@@ -110,6 +143,8 @@ impl PackedMatrix {
     pub(super) fn repack(&self, nr: usize) -> PackedMatrix {
         let (k, n) = (self.k, self.n);
         let data = match &self.buf.data {
+            // Rows are the same for every tier.
+            panels::PanelData::Rows(_) => return self.clone(),
             panels::PanelData::F32(_) => {
                 panels::PanelData::F32(panels::pack_panels(nr, k, n, |p, j| self.get(p, j)))
             }

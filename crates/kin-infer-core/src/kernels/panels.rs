@@ -20,6 +20,10 @@ pub(crate) enum PanelData {
     F32(AlignedBuf<f32>),
     U16(AlignedBuf<u16>),
     Blocks(AlignedBuf<u8>),
+    /// Not panels: the ggml blocks of each output's weight row as the file stores them, rows
+    /// one after another, for the q8 numerics mode's product (`q8_gemm.rs`). A matrix packed
+    /// this way multiplies only in that mode.
+    Rows(AlignedBuf<u8>),
 }
 
 impl Panels {
@@ -34,7 +38,7 @@ impl Panels {
         match &self.data {
             PanelData::F32(v) => v.as_slice().as_ptr().cast(),
             PanelData::U16(v) => v.as_slice().as_ptr().cast(),
-            PanelData::Blocks(v) => v.as_slice().as_ptr(),
+            PanelData::Blocks(v) | PanelData::Rows(v) => v.as_slice().as_ptr(),
         }
     }
 }
@@ -186,6 +190,8 @@ pub(crate) fn f32_panels_of(
     (dst.k, dst.n, dst.nr) = (k, n, nr);
     match &mut dst.buf.data {
         PanelData::F32(buf) => buf,
-        PanelData::U16(_) | PanelData::Blocks(_) => unreachable!("set to f32 above"),
+        PanelData::U16(_) | PanelData::Blocks(_) | PanelData::Rows(_) => {
+            unreachable!("set to f32 above")
+        }
     }
 }

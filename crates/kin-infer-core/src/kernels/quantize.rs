@@ -28,7 +28,7 @@ fn inverse(d: f32) -> f32 {
 
 /// numpy's `np_roundf` (gguf.quants): `floor(a) + floor(2 · (a − floor(a)))` with the sign,
 /// i.e. C's `roundf` (half away from zero).
-fn roundf(n: f32) -> f32 {
+pub(super) fn roundf(n: f32) -> f32 {
     let a = n.abs();
     let fl = a.floor();
     let b = fl + (2.0 * (a - fl)).floor();

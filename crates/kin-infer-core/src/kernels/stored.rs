@@ -3,6 +3,7 @@
 //! affine blocks) reaches the packer in its own storage, so one entry point serves every
 //! format and the format decides the panels.
 
+use super::aligned::AlignedBuf;
 use super::packed::half_packed;
 use super::{blocks, panels, Kernels, PackedMatrix, WeightFormat};
 use crate::error::{InferError, Result};
@@ -122,5 +123,50 @@ impl Kernels {
             data: panels::PanelData::Blocks(blocks::pack(fmt, nr, k, n, |j| rows[j])),
         };
         Ok(PackedMatrix { k, n, nr, buf })
+    }
+
+    /// Packs ggml-quantized weights for the q8 numerics mode: the parts' rows as stored (no
+    /// panels, no f32 copy), multiplied by [`Kernels::matmul`] with 8-bit activations
+    /// (`q8_gemm.rs`). The format must have a q8 pairing (its row of the format table).
+    ///
+    /// # Errors
+    /// A format without a q8 pairing, parts of more than one format, or rows that are not
+    /// whole blocks of `k` values.
+    pub fn pack_weights_q8(&self, parts: &[StoredRows], k: usize) -> Result<PackedMatrix> {
+        let fmt = parts.first().map_or(WeightFormat::F32, StoredRows::format);
+        let t = fmt
+            .quant()
+            .filter(|t| t.traits().q8.is_some())
+            .ok_or_else(|| {
+                InferError::Unsupported(format!(
+                    "q8 activations over {} weights (they pair with ggml's quantized types only)",
+                    fmt.name()
+                ))
+            })?;
+        let row_bytes = t.row_bytes(k).filter(|_| k > 0).ok_or_else(|| {
+            InferError::Unsupported(format!(
+                "a {} weight matrix with rows of {k} values (block-quantized rows must be whole blocks of {})",
+                t.name(),
+                t.block_len()
+            ))
+        })?;
+        let rows = rows(parts, row_bytes, fmt, |p| match p {
+            StoredRows::Blocks(_, v) => Some(v),
+            _ => None,
+        })?;
+        let mut buf = AlignedBuf::zeroed(rows.len() * row_bytes);
+        for (dst, src) in buf.as_mut_slice().chunks_exact_mut(row_bytes).zip(&rows) {
+            dst.copy_from_slice(src);
+        }
+        let buf = panels::Panels {
+            format: fmt,
+            data: panels::PanelData::Rows(buf),
+        };
+        Ok(PackedMatrix {
+            k,
+            n: rows.len(),
+            nr: 1,
+            buf,
+        })
     }
 }

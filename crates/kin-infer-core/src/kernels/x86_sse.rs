@@ -26,6 +26,7 @@ pub(crate) static OPS: Ops = tier_ops! {
         rows_table!(kernel_6x8_half::<false>, [1, 2, 3, 4, 5, 6]),
     ],
     row4: None,
+    q8: None,
     row4_quant: &[],
     dequant: None,
     softmax_scaled: None,

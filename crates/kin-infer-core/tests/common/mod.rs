@@ -2,6 +2,8 @@
 //! bit-for-bit comparison. Each test binary uses a part of it.
 #![allow(dead_code)]
 
+pub mod blocks;
+
 use kin_infer_core::kernels::{for_tier, Kernels, PackedMatrix, Tier};
 
 /// Every tier this CPU runs whose contract is bit-identity with the generic tier (the generic

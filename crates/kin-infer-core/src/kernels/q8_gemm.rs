@@ -1,0 +1,141 @@
+//! The q8 numerics mode's product (`kin-numerics/1+q8/1`): `C = A·Bᵀ + bias` over weights
+//! kept as the file stores them (each output's row of ggml blocks, contiguous: no f32 copy,
+//! and no repacking per tier), with every row of A quantized once per call into 8-bit
+//! blocks (`q8_act.rs`) and each output accumulated block by block as `q8_dot.rs` defines.
+//!
+//! Each output depends only on its weight row and its activation row, through the fixed
+//! per-block sequence of the definition: threads split columns, never a reduction, and no
+//! tile, chunk or m changes what one output computes. A tier's kernel ([`Q8Kernel`]) computes
+//! a run of adjacent outputs of one row with the twin's bits; a type it does not cover runs
+//! the generic twin.
+
+use super::gemm::{Product, SendPtr, SERIAL_MACS};
+use super::ggml::GgmlType;
+use super::q8_act::QuantRow;
+use super::{q8_dot, Ops};
+use rayon::prelude::*;
+
+/// A tier's q8 kernel: `out[c]` for the `cols` weight rows at `w`, `row_bytes` apart
+/// (whole blocks of `t`), against the quantized activation row `a` (no bias). Returns false,
+/// writing nothing, for a type the tier leaves to the generic twin.
+///
+/// # Safety
+/// `w` must hold `cols · row_bytes` readable bytes and `out` `cols` writable floats; the
+/// tier's CPU features must be present (the table is built after detection).
+pub(crate) type Q8Kernel = unsafe fn(
+    t: GgmlType,
+    w: *const u8,
+    row_bytes: usize,
+    cols: usize,
+    a: &QuantRow,
+    out: *mut f32,
+) -> bool;
+
+/// Outputs per kernel call: a run of weight rows small enough to stay in L1 while every
+/// activation row of the call passes over it (prefill), large enough to amortize the call.
+const COLS: usize = 16;
+
+/// The weight rows of a q8 matrix: `n` rows of `row_bytes` bytes.
+pub(crate) struct Rows<'a> {
+    pub(crate) t: GgmlType,
+    pub(crate) bytes: &'a [u8],
+    pub(crate) row_bytes: usize,
+}
+
+/// `c[i][j] = bias[j] + dot(w_j, q8(a_i))` for the `p.m` rows of A (see the module doc).
+pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
+    let (m, k, n, ldc) = (p.m, p.b.k, p.b.n, p.ldc);
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        ldc >= n && c.len() >= (m - 1) * ldc + n,
+        "q8 matmul: c too short"
+    );
+    assert!(
+        p.lda >= k && p.a.len() >= (m - 1) * p.lda + k,
+        "q8 matmul: a too short"
+    );
+    assert!(
+        w.bytes.len() >= n * w.row_bytes,
+        "q8 matmul: weights too short"
+    );
+    if let Some(bias) = p.bias {
+        assert!(bias.len() >= n, "q8 matmul: bias shorter than n");
+    }
+    let act =
+        w.t.traits()
+            .q8
+            .expect("q8 rows of a type without a pairing")
+            .0;
+    let rows: Vec<QuantRow> = (0..m)
+        .map(|i| {
+            let mut r = QuantRow::default();
+            r.quantize(act, &p.a[i * p.lda..i * p.lda + k]);
+            r
+        })
+        .collect();
+    let threads = if rayon::current_thread_index().is_some() {
+        rayon::current_num_threads()
+    } else {
+        1
+    };
+    let groups = n.div_ceil(COLS);
+    // Equal tasks, a multiple of the thread count (work stealing evens out the rest).
+    let tasks = if threads > 1 && m * n * k >= SERIAL_MACS {
+        (2 * threads).min(groups).max(1)
+    } else {
+        1
+    };
+    let cp = SendPtr(c.as_mut_ptr());
+    let task = |t: usize| {
+        let (g0, g1) = (t * groups / tasks, (t + 1) * groups / tasks);
+        let mut out = [0.0f32; COLS];
+        for g in g0..g1 {
+            let j0 = g * COLS;
+            let cols = COLS.min(n - j0);
+            let wp = w.bytes[j0 * w.row_bytes..(j0 + cols) * w.row_bytes].as_ptr();
+            for (i, a) in rows.iter().enumerate() {
+                // SAFETY: rows j0..j0+cols of w (asserted above) and `cols` outputs.
+                let done = ops.q8.is_some_and(|kern| unsafe {
+                    kern(w.t, wp, w.row_bytes, cols, a, out.as_mut_ptr())
+                });
+                if !done {
+                    for (c, o) in out[..cols].iter_mut().enumerate() {
+                        let row = &w.bytes[(j0 + c) * w.row_bytes..][..w.row_bytes];
+                        *o = dot(w.t, row, a);
+                    }
+                }
+                for (c, o) in out[..cols].iter().enumerate() {
+                    let v = match p.bias {
+                        Some(b) => o + b[j0 + c],
+                        None => *o,
+                    };
+                    // SAFETY: row i < m, column j0 + c < n: inside c (asserted above); tasks
+                    // own disjoint column groups.
+                    unsafe { *cp.get().add(i * ldc + j0 + c) = v };
+                }
+            }
+        }
+    };
+    if tasks > 1 {
+        (0..tasks).into_par_iter().for_each(task);
+    } else {
+        task(0);
+    }
+}
+
+/// One output of the q8 product, generic twin: weight row `w` (whole blocks of `t`, as
+/// stored) against the quantized activation row `a`, bias not included.
+///
+/// # Panics
+/// If `t` has no q8 pairing (callers pack only types that do).
+pub(crate) fn dot(t: GgmlType, w: &[u8], a: &QuantRow) -> f32 {
+    let f = t.traits();
+    let decode = f.q8.expect("a q8 product over a type without one").1;
+    let mut acc = 0.0f32;
+    for (b, blk) in w.chunks_exact(f.block_bytes).enumerate() {
+        acc = q8_dot::accumulate(&decode(blk), f.block_len, a, b, acc);
+    }
+    acc
+}
