@@ -47,7 +47,8 @@ fn parse_pooling(s: &str) -> PyResult<Pooling> {
 #[pymethods]
 impl Embedder {
     #[new]
-    #[pyo3(signature = (path, threads=None, max_length=None, normalize=None, pooling=None, dimensions=None))]
+    #[pyo3(signature = (path, threads=None, max_length=None, normalize=None, pooling=None, dimensions=None, activations=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: &str,
@@ -56,6 +57,7 @@ impl Embedder {
         normalize: Option<bool>,
         pooling: Option<&str>,
         dimensions: Option<usize>,
+        activations: Option<&str>,
     ) -> PyResult<Self> {
         let opts = EmbedderOptions {
             pooling: pooling.map(parse_pooling).transpose()?,
@@ -64,6 +66,7 @@ impl Embedder {
             threads,
             tier: None,
             dimensions,
+            activations: activations.map(crate::parse_activations).transpose()?,
         };
         let path = path.to_string();
         let e = py
@@ -162,6 +165,16 @@ impl Embedder {
     #[getter]
     fn tier(&self) -> String {
         self.inner.tier().name().to_string()
+    }
+    /// The activation numerics it runs: `q8` or `f32`.
+    #[getter]
+    fn activations(&self) -> &'static str {
+        self.inner.numerics().name()
+    }
+    /// The numerics version its embeddings are pinned to.
+    #[getter]
+    fn numerics_version(&self) -> &'static str {
+        self.inner.numerics().version()
     }
 
     /// The JSON of what decides a corpus run's output bytes (model hash, numerics version,

@@ -82,15 +82,22 @@ fn summary<'py>(py: Python<'py>, g: &Generation) -> PyResult<Bound<'py, PyDict>>
 #[pymethods]
 impl Generator {
     #[new]
-    #[pyo3(signature = (path, threads=None))]
-    fn new(py: Python<'_>, path: &str, threads: Option<usize>) -> PyResult<Self> {
+    #[pyo3(signature = (path, threads=None, activations=None))]
+    fn new(
+        py: Python<'_>,
+        path: &str,
+        threads: Option<usize>,
+        activations: Option<&str>,
+    ) -> PyResult<Self> {
         let path = path.to_string();
+        let activations = activations.map(crate::parse_activations).transpose()?;
         py.detach(|| -> kin_infer::Result<Generator> {
             let dir = hub::resolve_model(&path)?;
             let inner = kin_infer::Generator::load(
                 &dir,
                 &GeneratorOptions {
                     threads,
+                    activations,
                     ..Default::default()
                 },
             )?;
@@ -189,6 +196,16 @@ impl Generator {
     #[getter]
     fn family(&self) -> String {
         self.inner.spec().model_type.clone()
+    }
+    /// The activation numerics it runs: `q8` or `f32`.
+    #[getter]
+    fn activations(&self) -> &'static str {
+        self.inner.numerics().name()
+    }
+    /// The numerics version its logits are pinned to.
+    #[getter]
+    fn numerics_version(&self) -> &'static str {
+        self.inner.numerics().version()
     }
     #[getter]
     fn eos_token_ids(&self) -> Vec<u32> {

@@ -46,6 +46,16 @@ pub(crate) fn invalid(msg: impl Into<String>) -> PyErr {
     raise("InvalidInputError", msg.into())
 }
 
+/// `activations=`: `auto`, `q8` or `f32`.
+pub(crate) fn parse_activations(s: &str) -> PyResult<kin_infer::Activations> {
+    kin_infer::Activations::parse(s).ok_or_else(|| {
+        invalid(format!(
+            "activations=`{s}` is not an activation mode (expected one of: {})",
+            kin_infer::Activations::NAMES
+        ))
+    })
+}
+
 /// f32 values as native-endian bytes (numpy reads them with `frombuffer`).
 pub(crate) fn f32_bytes(rows: &[Vec<f32>]) -> Vec<u8> {
     let n: usize = rows.iter().map(Vec::len).sum();
@@ -61,6 +71,7 @@ pub(crate) fn f32_bytes(rows: &[Vec<f32>]) -> Vec<u8> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NUMERICS_VERSION", kin_infer::NUMERICS_VERSION)?;
+    m.add("Q8_NUMERICS_VERSION", kin_infer::Q8_NUMERICS_VERSION)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<embedder::Embedder>()?;
     m.add_class::<generator::Generator>()?;

@@ -67,6 +67,22 @@ def test_decoder_fixture_without_tokenizer_takes_token_ids(kin_infer_bin):
         g.generate("text needs a tokenizer")
 
 
+def test_activation_modes_are_chosen_reported_and_match_the_cli(kin_infer_bin):
+    model = ROOT / "tests" / "fixtures" / "gguf" / "decoders" / "llama_gqa.q4_0.gguf"
+    for mode, runs in [(None, "q8"), ("q8", "q8"), ("f32", "f32")]:
+        g = kin_infer.Generator(str(model), threads=1, activations=mode)
+        assert g.activations == runs
+        want = {"q8": kin_infer.Q8_NUMERICS_VERSION, "f32": kin_infer.NUMERICS_VERSION}[runs]
+        assert g.numerics_version == want
+        args = ["--prompt-ids", "1 5 9 13", "--max-tokens", "10", "--activations", runs]
+        assert g.generate([1, 5, 9, 13], max_tokens=10).token_ids == cli(kin_infer_bin, model, *args)["ids"]
+    with pytest.raises(kin_infer.InvalidInputError, match="activation mode"):
+        kin_infer.Generator(str(model), activations="int8")
+    f32_file = ROOT / "tests" / "fixtures" / "gguf" / "decoders" / "llama_gqa.f32.gguf"
+    with pytest.raises(kin_infer.KinInferError, match="no ggml-quantized weight"):
+        kin_infer.Generator(str(f32_file), activations="q8")
+
+
 def test_bad_requests_raise_typed_exceptions(chat_tiny, tmp_path):
     g = kin_infer.Generator(str(chat_tiny))
     with pytest.raises(kin_infer.ContextExceededError):

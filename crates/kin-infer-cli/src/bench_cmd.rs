@@ -6,7 +6,7 @@ use crate::model_args::{load, load_generator, ModelArgs};
 use crate::output::print_report;
 use anyhow::{bail, Result};
 use clap::Args;
-use kin_infer::{EmbedderOptions, NUMERICS_VERSION};
+use kin_infer::EmbedderOptions;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -115,7 +115,8 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
         "device": e.device(),
         "simd_tier": e.tier().name(),
         "threads": e.threads(),
-        "numerics_version": NUMERICS_VERSION,
+        "activations": e.numerics().name(),
+        "numerics_version": e.numerics().version(),
     });
     if a.json {
         println!("{v}");
@@ -153,6 +154,7 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
             ("device".into(), e.device()),
             ("simd_tier".into(), e.tier().name().into()),
             ("threads".into(), e.threads().to_string()),
+            ("activations".into(), e.numerics().name().into()),
         ]);
     }
     Ok(0)
@@ -165,7 +167,7 @@ fn bench_decoder(a: &BenchArgs, dir: &std::path::Path) -> Result<u8> {
     use kin_infer::generate::{argmax, Rng};
     use kin_infer::models::decoders::LogitsRows;
 
-    let g = load_generator(dir, a.model.threads)?;
+    let g = load_generator(dir, a.model.threads, a.model.activations)?;
     let (threads, load_ms, spec) = (g.threads(), g.load_ms(), g.spec());
     let ctx = spec.max_sequence_length;
 
@@ -250,7 +252,8 @@ fn bench_decoder(a: &BenchArgs, dir: &std::path::Path) -> Result<u8> {
             "device": g.backend().device(),
             "simd_tier": tier,
             "threads": threads,
-            "numerics_version": NUMERICS_VERSION,
+            "activations": g.numerics().name(),
+            "numerics_version": g.numerics().version(),
         });
         println!("{v}");
     } else {
@@ -289,6 +292,7 @@ fn bench_decoder(a: &BenchArgs, dir: &std::path::Path) -> Result<u8> {
             ("device".into(), g.backend().device()),
             ("simd_tier".into(), tier.into()),
             ("threads".into(), threads.to_string()),
+            ("activations".into(), g.numerics().name().into()),
         ]);
     }
     Ok(0)

@@ -6,7 +6,7 @@ use crate::output::print_report;
 use anyhow::Result;
 use clap::Args;
 use kin_infer::golden::{self, GoldenFile};
-use kin_infer::{EmbedderOptions, NUMERICS_VERSION};
+use kin_infer::EmbedderOptions;
 use serde_json::json;
 use std::path::PathBuf;
 
@@ -154,7 +154,7 @@ fn plan_json(
 /// `describe` for a decoder: the spec, the weights and the kernel tier.
 fn describe_decoder(a: &DescribeArgs, dir: &std::path::Path) -> Result<u8> {
     let t0 = std::time::Instant::now();
-    let g = load_generator(dir, a.model.threads)?;
+    let g = load_generator(dir, a.model.threads, a.model.activations)?;
     let (threads, be) = (g.threads(), g.backend());
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let gguf = kin_infer::models::decoders::is_gguf_file(dir);
@@ -202,7 +202,8 @@ fn describe_decoder(a: &DescribeArgs, dir: &std::path::Path) -> Result<u8> {
         "device": be.device(),
         "simd_tier": be.tier().name(),
         "threads": threads,
-        "numerics_version": NUMERICS_VERSION,
+        "activations": g.numerics().name(),
+        "numerics_version": g.numerics().version(),
         "load_ms": (load_ms * 100.0).round() / 100.0,
     });
     if let Some(f) = &file {
@@ -293,7 +294,8 @@ pub fn describe(a: DescribeArgs) -> Result<u8> {
         "device": e.device(),
         "simd_tier": e.tier().name(),
         "threads": e.threads(),
-        "numerics_version": NUMERICS_VERSION,
+        "activations": e.numerics().name(),
+        "numerics_version": e.numerics().version(),
         "load_ms": (info.load_ms * 100.0).round() / 100.0,
     });
     print_value(&v, a.json);
@@ -304,7 +306,7 @@ pub fn check(a: CheckArgs) -> Result<u8> {
     let g = GoldenFile::load(&a.golden)?;
     let dir = a.model.resolve()?;
     let r = if kin_infer::models::decoders::is_decoder_dir(&dir) {
-        let gen = load_generator(&dir, a.model.threads)?;
+        let gen = load_generator(&dir, a.model.threads, a.model.activations)?;
         gen.install(|| golden::check_decoder(gen.decoder(), gen.backend(), &g))?
     } else {
         let e = load(&a.model, EmbedderOptions::default())?;

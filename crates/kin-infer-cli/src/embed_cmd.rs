@@ -135,6 +135,8 @@ pub fn embed(a: EmbedArgs) -> Result<u8> {
         threads: None,
         tier: None,
         dimensions: a.dimensions,
+        // Set from --activations by `load`, with the threads.
+        activations: None,
     };
     // Resolved (and, with --download, fetched with hf-hub's own bars) before the spinner starts,
     // so the two never draw over each other; the load's own resolve is then a local hit.

@@ -71,6 +71,10 @@ pub struct GenerateArgs {
     /// Worker threads (default: KIN_INFER_THREADS, else all cores).
     #[arg(long)]
     threads: Option<usize>,
+    /// Activation numerics: auto (8-bit activations for ggml-quantized weights on the CPU,
+    /// else f32), q8, or f32 (default: KIN_INFER_ACTIVATIONS, else auto; docs/numerics.md).
+    #[arg(long, value_name = "MODE", value_parser = crate::model_args::parse_activations)]
+    activations: Option<kin_infer::Activations>,
     /// One JSON object per token, then a summary.
     #[arg(long)]
     json: bool,
@@ -109,6 +113,7 @@ pub fn run(a: GenerateArgs) -> Result<u8> {
             &dir,
             &kin_infer::GeneratorOptions {
                 threads: a.threads,
+                activations: a.activations,
                 ..Default::default()
             },
         )

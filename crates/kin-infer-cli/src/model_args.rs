@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use kin_infer::io::hub;
 use kin_infer::resource::{HostInfo, ModelShape, Profile, ResourcePlan};
-use kin_infer::{Embedder, EmbedderOptions, Pooling, PoolingMode};
+use kin_infer::{Activations, Embedder, EmbedderOptions, Pooling, PoolingMode};
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -23,6 +23,21 @@ pub struct ModelArgs {
     /// Worker threads (default: KIN_INFER_THREADS, else the resource plan's).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Activation numerics: auto (8-bit activations for ggml-quantized weights on the CPU,
+    /// else f32), q8, or f32 (quantized output == its dequantized F32 twin's bits); default
+    /// KIN_INFER_ACTIVATIONS, else auto (docs/numerics.md).
+    #[arg(long, value_name = "MODE", value_parser = parse_activations)]
+    pub activations: Option<Activations>,
+}
+
+/// `--activations auto|q8|f32`.
+pub fn parse_activations(s: &str) -> Result<Activations, String> {
+    Activations::parse(s).ok_or_else(|| {
+        format!(
+            "`{s}` is not an activation mode (expected one of: {})",
+            Activations::NAMES
+        )
+    })
 }
 
 pub fn parse_pooling(s: &str) -> Result<Pooling> {
@@ -80,6 +95,7 @@ pub fn resolve(spec: &str, download: bool) -> Result<PathBuf> {
 pub fn load(model: &ModelArgs, mut opts: EmbedderOptions) -> Result<Embedder> {
     let dir = model.resolve()?;
     opts.threads = model.threads;
+    opts.activations = model.activations;
     Ok(Embedder::load(&dir, &opts)?)
 }
 
@@ -87,11 +103,13 @@ pub fn load(model: &ModelArgs, mut opts: EmbedderOptions) -> Result<Embedder> {
 pub fn load_generator(
     dir: &std::path::Path,
     threads: Option<usize>,
+    activations: Option<Activations>,
 ) -> Result<kin_infer::Generator> {
     Ok(kin_infer::Generator::load(
         dir,
         &kin_infer::GeneratorOptions {
             threads,
+            activations,
             ..Default::default()
         },
     )?)
@@ -127,10 +145,12 @@ pub fn plan_for(e: &Embedder, profile: Option<&str>, budget: Option<&str>) -> Re
         weight_bytes: e.info().parameters as u64 * 4,
     };
     let budget = budget.map(parse_size).transpose()?;
-    Ok(ResourcePlan::resolve(
+    let mut plan = ResourcePlan::resolve(
         HostInfo::detect()?,
         shape,
         Profile::resolve(profile)?,
         budget,
-    )?)
+    )?;
+    plan.numerics_version = e.numerics().version();
+    Ok(plan)
 }

@@ -58,6 +58,10 @@ pub struct ServeCmdArgs {
     /// Worker threads per model (default: KIN_INFER_THREADS, else all cores).
     #[arg(long)]
     threads: Option<usize>,
+    /// Activation numerics: auto (8-bit activations for ggml-quantized weights on the CPU,
+    /// else f32), q8, or f32 (default: KIN_INFER_ACTIVATIONS, else auto; docs/numerics.md).
+    #[arg(long, value_name = "MODE", value_parser = crate::model_args::parse_activations)]
+    activations: Option<kin_infer::Activations>,
     /// Request log lines on stderr: text, or one JSON object per line.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -124,6 +128,7 @@ pub fn run(a: ServeCmdArgs) -> Result<u8> {
             shutdown_grace: Duration::from_secs_f64(a.shutdown_timeout),
             memory_budget,
             request_timeout: Duration::from_secs_f64(a.request_timeout),
+            activations: a.activations,
         },
     };
     kin_infer_server::serve(args, |ready| {

@@ -4,6 +4,7 @@
 //! (text models) and `inmotion` (the edge time-series models) both build on it; the small
 //! edge binary links only this.
 
+pub mod activations;
 pub mod backend;
 pub mod error;
 #[doc(hidden)]
@@ -19,6 +20,7 @@ pub mod resource;
 pub mod threads;
 pub mod units;
 
+pub use activations::{Activations, Numerics, Q8_NUMERICS_VERSION};
 pub use error::{ErrorKind, InferError, Result};
 pub use nn::pooling::{Pooling, PoolingMode};
 

@@ -321,6 +321,11 @@ pub struct ModelCard {
     pub owned_by: &'static str,
     /// `embedding` or `generation`: which routes serve it.
     pub kind: &'static str,
+    /// The activation numerics it runs: `q8` (8-bit activations over its ggml-quantized
+    /// weights) or `f32`.
+    pub activations: &'static str,
+    /// The numerics version its outputs are pinned to.
+    pub numerics_version: &'static str,
 }
 
 #[derive(Serialize, ToSchema, Debug)]

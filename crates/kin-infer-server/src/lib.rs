@@ -61,7 +61,11 @@ pub fn load_models(
         max_batch_tokens: state.cfg.max_batch_tokens,
         prefill_chunk: state.cfg.prefill_chunk,
     };
-    let loaded = registry::load_all(models, threads, limits, &state.metrics)?;
+    let opts = registry::LoadOptions {
+        threads,
+        activations: state.cfg.activations,
+    };
+    let loaded = registry::load_all(models, opts, limits, &state.metrics)?;
     let source = match state.cfg.memory_budget {
         Some(_) => "--memory-budget".to_string(),
         None => {

@@ -75,6 +75,14 @@ impl Model {
             Kind::Generate(_) => "generation",
         }
     }
+
+    /// The activation numerics it runs (`f32` or `q8`).
+    pub fn numerics(&self) -> kin_infer::Numerics {
+        match &self.kind {
+            Kind::Embed(m) => m.embedder.numerics(),
+            Kind::Generate(m) => m.generator.numerics(),
+        }
+    }
 }
 
 /// What the batcher of an embedding model is allowed.
@@ -85,10 +93,17 @@ pub struct BatchLimits {
     pub prefill_chunk: usize,
 }
 
+/// How every model loads: its threads and activation numerics.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LoadOptions {
+    pub threads: Option<usize>,
+    pub activations: Option<kin_infer::Activations>,
+}
+
 /// Loads every model; the first failure names its `--model` argument.
 pub fn load_all(
     specs: &[ModelSpec],
-    threads: Option<usize>,
+    opts: LoadOptions,
     limits: BatchLimits,
     metrics: &Arc<Metrics>,
 ) -> Result<Vec<Arc<Model>>> {
@@ -107,12 +122,13 @@ pub fn load_all(
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_secs());
         let kind = if is_decoder_dir(&path) {
-            Kind::Generate(Box::new(load_generator(&s.id, &path, threads, limits)?))
+            Kind::Generate(Box::new(load_generator(&s.id, &path, opts, limits)?))
         } else {
             let embedder = Arc::new(Embedder::load(
                 &path,
                 &EmbedderOptions {
-                    threads,
+                    threads: opts.threads,
+                    activations: opts.activations,
                     ..Default::default()
                 },
             )?);
@@ -137,13 +153,14 @@ pub fn load_all(
 fn load_generator(
     id: &str,
     path: &Path,
-    threads: Option<usize>,
+    opts: LoadOptions,
     limits: BatchLimits,
 ) -> Result<GenModel> {
     let generator = Arc::new(Generator::load(
         path,
         &GeneratorOptions {
-            threads,
+            threads: opts.threads,
+            activations: opts.activations,
             ..Default::default()
         },
     )?);

@@ -194,6 +194,8 @@ async fn models(State(st): State<AppState>) -> Result<axum::Json<ModelList>, Api
             created: m.created,
             owned_by: "kin-infer",
             kind: m.kind_name(),
+            activations: m.numerics().name(),
+            numerics_version: m.numerics().version(),
         })
         .collect();
     Ok(axum::Json(ModelList {

@@ -38,6 +38,9 @@ pub struct ServeConfig {
     /// How long a request's headers, and then its body, may take to arrive (408 after), and
     /// the longest a generation waits for room in the memory budget (503 after).
     pub request_timeout: Duration,
+    /// Every model's activation numerics (`--activations`; `None`: KIN_INFER_ACTIVATIONS,
+    /// else auto).
+    pub activations: Option<kin_infer::Activations>,
 }
 
 impl Default for ServeConfig {
@@ -54,6 +57,7 @@ impl Default for ServeConfig {
             log_json: false,
             shutdown_grace: Duration::from_secs(10),
             memory_budget: None,
+            activations: None,
             request_timeout: Duration::from_secs(30),
         }
     }

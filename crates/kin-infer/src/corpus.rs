@@ -37,7 +37,7 @@ impl RunIdentity {
     pub fn of(e: &crate::Embedder, input_format: &str) -> Result<Self> {
         Ok(RunIdentity {
             model_hash: model_hash(&e.info().dir)?,
-            numerics_version: crate::NUMERICS_VERSION.into(),
+            numerics_version: e.numerics().version().into(),
             pooling: e.pooling().name(),
             normalize: e.normalize(),
             max_length: e.max_length(),

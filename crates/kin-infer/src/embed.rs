@@ -15,6 +15,7 @@ use crate::nn::dense::Dense;
 use crate::nn::pooling::Pooling;
 use crate::threads;
 use crate::tokenize::{Encoded, TextTokenizer};
+use kin_infer_core::{Activations, Numerics};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -32,6 +33,9 @@ pub struct EmbedderOptions {
     pub tier: Option<Tier>,
     /// Matryoshka truncation: keep the first N dimensions (then L2-normalize if normalizing).
     pub dimensions: Option<usize>,
+    /// Activation numerics (else `KIN_INFER_ACTIVATIONS`, else auto: 8-bit activations for
+    /// ggml-quantized weights on the CPU; `kin_infer_core::activations`).
+    pub activations: Option<Activations>,
 }
 
 /// Facts about a loaded model, for `describe`.
@@ -60,6 +64,7 @@ pub struct Embedder {
     backend: Box<dyn GpuCompute>,
     pool: rayon::ThreadPool,
     threads: usize,
+    numerics: Numerics,
 }
 
 /// Tokens per text: the option (checked against the model's position `limit`), else `default`.
@@ -113,7 +118,8 @@ impl Embedder {
         };
         let threads = threads::resolve_threads(opts.threads)?;
         let pool = threads::build_pool(threads)?;
-        let backend = gpu::create_compute(opts.tier)?;
+        let asked = Activations::resolve(opts.activations)?;
+        let backend = gpu::create_compute_with(opts.tier, asked)?;
         let model = pool.install(|| match &src {
             Source::Gguf(g) => encoders::gguf::load(g, &store, backend.as_ref()),
             Source::Dir(_) => load_encoder(&config_path, &store, backend.as_ref()),
@@ -178,7 +184,11 @@ impl Embedder {
             .map(|c| Dense::load(c, backend.as_ref()))
             .collect::<Result<Vec<_>>>()?;
         check_dimensions(opts.dimensions, full_dim)?;
+        let numerics = backend
+            .numerics()
+            .check(asked, &path.display().to_string())?;
         Ok(Embedder {
+            numerics,
             dimensions: opts.dimensions,
             model,
             info,
@@ -191,6 +201,11 @@ impl Embedder {
             pool,
             threads,
         })
+    }
+
+    /// The activation numerics this model runs (its outputs' numerics version).
+    pub fn numerics(&self) -> Numerics {
+        self.numerics
     }
 
     pub fn config(&self) -> &EncoderSpec {

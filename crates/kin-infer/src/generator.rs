@@ -4,7 +4,7 @@
 //! cache and the forward scratch) or inside [`Generator::generate`] (cache and sampler), so
 //! several sessions run on one model from several threads.
 
-use crate::backend::{create_compute, GpuCompute};
+use crate::backend::{create_compute_with, GpuCompute};
 use crate::error::{InferError, Result};
 use crate::generate::stream::{decode_step, generate, Detokenize, Generation, Stepper, TokenEvent};
 use crate::generate::SamplingParams;
@@ -13,6 +13,7 @@ use crate::models::decoders::{
     load_decoder, BatchScratch, Decoder, DecoderSpec, KvCache, LogitsRows,
 };
 use crate::threads;
+use kin_infer_core::{Activations, Numerics};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -24,6 +25,9 @@ pub struct GeneratorOptions {
     pub threads: Option<usize>,
     /// SIMD tier (else the process-wide one).
     pub tier: Option<Tier>,
+    /// Activation numerics (else `KIN_INFER_ACTIVATIONS`, else auto: 8-bit activations for
+    /// ggml-quantized weights on the CPU; `kin_infer_core::activations`).
+    pub activations: Option<Activations>,
 }
 
 /// A loaded decoder, ready to serve sessions.
@@ -32,6 +36,7 @@ pub struct Generator {
     backend: Box<dyn GpuCompute>,
     pool: rayon::ThreadPool,
     threads: usize,
+    numerics: Numerics,
     dir: PathBuf,
     load_ms: f64,
 }
@@ -45,13 +50,18 @@ impl Generator {
         }
         let threads = threads::resolve_threads(opts.threads)?;
         let pool = threads::build_pool(threads)?;
-        let backend = create_compute(opts.tier)?;
+        let asked = Activations::resolve(opts.activations)?;
+        let backend = create_compute_with(opts.tier, asked)?;
         let model = pool.install(|| load_decoder(dir, backend.as_ref()))?;
+        let numerics = backend
+            .numerics()
+            .check(asked, &dir.display().to_string())?;
         Ok(Generator {
             model,
             backend,
             pool,
             threads,
+            numerics,
             dir: dir.to_path_buf(),
             load_ms: t0.elapsed().as_secs_f64() * 1e3,
         })
@@ -59,6 +69,11 @@ impl Generator {
 
     pub fn spec(&self) -> &DecoderSpec {
         self.model.spec()
+    }
+
+    /// The activation numerics this model runs (its outputs' numerics version).
+    pub fn numerics(&self) -> Numerics {
+        self.numerics
     }
 
     pub fn decoder(&self) -> &dyn Decoder {

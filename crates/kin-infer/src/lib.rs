@@ -29,4 +29,4 @@ pub use generator::{Generator, GeneratorOptions, Session};
 pub use io::config::{BertConfig, ModelArchitecture};
 pub use nn::pooling::{Pooling, PoolingMode};
 
-pub use kin_infer_core::NUMERICS_VERSION;
+pub use kin_infer_core::{Activations, Numerics, NUMERICS_VERSION, Q8_NUMERICS_VERSION};

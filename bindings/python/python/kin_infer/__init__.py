@@ -34,6 +34,7 @@ from .errors import (
 __version__: str = _native.__version__
 #: Changes whenever output bits could change (recorded in every corpus manifest).
 NUMERICS_VERSION: str = _native.NUMERICS_VERSION
+Q8_NUMERICS_VERSION: str = _native.Q8_NUMERICS_VERSION
 
 __all__ = [
     "Embedder",
@@ -42,6 +43,7 @@ __all__ = [
     "StreamChunk",
     "GenerationStream",
     "NUMERICS_VERSION",
+    "Q8_NUMERICS_VERSION",
 ]
 # The error classes, as kin_infer.errors lists them.
 __all__ += errors.__all__
@@ -87,6 +89,8 @@ class Embedder:
         pooling: ``cls``, ``mean``, ``max``, ``mean_sqrt_len_tokens``, ``weightedmean`` or
             ``lasttoken``, joined by ``+`` to concatenate (default: the model's config).
         dimensions: keep the first N dimensions (Matryoshka), re-normalized when normalizing.
+        activations: ``auto`` (8-bit activations for ggml-quantized weights, else f32),
+            ``q8`` or ``f32`` (default: ``KIN_INFER_ACTIVATIONS``, else ``auto``).
 
     The vectors do not depend on ``batch_size`` or ``threads``: they equal
     ``kin-infer embed``'s bit for bit.
@@ -101,13 +105,15 @@ class Embedder:
         normalize: Optional[bool] = None,
         pooling: Optional[str] = None,
         dimensions: Optional[int] = None,
+        activations: Optional[str] = None,
     ) -> None:
         self._path = str(path)
         self._options = dict(
             threads=threads, max_length=max_length, normalize=normalize, pooling=pooling,
-            dimensions=dimensions,
+            dimensions=dimensions, activations=activations,
         )
-        self._native = _native.Embedder(str(path), threads, max_length, normalize, pooling, dimensions)
+        self._native = _native.Embedder(str(path), threads, max_length, normalize, pooling, dimensions,
+                                        activations)
 
     def encode(
         self,
@@ -158,11 +164,6 @@ class Embedder:
         return self._native.dim
 
     @property
-    def numerics_version(self) -> str:
-        """Changes whenever output bits could change."""
-        return NUMERICS_VERSION
-
-    @property
     def max_length(self) -> int:
         return self._native.max_length
 
@@ -196,6 +197,18 @@ class Embedder:
     def simd_tier(self) -> str:
         """The kernel tier in use (generic, sse, avx2, avx512, neon)."""
         return self._native.tier
+
+    @property
+    def activations(self) -> str:
+        """The activation numerics it runs: ``q8`` (8-bit activations over ggml-quantized
+        weights) or ``f32``."""
+        return self._native.activations
+
+    @property
+    def numerics_version(self) -> str:
+        """The numerics version its embeddings are pinned to (changes whenever output bits
+        could change): ``NUMERICS_VERSION``, or ``Q8_NUMERICS_VERSION`` when it runs q8."""
+        return self._native.numerics_version
 
     def __repr__(self) -> str:
         return (f"Embedder({self.path!r}, family={self.family!r}, dim={self.dim}, "
@@ -274,10 +287,23 @@ class Generator:
     A prompt is a string, a list of token ids, or a list of chat messages
     (``{"role": ..., "content": ...}``) rendered through the model's chat template.
     Greedy decoding (``temperature=0``, the default) gives ``kin-infer generate``'s tokens.
+    ``activations`` is ``auto`` (8-bit activations for ggml-quantized weights, else f32),
+    ``q8`` or ``f32`` (default: ``KIN_INFER_ACTIVATIONS``, else ``auto``).
     """
 
-    def __init__(self, path: str, *, threads: Optional[int] = None) -> None:
-        self._native = _native.Generator(str(path), threads)
+    def __init__(self, path: str, *, threads: Optional[int] = None,
+                 activations: Optional[str] = None) -> None:
+        self._native = _native.Generator(str(path), threads, activations)
+
+    @property
+    def activations(self) -> str:
+        """The activation numerics it runs: ``q8`` or ``f32``."""
+        return self._native.activations
+
+    @property
+    def numerics_version(self) -> str:
+        """The numerics version its logits are pinned to."""
+        return self._native.numerics_version
 
     def _prompt(self, prompt: Prompt) -> List[int]:
         if isinstance(prompt, str):

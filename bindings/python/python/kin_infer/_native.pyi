@@ -4,6 +4,7 @@
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 NUMERICS_VERSION: str
+Q8_NUMERICS_VERSION: str
 __version__: str
 
 class Embedder:
@@ -15,6 +16,7 @@ class Embedder:
         normalize: Optional[bool] = None,
         pooling: Optional[str] = None,
         dimensions: Optional[int] = None,
+        activations: Optional[str] = None,
     ) -> None: ...
     def encode(
         self, texts: List[str], batch_size: int = 32, dimensions: Optional[int] = None
@@ -32,6 +34,8 @@ class Embedder:
     path: str
     family: str
     tier: str
+    activations: str
+    numerics_version: str
 
 class Stream(Iterator[Tuple[int, str]]):
     def __iter__(self) -> "Stream": ...
@@ -40,7 +44,9 @@ class Stream(Iterator[Tuple[int, str]]):
     def close(self) -> None: ...
 
 class Generator:
-    def __init__(self, path: str, threads: Optional[int] = None) -> None: ...
+    def __init__(
+        self, path: str, threads: Optional[int] = None, activations: Optional[str] = None
+    ) -> None: ...
     def encode(self, text: str) -> List[int]: ...
     def decode(self, ids: List[int]) -> str: ...
     def encode_chat(self, messages: List[Tuple[str, str]]) -> List[int]: ...
@@ -54,6 +60,8 @@ class Generator:
     has_chat_template: bool
     threads: int
     path: str
+    activations: str
+    numerics_version: str
 
 class Model:
     def __init__(self, artifact_dir: str) -> None: ...

@@ -11,12 +11,14 @@ use super::{
     GroupedConv, Inner, MatmulShape, Positions, QkvRows, RopeRows, SeqAttn, SeqSpan, Storage,
     Tensor, View, ViewMut,
 };
+use crate::activations::{Activations, Numerics};
 use crate::error::Result;
 use crate::io::safetensors::TensorData;
 use crate::kernels::{self, math, Kernels, StoredRows, Tier};
 use crate::op_args::pooling::{Pooling, PoolingMode};
 use crate::op_args::rotary::RotaryChunk;
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 /// `len` zeros, or an error if the allocator refuses. Zeroed memory straight from the
@@ -53,21 +55,38 @@ fn try_zeroed_vec(len: usize) -> Result<Vec<f32>> {
 /// The CPU backend.
 pub struct CpuCompute {
     k: &'static Kernels,
+    /// Whether ggml-quantized matrices are packed for 8-bit activations (`activations.rs`).
+    q8: bool,
+    /// Whether one was (what [`GpuCompute::numerics`] reports).
+    q8_used: AtomicBool,
 }
 
 impl CpuCompute {
-    /// The process-wide tier (best present, or `KIN_INFER_SIMD`).
+    /// The process-wide tier (best present, or `KIN_INFER_SIMD`), f32 activations.
     pub fn new() -> Result<Self> {
-        Ok(CpuCompute {
-            k: kernels::kernels()?,
-        })
+        Ok(Self::on(kernels::kernels()?, Activations::F32))
     }
 
-    /// A specific tier (error if this CPU lacks it).
+    /// A specific tier (error if this CPU lacks it), f32 activations.
     pub fn with_tier(tier: Tier) -> Result<Self> {
-        Ok(CpuCompute {
-            k: kernels_for(tier)?,
-        })
+        Ok(Self::on(kernels_for(tier)?, Activations::F32))
+    }
+
+    /// `tier` (else the process-wide one) in the activation mode `activations`.
+    pub fn with(tier: Option<Tier>, activations: Activations) -> Result<Self> {
+        let k = match tier {
+            Some(t) => kernels_for(t)?,
+            None => kernels::kernels()?,
+        };
+        Ok(Self::on(k, activations))
+    }
+
+    fn on(k: &'static Kernels, activations: Activations) -> Self {
+        CpuCompute {
+            k,
+            q8: activations.wants_q8(),
+            q8_used: AtomicBool::new(false),
+        }
     }
 }
 
@@ -169,6 +188,14 @@ impl GpuCompute for CpuCompute {
         "cpu"
     }
 
+    fn numerics(&self) -> Numerics {
+        if self.q8_used.load(Ordering::Relaxed) {
+            Numerics::Q8
+        } else {
+            Numerics::F32
+        }
+    }
+
     fn tier(&self) -> Tier {
         self.k.tier()
     }
@@ -207,7 +234,17 @@ impl GpuCompute for CpuCompute {
 
     fn prepare_weights(&self, parts: &[StoredRows], k: usize) -> Result<DeviceMatrix> {
         by_format(parts, |run| {
-            let packed = self.k.pack_weights(run, k)?;
+            let q8 = self.q8
+                && run[0]
+                    .format()
+                    .quant()
+                    .is_some_and(|t| t.q8_activations().is_some());
+            let packed = if q8 {
+                self.q8_used.store(true, Ordering::Relaxed);
+                self.k.pack_weights_q8(run, k)?
+            } else {
+                self.k.pack_weights(run, k)?
+            };
             Ok(DeviceMatrix {
                 n: packed.n(),
                 k,

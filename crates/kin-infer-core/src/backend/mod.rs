@@ -29,6 +29,7 @@ pub use conv::GroupedConv;
 pub use cpu::CpuCompute;
 pub use deberta::DisentangledTerms;
 
+use crate::activations::{Activations, Numerics};
 use crate::error::{InferError, Result};
 use crate::io::safetensors::TensorData;
 use crate::io::Activation;
@@ -418,6 +419,11 @@ pub trait GpuCompute: Send + Sync {
     }
     /// The CPU kernel tier in use.
     fn tier(&self) -> Tier;
+    /// The activation numerics of the matrices prepared so far (`activations.rs`): `Q8` once
+    /// one ggml-quantized matrix takes 8-bit activations. The GPU backends run f32.
+    fn numerics(&self) -> Numerics {
+        Numerics::F32
+    }
 
     // ---- memory: the edges --------------------------------------------------------------
     /// `len` zeros.
@@ -635,30 +641,49 @@ impl BackendChoice {
 /// else the process-wide tier. An explicit choice that this build or machine lacks is an
 /// error; `auto` falls back to the CPU.
 pub fn create_compute(tier: Option<Tier>) -> Result<Box<dyn GpuCompute>> {
-    let cpu = || -> Result<Box<dyn GpuCompute>> {
-        Ok(Box::new(match tier {
-            Some(t) => CpuCompute::with_tier(t)?,
-            None => CpuCompute::new()?,
-        }))
-    };
+    create_compute_with(tier, Activations::F32)
+}
+
+/// [`create_compute`] in an activation mode (`activations.rs`): the CPU packs ggml-quantized
+/// matrices for 8-bit activations unless it is `F32`; a GPU backend runs f32 activations, so
+/// it refuses an explicit `Q8`.
+pub fn create_compute_with(
+    tier: Option<Tier>,
+    activations: Activations,
+) -> Result<Box<dyn GpuCompute>> {
+    let cpu =
+        || -> Result<Box<dyn GpuCompute>> { Ok(Box::new(CpuCompute::with(tier, activations)?)) };
     match BackendChoice::from_env()? {
         BackendChoice::Cpu => cpu(),
         #[cfg(feature = "cuda")]
-        BackendChoice::Cuda => Ok(Box::new(device::cuda::CudaCompute::new(0)?)),
+        BackendChoice::Cuda => on_gpu(Box::new(device::cuda::CudaCompute::new(0)?), activations),
         #[cfg(not(feature = "cuda"))]
         BackendChoice::Cuda => Err(InferError::Unsupported(
             "the CUDA backend is not in this build (build with `--features cuda`)".into(),
         )),
         #[cfg(feature = "wgpu")]
-        BackendChoice::Wgpu => Ok(Box::new(wgpu::WgpuCompute::new(true)?)),
+        BackendChoice::Wgpu => on_gpu(Box::new(wgpu::WgpuCompute::new(true)?), activations),
         #[cfg(not(feature = "wgpu"))]
         BackendChoice::Wgpu => Err(InferError::Unsupported(
             "the wgpu backend is not in this build (build with `--features wgpu`)".into(),
         )),
-        // An explicit CPU tier asks for the CPU.
-        BackendChoice::Auto if tier.is_some() => cpu(),
+        // An explicit CPU tier asks for the CPU, and so do 8-bit activations (a CPU mode).
+        BackendChoice::Auto if tier.is_some() || activations == Activations::Q8 => cpu(),
         BackendChoice::Auto => auto().map_or_else(cpu, Ok),
     }
+}
+
+/// A GPU backend asked for by name: f32 activations only, so an explicit `Q8` is refused.
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn on_gpu(be: Box<dyn GpuCompute>, activations: Activations) -> Result<Box<dyn GpuCompute>> {
+    if activations == Activations::Q8 {
+        return Err(InferError::Unsupported(format!(
+            "activations q8 runs on the CPU backend only (KIN_INFER_BACKEND chose {}): use \
+             auto or f32",
+            be.name()
+        )));
+    }
+    Ok(be)
 }
 
 /// `auto`'s walk: Metal (wgpu on macOS), then CUDA, then wgpu on Vulkan or DX12; `None`

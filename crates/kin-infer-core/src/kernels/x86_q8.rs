@@ -1,23 +1,57 @@
-//! The q8 numerics mode's kernel for x86-64 AVX2 (`q8_gemm.rs`'s [`Q8Kernel`] contract):
-//! eight outputs at a time, one per f32 lane, each running the generic twin's per-block
-//! sequence (`q8_dot.rs`) in its lane: `acc = fma(d_w·d_a, isum, acc)`.
+//! The q8 numerics mode's kernel for x86-64 AVX2 (`q8_gemm.rs`'s [`Q8Kernel`] contract; the
+//! AVX-512 tier runs it too): eight outputs at a time, one per f32 lane, each running the
+//! generic twin's per-block sequence (`q8_dot.rs`) in its lane: `acc = fma(d_w·d_a, isum,
+//! acc)`, then the minimum's step for the types with one.
 //!
 //! The integer sums are where the speed is: `vpmaddubsw` multiplies 32 unsigned weight
-//! codes by 32 signed activation codes into 16 pair sums, `vpmaddwd` with ones folds those
-//! into eight i32s, and a transposing reduction (`hsum8`) turns the eight outputs' vectors
-//! into one vector of their eight block sums. Every step is exact (no pair sum exceeds
-//! i16: 2·128·127 for Q8_0, 2·15·127 for a nibble), so the sums
-//! equal the twin's whatever the order. Q4_0's offset is taken out once per block:
-//! `Σ (q − 8)·a = Σ q·a − 8·Σ a` (the activation's 16-code sums). Q8_0's signed codes go
-//! through the sign trick (`|w|` times `a` with `w`'s sign), as in ggml.
+//! codes by 32 signed activation codes into 16 pair sums, `vpmaddwd` folds those into eight
+//! i32s (with ones, or with a K-quant's sub-block scales), and a transposing reduction
+//! (`hsum8`) turns the eight outputs' vectors into one vector of their eight block sums.
+//! Every step is exact (no pair sum leaves i16: at most 2·128·127, Q8_0's magnitudes), so the
+//! sums equal the twin's whatever the order. Offsets come out as sums of the activation:
+//! `Σ (q − 8)·a = Σ q·a − 8·Σ a` (Q4_0, Q5_0: the activation's 16-code sums), Q6_K's `− 32`
+//! per sub-block through its scales. Signed codes (Q8_0, IQ4_NL's levels) go through the
+//! sign trick (`|w|` times `a` with `w`'s sign), as in ggml.
 //!
-//! Types without a kernel here return false and run the twin.
+//! Q2_K and Q3_K have no kernel here: they return false and run the twin.
 
+use super::dequant::IQ4_NL_LEVELS;
 use super::ggml::GgmlType;
 use super::q8_act::QuantRow;
 use std::arch::x86_64::*;
 
-/// [`super::q8_gemm::Q8Kernel`] for AVX2: Q8_0 and Q4_0.
+/// How a type's block sums join the accumulator (`q8_dot.rs`'s three shapes).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Steps {
+    /// `fma(d·d_a, isum, acc)`.
+    Scale,
+    /// Then `fma(m, s_a, acc)`.
+    Affine,
+    /// Then `fma(−(dmin·d_a), imin, acc)`.
+    Minimum,
+}
+
+/// One weight type's AVX2 reading.
+trait Kind {
+    /// Bytes per block; where its f16 `d` and `m` / `dmin` are.
+    const BB: usize;
+    const D_AT: usize;
+    const M_AT: usize;
+    const STEPS: Steps;
+    /// Subtracted as `OFFSET · Σ a` from a 32-block's sum (Q4_0's 8, Q5_0's 16).
+    const OFFSET: i32 = 0;
+    /// Eight i32 lanes whose total is the block's `isum` (less `OFFSET · Σ a`).
+    ///
+    /// # Safety
+    /// `blk` holds a whole block; `b` is a block of `a`; AVX2.
+    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i;
+    /// The block's `imin` ([`Steps::Minimum`]).
+    fn imin(_blk: &[u8], _a: &QuantRow, _b: usize) -> i32 {
+        0
+    }
+}
+
+/// [`super::q8_gemm::Q8Kernel`] for AVX2.
 ///
 /// # Safety
 /// As the contract: `cols` rows of `row_bytes` at `w`, `cols` floats at `out`, AVX2+FMA+F16C.
@@ -30,62 +64,72 @@ pub(crate) unsafe fn avx2(
     out: *mut f32,
 ) -> bool {
     match t {
-        GgmlType::Q8_0 => run::<true>(w, row_bytes, cols, a, out),
-        GgmlType::Q4_0 => run::<false>(w, row_bytes, cols, a, out),
+        GgmlType::Q8_0 => run::<Q8_0>(w, row_bytes, cols, a, out),
+        GgmlType::Q4_0 => run::<Q4_0>(w, row_bytes, cols, a, out),
+        GgmlType::Q4_1 => run::<Q4_1>(w, row_bytes, cols, a, out),
+        GgmlType::Q5_0 => run::<Q5_0>(w, row_bytes, cols, a, out),
+        GgmlType::Q5_1 => run::<Q5_1>(w, row_bytes, cols, a, out),
+        GgmlType::IQ4_NL => run::<Iq4Nl>(w, row_bytes, cols, a, out),
+        GgmlType::Q4_K => run::<Q4K>(w, row_bytes, cols, a, out),
+        GgmlType::Q5_K => run::<Q5K>(w, row_bytes, cols, a, out),
+        GgmlType::Q6_K => run::<Q6K>(w, row_bytes, cols, a, out),
         _ => return false,
     }
     true
 }
 
 /// Eight outputs at a time; a last short group repeats its last row in the spare lanes
-/// (computed, not stored). `Q8`: Q8_0 (34-byte blocks), else Q4_0 (18).
+/// (computed, not stored).
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn run<const Q8: bool>(
-    w: *const u8,
-    row_bytes: usize,
-    cols: usize,
-    a: &QuantRow,
-    out: *mut f32,
-) {
-    let bb = if Q8 { 34 } else { 18 };
+unsafe fn run<K: Kind>(w: *const u8, row_bytes: usize, cols: usize, a: &QuantRow, out: *mut f32) {
     let blocks = a.d.len();
-    let ones = _mm256_set1_epi16(1);
-    let low = _mm256_set1_epi8(0x0F);
+    let sign = _mm256_set1_ps(-0.0);
     let mut c0 = 0;
     while c0 < cols {
         let nc = (cols - c0).min(8);
         let rows: [*const u8; 8] = std::array::from_fn(|l| w.add((c0 + l.min(nc - 1)) * row_bytes));
         let mut acc = _mm256_setzero_ps();
         for b in 0..blocks {
-            let qa = _mm256_loadu_si256(a.qs.as_ptr().add(b * 32) as *const __m256i);
-            let mut scales = [0u16; 8];
-            let sums: [__m256i; 8] = std::array::from_fn(|l| {
-                let blk = rows[l].add(b * bb);
-                scales[l] = (blk as *const u16).read_unaligned();
-                let pairs = if Q8 {
-                    let wq = _mm256_loadu_si256(blk.add(2) as *const __m256i);
-                    _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(qa, wq))
-                } else {
-                    let x = _mm_loadu_si128(blk.add(2) as *const __m128i);
-                    let q = _mm256_set_m128i(_mm_srli_epi16(x, 4), x);
-                    _mm256_maddubs_epi16(_mm256_and_si256(q, low), qa)
-                };
-                _mm256_madd_epi16(pairs, ones)
-            });
-            let mut isum = hsum8(sums);
-            if !Q8 {
+            let blk = |l: usize| rows[l].add(b * K::BB);
+            let mut isum = hsum8(std::array::from_fn(|l| K::lanes(blk(l), a, b)));
+            if K::OFFSET != 0 {
                 let sa = a.bsums[2 * b] + a.bsums[2 * b + 1];
-                isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * sa));
+                isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(K::OFFSET * sa));
             }
-            let dw = _mm256_cvtph_ps(_mm_loadu_si128(scales.as_ptr() as *const __m128i));
-            let d = _mm256_mul_ps(dw, _mm256_set1_ps(a.d[b]));
+            let da = _mm256_set1_ps(a.d[b]);
+            let d = _mm256_mul_ps(halves::<K>(&rows, b, K::D_AT), da);
             acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
+            match K::STEPS {
+                Steps::Scale => {}
+                Steps::Affine => {
+                    let m = halves::<K>(&rows, b, K::M_AT);
+                    acc = _mm256_fmadd_ps(m, _mm256_set1_ps(a.s[b]), acc);
+                }
+                Steps::Minimum => {
+                    let imin: [i32; 8] = std::array::from_fn(|l| {
+                        K::imin(std::slice::from_raw_parts(blk(l), K::BB), a, b)
+                    });
+                    let imin = _mm256_loadu_si256(imin.as_ptr() as *const __m256i);
+                    let dmin = _mm256_mul_ps(halves::<K>(&rows, b, K::M_AT), da);
+                    let neg = _mm256_xor_ps(dmin, sign);
+                    acc = _mm256_fmadd_ps(neg, _mm256_cvtepi32_ps(imin), acc);
+                }
+            }
         }
         let mut lanes = [0.0f32; 8];
         _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
         std::ptr::copy_nonoverlapping(lanes.as_ptr(), out.add(c0), nc);
         c0 += 8;
     }
+}
+
+/// The eight rows' f16 at byte `at` of block `b`, widened (exact).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn halves<K: Kind>(rows: &[*const u8; 8], b: usize, at: usize) -> __m256 {
+    let h: [u16; 8] =
+        std::array::from_fn(|l| (rows[l].add(b * K::BB + at) as *const u16).read_unaligned());
+    _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
 }
 
 /// `[Σ v0, Σ v1, …, Σ v7]`: each vector's eight i32s summed (exact integer adds).
@@ -102,4 +146,266 @@ unsafe fn hsum8(v: [__m256i; 8]) -> __m256i {
     let lo = _mm256_permute2x128_si256(h0123, h4567, 0x20);
     let hi = _mm256_permute2x128_si256(h0123, h4567, 0x31);
     _mm256_add_epi32(lo, hi)
+}
+
+/// 32 activation codes from element `e` of the row.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn act32(a: &QuantRow, e: usize) -> __m256i {
+    _mm256_loadu_si256(a.qs.as_ptr().add(e) as *const __m256i)
+}
+
+/// `Σ u·s` of 32 unsigned and 32 signed bytes as eight i32 lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_us(u: __m256i, s: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+}
+
+/// `Σ w·s` of 32 signed bytes each (the sign trick: `|w|` times `s` with `w`'s sign).
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn dot_ss(w: __m256i, s: __m256i) -> __m256i {
+    dot_us(_mm256_sign_epi8(w, w), _mm256_sign_epi8(s, w))
+}
+
+/// A 32-block's 16 nibble bytes as 32 codes (elements 0..16 low nibbles, 16..32 high).
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn nibbles32(p: *const u8) -> __m256i {
+    let x = _mm_loadu_si128(p as *const __m128i);
+    _mm256_and_si256(
+        _mm256_set_m128i(_mm_srli_epi16(x, 4), x),
+        _mm256_set1_epi8(0x0F),
+    )
+}
+
+/// The 32 bits of `x` as 32 bytes: 0x10 where the bit is set (a fifth code bit), else 0.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn fifth_bits(x: u32) -> __m256i {
+    let spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(x as i32),
+        _mm256_setr_epi64x(
+            0,
+            0x0101_0101_0101_0101,
+            0x0202_0202_0202_0202,
+            0x0303_0303_0303_0303,
+        ),
+    );
+    // Byte i of each eight keeps only bit i % 8 clear: all ones exactly when that bit is set.
+    let probe = _mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe));
+    let set = _mm256_cmpeq_epi8(probe, _mm256_set1_epi8(-1));
+    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+}
+
+struct Q8_0;
+impl Kind for Q8_0 {
+    const BB: usize = 34;
+    const D_AT: usize = 0;
+    const M_AT: usize = 0;
+    const STEPS: Steps = Steps::Scale;
+    #[inline(always)]
+    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
+        dot_ss(
+            _mm256_loadu_si256(blk.add(2) as *const __m256i),
+            act32(a, b * 32),
+        )
+    }
+}
+
+struct Q4_0;
+impl Kind for Q4_0 {
+    const BB: usize = 18;
+    const D_AT: usize = 0;
+    const M_AT: usize = 0;
+    const STEPS: Steps = Steps::Scale;
+    const OFFSET: i32 = 8;
+    #[inline(always)]
+    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
+        dot_us(nibbles32(blk.add(2)), act32(a, b * 32))
+    }
+}
+
+struct Q4_1;
+impl Kind for Q4_1 {
+    const BB: usize = 20;
+    const D_AT: usize = 0;
+    const M_AT: usize = 2;
+    const STEPS: Steps = Steps::Affine;
+    #[inline(always)]
+    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
+        dot_us(nibbles32(blk.add(4)), act32(a, b * 32))
+    }
+}
+
+struct Q5_0;
+impl Kind for Q5_0 {
+    const BB: usize = 22;
+    const D_AT: usize = 0;
+    const M_AT: usize = 0;
+    const STEPS: Steps = Steps::Scale;
+    const OFFSET: i32 = 16;
+    #[inline(always)]
+    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
+        let qh = (blk.add(2) as *const u32).read_unaligned();
+        let q = _mm256_or_si256(nibbles32(blk.add(6)), fifth_bits(qh));
+        dot_us(q, act32(a, b * 32))
+    }
+}
+
+struct Q5_1;
+impl Kind for Q5_1 {
+    const BB: usize = 24;
+    const D_AT: usize = 0;
+    const M_AT: usize = 2;
+    const STEPS: Steps = Steps::Affine;
+    #[inline(always)]
+    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
+        let qh = (blk.add(4) as *const u32).read_unaligned();
+        let q = _mm256_or_si256(nibbles32(blk.add(8)), fifth_bits(qh));
+        dot_us(q, act32(a, b * 32))
+    }
+}
+
+struct Iq4Nl;
+impl Kind for Iq4Nl {
+    const BB: usize = 18;
+    const D_AT: usize = 0;
+    const M_AT: usize = 0;
+    const STEPS: Steps = Steps::Scale;
+    #[inline(always)]
+    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
+        let table = _mm_loadu_si128(IQ4_NL_LEVELS.as_ptr() as *const __m128i);
+        let levels = _mm256_shuffle_epi8(_mm256_set_m128i(table, table), nibbles32(blk.add(2)));
+        dot_ss(levels, act32(a, b * 32))
+    }
+}
+
+/// Q4_K / Q5_K's eight 6-bit sub-block scales and minimums (`dequant::scale_min`).
+fn scales_mins(blk: &[u8]) -> ([u8; 8], [u8; 8]) {
+    let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
+    for j in 0..8 {
+        (sc[j], mn[j]) = super::dequant::scale_min(&blk[4..16], j);
+    }
+    (sc, mn)
+}
+
+/// `Σ_j m_j · Σ_{i∈j} a` over Q4_K / Q5_K's eight sub-blocks of 32.
+fn k4_imin(blk: &[u8], a: &QuantRow, b: usize) -> i32 {
+    let (_, mn) = scales_mins(blk);
+    let bs = &a.bsums[16 * b..16 * b + 16];
+    (0..8)
+        .map(|j| mn[j] as i32 * (bs[2 * j] + bs[2 * j + 1]))
+        .sum()
+}
+
+/// Q4_K / Q5_K: `Σ_j sc_j · Σ q·a`, sub-blocks `2c` and `2c + 1` the low and high nibbles of
+/// the same 32 bytes, `high(j)` their fifth bits (Q5_K) or zero.
+#[inline(always)]
+unsafe fn k4_lanes(
+    blk: *const u8,
+    qs: *const u8,
+    a: &QuantRow,
+    b: usize,
+    high: impl Fn(usize) -> __m256i,
+) -> __m256i {
+    let (sc, _) = scales_mins(std::slice::from_raw_parts(blk, 16));
+    let low = _mm256_set1_epi8(0x0F);
+    let mut lanes = _mm256_setzero_si256();
+    for c in 0..4 {
+        let x = _mm256_loadu_si256(qs.add(32 * c) as *const __m256i);
+        for (s, q) in [(0, x), (1, _mm256_srli_epi16(x, 4))] {
+            let j = 2 * c + s;
+            let q = _mm256_or_si256(_mm256_and_si256(q, low), high(j));
+            let pairs = _mm256_maddubs_epi16(q, act32(a, b * 256 + 32 * j));
+            let scaled = _mm256_madd_epi16(pairs, _mm256_set1_epi16(sc[j] as i16));
+            lanes = _mm256_add_epi32(lanes, scaled);
+        }
+    }
+    lanes
+}
+
+struct Q4K;
+impl Kind for Q4K {
+    const BB: usize = 144;
+    const D_AT: usize = 0;
+    const M_AT: usize = 2;
+    const STEPS: Steps = Steps::Minimum;
+    #[inline(always)]
+    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
+        k4_lanes(blk, blk.add(16), a, b, |_| _mm256_setzero_si256())
+    }
+    fn imin(blk: &[u8], a: &QuantRow, b: usize) -> i32 {
+        k4_imin(blk, a, b)
+    }
+}
+
+struct Q5K;
+impl Kind for Q5K {
+    const BB: usize = 176;
+    const D_AT: usize = 0;
+    const M_AT: usize = 2;
+    const STEPS: Steps = Steps::Minimum;
+    #[inline(always)]
+    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
+        let qh = _mm256_loadu_si256(blk.add(16) as *const __m256i);
+        let high = |j: usize| {
+            let bit = _mm256_set1_epi8(1 << j);
+            let set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
+            _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+        };
+        k4_lanes(blk, blk.add(48), a, b, high)
+    }
+    fn imin(blk: &[u8], a: &QuantRow, b: usize) -> i32 {
+        k4_imin(blk, a, b)
+    }
+}
+
+struct Q6K;
+impl Kind for Q6K {
+    const BB: usize = 210;
+    const D_AT: usize = 208;
+    const M_AT: usize = 208;
+    const STEPS: Steps = Steps::Scale;
+    #[inline(always)]
+    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
+        let (ql, qh, sc) = (blk, blk.add(128), blk.add(192) as *const i8);
+        let (low, two) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x03));
+        let mut lanes = _mm256_setzero_si256();
+        // Elements h·128 + s·32 + l: nibble s / 2 of ql[h·64 + (s % 2)·32 + l], bits 2s of
+        // qh[h·32 + l]; sub-blocks of 16 (two per 32, each with its own scale).
+        for h in 0..2 {
+            let hi_bits = _mm256_loadu_si256(qh.add(32 * h) as *const __m256i);
+            for s in 0..4 {
+                let lo = _mm256_loadu_si256(ql.add(64 * h + 32 * (s % 2)) as *const __m256i);
+                let lo = _mm256_and_si256(
+                    _mm256_srl_epi16(lo, _mm_cvtsi32_si128(4 * (s as i32 / 2))),
+                    low,
+                );
+                let hi = _mm256_and_si256(
+                    _mm256_srl_epi16(hi_bits, _mm_cvtsi32_si128(2 * s as i32)),
+                    two,
+                );
+                let q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+                let e = 128 * h + 32 * s;
+                let pairs = _mm256_maddubs_epi16(q, act32(a, b * 256 + e));
+                let j = e / 16;
+                let scale = _mm256_set_m128i(
+                    _mm_set1_epi16(*sc.add(j + 1) as i16),
+                    _mm_set1_epi16(*sc.add(j) as i16),
+                );
+                lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(pairs, scale));
+            }
+        }
+        // The codes are q − 32: take 32 · Σ_j sc_j · Σ_{i∈j} a back out.
+        let bs = a.bsums.as_ptr().add(16 * b);
+        let sc_lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(sc as *const __m128i));
+        let sc_hi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(sc.add(8) as *const __m128i));
+        let off = _mm256_add_epi32(
+            _mm256_mullo_epi32(sc_lo, _mm256_loadu_si256(bs as *const __m256i)),
+            _mm256_mullo_epi32(sc_hi, _mm256_loadu_si256(bs.add(8) as *const __m256i)),
+        );
+        _mm256_sub_epi32(lanes, _mm256_slli_epi32(off, 5))
+    }
 }

@@ -4,9 +4,10 @@
 //! checking them (how the pins below were taken, on the code before the change under test).
 
 use crate::common::{fixture, load, random_sequences, repo_root};
-use kin_infer::gpu::create_compute;
+use kin_infer::backend::create_compute_with;
+use kin_infer::gpu::{create_compute, GpuCompute};
 use kin_infer::models::decoders::{load_decoder, LogitsRows};
-use kin_infer::{EmbedderOptions, NUMERICS_VERSION};
+use kin_infer::{Activations, EmbedderOptions, NUMERICS_VERSION, Q8_NUMERICS_VERSION};
 use kin_infer_core::pins::{assert_pinned, fingerprint, Pin};
 
 /// Embeddings of fixed random sequences of lengths 1, 7, 23 and 40, as one batch.
@@ -21,9 +22,22 @@ fn encoder_fingerprint(name: &str) -> u64 {
 /// Logits of every position of a 20-token prompt (fewer when the context is shorter): all but
 /// the last three in one chunk, then one token at a time through the KV cache.
 fn decoder_fingerprint(name: &str) -> u64 {
-    let be = create_compute(None).unwrap();
     let dir = repo_root().join("tests/decoder_fixtures").join(name);
-    let m = load_decoder(&dir, be.as_ref()).unwrap_or_else(|e| panic!("load {name}: {e}"));
+    logits_fingerprint(&dir, create_compute(None).unwrap().as_ref())
+}
+
+/// [`decoder_fingerprint`] of a quantized GGUF fixture in the q8 activation mode.
+fn q8_fingerprint(name: &str) -> u64 {
+    let path = repo_root()
+        .join("tests/fixtures/gguf/decoders")
+        .join(format!("{name}.gguf"));
+    let be = create_compute_with(None, Activations::Q8).unwrap();
+    logits_fingerprint(&path, be.as_ref())
+}
+
+fn logits_fingerprint(dir: &std::path::Path, be: &dyn GpuCompute) -> u64 {
+    let name = dir.display();
+    let m = load_decoder(dir, be).unwrap_or_else(|e| panic!("load {name}: {e}"));
     let (vocab, ctx) = (m.spec().vocab_size, m.spec().max_sequence_length);
     let n = ctx.min(20);
     let ids: Vec<u32> = (0..n as u32)
@@ -31,11 +45,11 @@ fn decoder_fingerprint(name: &str) -> u64 {
         .collect();
     let mut cache = m.new_cache(n).unwrap();
     let mut rows: Vec<Vec<f32>> = vec![m
-        .forward(be.as_ref(), &ids[..n - 3], &mut cache, LogitsRows::All)
+        .forward(be, &ids[..n - 3], &mut cache, LogitsRows::All)
         .unwrap()
         .to_vec()];
     for &id in &ids[n - 3..] {
-        let r = m.forward(be.as_ref(), &[id], &mut cache, LogitsRows::Last);
+        let r = m.forward(be, &[id], &mut cache, LogitsRows::Last);
         rows.push(r.unwrap().to_vec());
     }
     fingerprint(rows.iter().map(Vec::as_slice))
@@ -72,13 +86,40 @@ const PINS: &[Pin] = &[
     ("kin-numerics/1", "phi3_longrope", 0x15303efa59317263),
     ("kin-numerics/1", "gemma_tied", 0x531399bdba0e557e),
     ("kin-numerics/1", "gemma2_sw", 0xdec51684d2785053),
+    // The quantized GGUF fixtures in the q8 activation mode (issue 32), taken with
+    // KIN_PRINT_PINS=1 on the generic, AVX2 and AVX-512 tiers (the same values).
+    ("kin-numerics/1+q8/1", "llama_gqa.q8_0", 0x54e0091f4dad98ab),
+    ("kin-numerics/1+q8/1", "llama_gqa.q4_0", 0xbef86fdad644bbd8),
+    ("kin-numerics/1+q8/1", "llama_gqa.q4_1", 0x93d6f5fed6a21b62),
+    ("kin-numerics/1+q8/1", "qwen2_bias.q8_0", 0x1183634170987b42),
+    ("kin-numerics/1+q8/1", "qwen2_bias.q4_0", 0xad7155aa28d601e3),
+    ("kin-numerics/1+q8/1", "qwen2_bias.q4_1", 0x58cfa886e6a4940a),
+    ("kin-numerics/1+q8/1", "gemma_tied.q8_0", 0x332aa0fccaaa5e9d),
+    (
+        "kin-numerics/1+q8/1",
+        "phi3_longrope.q8_0",
+        0x3a9d7334c89783c3,
+    ),
 ];
 
 #[test]
 fn output_bits_are_pinned_to_the_numerics_version() {
     assert_pinned(NUMERICS_VERSION, PINS, ENCODERS, encoder_fingerprint);
     assert_pinned(NUMERICS_VERSION, PINS, DECODERS, decoder_fingerprint);
+    assert_pinned(Q8_NUMERICS_VERSION, PINS, Q8_DECODERS, q8_fingerprint);
 }
+
+/// The quantized GGUF fixtures, run in the q8 activation mode (docs/numerics.md).
+const Q8_DECODERS: &[&str] = &[
+    "llama_gqa.q8_0",
+    "llama_gqa.q4_0",
+    "llama_gqa.q4_1",
+    "qwen2_bias.q8_0",
+    "qwen2_bias.q4_0",
+    "qwen2_bias.q4_1",
+    "gemma_tied.q8_0",
+    "phi3_longrope.q8_0",
+];
 
 /// Every encoder family and variant with a fixture.
 const ENCODERS: &[&str] = &[
