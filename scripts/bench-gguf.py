@@ -12,7 +12,10 @@ with Q6_K for the tied embedding and for attn_v / ffn_down in llama.cpp's "more 
 llama.cpp's search, the same bytes per weight, and checked against gguf.quants' dequantizer). Then, for `--repeat`
 interleaved rounds (best kept: this machine is shared and noisy), on each file:
 
-- `kin-infer bench --model FILE.gguf --prompt-tokens P --decode-tokens D --threads T --json`;
+- `kin-infer bench --model FILE.gguf --prompt-tokens P --decode-tokens D --threads T --json`,
+  in both activation modes (docs/numerics.md): `--activations q8` (8-bit activations, integer
+  block dots: llama.cpp's arithmetic) and `--activations f32` (quantized == dequantized F32);
+  the F32 file runs f32 only;
 - llama.cpp through the `xllamacpp` wheel (its CPU build): one completion of the same number
   of prompt tokens (random ids, prompt cache off) and D predicted tokens, `ignore_eos`,
   greedy; its own timings (`prompt_per_second`, `predicted_per_second`).
@@ -180,14 +183,23 @@ def weight_bytes_per_token(path):
     return sum(int(t.n_bytes) for t in r.tensors)
 
 
-def kin(path, args):
+def kin(path, args, activations):
     out = subprocess.run(
         [BIN, "bench", "--model", path, "--prompt-tokens", str(args.prompt),
          "--decode-tokens", str(args.decode), "--repeat", "1",
-         "--threads", str(args.threads), "--json"],
+         "--threads", str(args.threads), "--activations", activations, "--json"],
         check=True, capture_output=True, text=True).stdout
     v = json.loads(out)
+    assert v["activations"] == activations, v["activations"]
     return v["prefill_tokens_per_s_max"], v["decode_tokens_per_s_max"]
+
+
+def kin_q8(path, args):
+    return kin(path, args, "q8")
+
+
+def kin_f32(path, args):
+    return kin(path, args, "f32")
 
 
 def llama_cpp(path, args):
@@ -259,12 +271,15 @@ def main():
             print(f"writing {paths[f]}", file=sys.stderr)
             write_model(paths[f] + ".tmp", f)
             os.replace(paths[f] + ".tmp", paths[f])
-    best = {f: {"kin": [0.0, 0.0], "llama.cpp": [0.0, 0.0]} for f in formats}
+    runners = {"kin q8": kin_q8, "kin f32": kin_f32, "llama.cpp": peer}
+    best = {f: {name: [0.0, 0.0] for name in runners} for f in formats}
     bw = 0.0
     for r in range(args.repeat):
         bw = max(bw, bandwidth(args.threads) or 0.0)
         for f in formats:
-            for name, fn in (("kin", kin), ("llama.cpp", peer)):
+            for name, fn in runners.items():
+                if name == "kin q8" and f == "f32":
+                    continue
                 pp, tg = fn(paths[f], args)
                 b = best[f][name]
                 best[f][name] = [max(b[0], pp), max(b[1], tg)]
@@ -272,27 +287,34 @@ def main():
                       file=sys.stderr)
     rows = []
     for f in formats:
-        k, l = best[f]["kin"], best[f]["llama.cpp"]
+        # The F32 file has no quantized matrix: its f32 run is also its "q8" (auto) figure.
+        q, k, l = best[f]["kin q8" if f != "f32" else "kin f32"], best[f]["kin f32"], best[f]["llama.cpp"]
         wb = weight_bytes_per_token(paths[f])
         bound = bw / wb if bw else None
-        rows.append(dict(format=f, weight_mb=wb / 1e6, kin_prefill=k[0], llama_prefill=l[0],
-                         kin_decode=k[1], llama_decode=l[1], decode_ratio=k[1] / l[1],
-                         prefill_ratio=k[0] / l[0], decode_bound=bound,
-                         bound_ratio=(bound / k[1]) if bound else None))
+        rows.append(dict(format=f, weight_mb=wb / 1e6, kin_prefill=q[0], kin_f32_prefill=k[0],
+                         llama_prefill=l[0], kin_decode=q[1], kin_f32_decode=k[1],
+                         llama_decode=l[1], decode_ratio=q[1] / l[1],
+                         f32_decode_ratio=k[1] / l[1], prefill_ratio=q[0] / l[0],
+                         f32_prefill_ratio=k[0] / l[0], decode_bound=bound,
+                         bound_ratio=(bound / q[1]) if bound else None))
     if args.json:
         print(json.dumps(dict(threads=args.threads, read_bandwidth=bw, rows=rows)))
         return
     print(f"threads {args.threads}, read bandwidth {bw / 1e9:.1f} GB/s, best of {args.repeat}, "
           f"llama.cpp: {args.llama_bench or 'xllamacpp wheel'}")
-    print("| format | weights MB | decode kin | decode llama.cpp | kin/llama | decode bound | "
-          "bound/kin | prefill kin | prefill llama.cpp | kin/llama |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("decode and prefill tok/s; kin q8 = --activations q8 (the default for quantized "
+          "files), kin f32 = --activations f32; bound = read bandwidth / weight bytes per token")
+    print("| format | weights MB | decode kin q8 | kin f32 | llama.cpp | q8/llama | f32/llama | "
+          "bound | bound/q8 | prefill kin q8 | kin f32 | llama.cpp | q8/llama | f32/llama |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for x in rows:
         bound = f"{x['decode_bound']:.0f}" if x["decode_bound"] else "-"
         br = f"{x['bound_ratio']:.2f}" if x["bound_ratio"] else "-"
         print(f"| {x['format']} | {x['weight_mb']:.0f} | {x['kin_decode']:.1f} | "
-              f"{x['llama_decode']:.1f} | {x['decode_ratio']:.2f}x | {bound} | {br} | "
-              f"{x['kin_prefill']:.0f} | {x['llama_prefill']:.0f} | {x['prefill_ratio']:.2f}x |")
+              f"{x['kin_f32_decode']:.1f} | {x['llama_decode']:.1f} | {x['decode_ratio']:.2f}x | "
+              f"{x['f32_decode_ratio']:.2f}x | {bound} | {br} | {x['kin_prefill']:.0f} | "
+              f"{x['kin_f32_prefill']:.0f} | {x['llama_prefill']:.0f} | "
+              f"{x['prefill_ratio']:.2f}x | {x['f32_prefill_ratio']:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -83,6 +83,21 @@ if [ "$(grep -c 'neon .*bits equal: true' <<<"$qm")" -ne 6 ]; then
 else
     echo "aarch64: quantized products on the NEON tier equal their f32 twins"
 fi
+# The q8 activation mode's NEON kernel (kernels/neon_q8.rs) against the generic twin, bit for
+# bit, every type, thread count and batch row (kin-infer-core/tests/q8_kernels.rs).
+q8_test="$(cargo test --release -p kin-infer-core --target $ARM --test q8_kernels --no-run \
+    --message-format=json 2>/dev/null | grep -o '"executable":"[^"]*q8_kernels[^"]*"' | cut -d'"' -f4 | tail -1)"
+if [ -z "$q8_test" ]; then
+    echo "aarch64: could not build the q8 kernel tests" >&2
+    fail=1
+elif q8="$(qemu-aarch64 -L /usr/aarch64-linux-gnu "$q8_test" --nocapture 2>&1)" \
+    && grep -q 'tiers tested: \["generic", "neon"\]' <<<"$q8"; then
+    echo "aarch64: q8 products on the NEON tier equal the generic twin's ($(grep 'test result' <<<"$q8"))"
+else
+    echo "$q8"
+    echo "aarch64: q8 kernel tests FAILED on the NEON tier" >&2
+    fail=1
+fi
 if [ $fail -ne 0 ]; then
     echo "cross-check: FAILED" >&2
     exit 1

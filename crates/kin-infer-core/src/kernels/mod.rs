@@ -33,6 +33,8 @@ pub mod math;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 #[cfg(target_arch = "aarch64")]
+mod neon_q8;
+#[cfg(target_arch = "aarch64")]
 mod neon_quant;
 mod packed;
 mod panels;

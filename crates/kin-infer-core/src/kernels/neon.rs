@@ -24,7 +24,7 @@ pub(crate) static OPS: Ops = tier_ops! {
         rows_table!(kernel_6x16_half::<false>, [1, 2, 3, 4, 5, 6]),
     ],
     row4: None,
-    q8: None,
+    q8: Some(super::neon_q8::neon),
     row4_quant: &[],
     dequant: Some(super::neon_quant::dequant),
     softmax_scaled: None,

@@ -201,15 +201,36 @@ fn idot(w: &[i8], a: &[i8]) -> i32 {
     w.iter().zip(a).map(|(&w, &a)| w as i32 * a as i32).sum()
 }
 
+/// A block's f32 factors: what its exact integer sums are scaled by.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Factors {
+    /// `fma(d·d_a, isum, acc)`.
+    Scale { d: f32 },
+    /// Then `fma(m, s_a, acc)`.
+    Affine { d: f32, m: f32 },
+    /// Then `fma(−(dmin·d_a), imin, acc)`.
+    Minimum { d: f32, dmin: f32 },
+}
+
+/// The f32 steps of one block (the module doc's), given its exact `isum` (and `imin`) and
+/// the activation block's `d_a` and `s_a`: the one sequence every tier's kernel runs.
+#[inline(always)]
+pub(crate) fn finish(f: Factors, da: f32, sa: f32, isum: i32, imin: i32, acc: f32) -> f32 {
+    match f {
+        Factors::Scale { d } => (d * da).mul_add(isum as f32, acc),
+        Factors::Affine { d, m } => m.mul_add(sa, (d * da).mul_add(isum as f32, acc)),
+        Factors::Minimum { d, dmin } => {
+            (-(dmin * da)).mul_add(imin as f32, (d * da).mul_add(isum as f32, acc))
+        }
+    }
+}
+
 /// Block `b` of an output's accumulation (the module doc's steps): `acc` after it.
 pub(crate) fn accumulate(w: &IntBlock, len: usize, a: &QuantRow, b: usize, acc: f32) -> f32 {
-    let (qa, da) = (a.codes(b, len), a.d[b]);
-    match w.scaling {
-        Scaling::Scale { d } => (d * da).mul_add(idot(&w.codes[..len], qa) as f32, acc),
-        Scaling::Affine { d, m } => {
-            let acc = (d * da).mul_add(idot(&w.codes[..len], qa) as f32, acc);
-            m.mul_add(a.s[b], acc)
-        }
+    let qa = a.codes(b, len);
+    let (factors, isum, imin) = match w.scaling {
+        Scaling::Scale { d } => (Factors::Scale { d }, idot(&w.codes[..len], qa), 0),
+        Scaling::Affine { d, m } => (Factors::Affine { d, m }, idot(&w.codes[..len], qa), 0),
         Scaling::Super {
             d,
             dmin,
@@ -225,13 +246,14 @@ pub(crate) fn accumulate(w: &IntBlock, len: usize, a: &QuantRow, b: usize, acc: 
                 let per = sub / 16;
                 imin += mn[j] * bsums[j * per..(j + 1) * per].iter().sum::<i32>();
             }
-            let acc = (d * da).mul_add(isum as f32, acc);
-            match dmin {
-                Some(dmin) => (-(dmin * da)).mul_add(imin as f32, acc),
-                None => acc,
-            }
+            let f = match dmin {
+                Some(dmin) => Factors::Minimum { d, dmin },
+                None => Factors::Scale { d },
+            };
+            (f, isum, imin)
         }
-    }
+    };
+    finish(factors, a.d[b], a.s[b], isum, imin, acc)
 }
 
 #[cfg(test)]
