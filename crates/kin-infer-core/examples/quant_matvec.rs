@@ -6,7 +6,7 @@
 //! integer block dots; its own bits) timed against the quantized f32 one.
 //!
 //! ```sh
-//! cargo run --release -p kin-infer-core --example quant_matvec -- [ROWS] [K] [REPS]
+//! cargo run --release -p kin-infer-core --example quant_matvec -- [ROWS] [K] [REPS] [M]
 //! ```
 //!
 //! One thread (no rayon pool is installed, so the product runs on the caller). Default
@@ -26,6 +26,8 @@ fn main() {
     let n = args.first().copied().unwrap_or(4096);
     let k = args.get(1).copied().unwrap_or(4096);
     let reps = args.get(2).copied().unwrap_or(10);
+    // M activation rows (1: decode's matrix-vector product; more: a prompt's).
+    let m = args.get(3).copied().unwrap_or(1).max(1);
     if !k.is_multiple_of(256) || n == 0 {
         eprintln!("K must be a multiple of 256 (the K-quants' block) and ROWS at least 1");
         std::process::exit(2);
@@ -37,7 +39,7 @@ fn main() {
         s ^= s << 17;
         s
     };
-    let a: Vec<f32> = (0..k)
+    let a: Vec<f32> = (0..m * k)
         .map(|_| (next() % 2001) as f32 / 1000.0 - 1.0)
         .collect();
     let time = |f: &mut dyn FnMut()| {
@@ -50,10 +52,10 @@ fn main() {
             })
             .fold(f64::MAX, f64::min)
     };
-    let weights = (n * k) as f64;
+    let weights = (m * n * k) as f64;
     println!(
-        "one thread, {n} x {k} ({:.1} M weights), best of {reps}",
-        weights / 1e6
+        "one thread, {n} x {k} ({:.1} M weights) times {m} row(s), best of {reps}",
+        (n * k) as f64 / 1e6
     );
     // QUANT_MATVEC_ONLY=avx2,Q4_0 (tier and/or type names) runs only those, e.g. for `perf`.
     let only = std::env::var("QUANT_MATVEC_ONLY").ok();
@@ -92,13 +94,13 @@ fn main() {
             let packed_f32 = kern.pack_rows(&wf, n, k, k);
             let rows = StoredRows::Blocks(WeightFormat::from_ggml(t), &q);
             let packed_q = kern.pack_weights(&[rows], k).expect("whole blocks");
-            let (mut want, mut got) = (vec![0.0f32; n], vec![0.0f32; n]);
-            let tf = time(&mut || kern.matmul(&a, k, 1, &packed_f32, None, &mut want, n));
-            let tq = time(&mut || kern.matmul(&a, k, 1, &packed_q, None, &mut got, n));
+            let (mut want, mut got) = (vec![0.0f32; m * n], vec![0.0f32; m * n]);
+            let tf = time(&mut || kern.matmul(&a, k, m, &packed_f32, None, &mut want, n));
+            let tq = time(&mut || kern.matmul(&a, k, m, &packed_q, None, &mut got, n));
             // The q8 numerics mode (8-bit activations; other bits, so only timed).
             let packed_q8 = kern.pack_weights_q8(&[rows], k).expect("whole blocks");
-            let mut q8 = vec![0.0f32; n];
-            let t8 = time(&mut || kern.matmul(&a, k, 1, &packed_q8, None, &mut q8, n));
+            let mut q8 = vec![0.0f32; m * n];
+            let t8 = time(&mut || kern.matmul(&a, k, m, &packed_q8, None, &mut q8, n));
             let equal = want
                 .iter()
                 .zip(&got)

@@ -44,7 +44,7 @@ fn every_tier_thread_count_and_batch_gives_the_twins_bits() {
     let gen = for_tier(Tier::Generic).unwrap();
     for (i, t) in q8_types().enumerate() {
         let bl = t.block_len();
-        for (k, n, m) in [(bl, 5, 1), (bl * 3, 37, 4), (bl * 2, 130, 1)] {
+        for (k, n, m) in [(bl, 5, 1), (bl * 3, 37, 6), (bl * 2, 130, 3)] {
             let seed = i as u64 * 31 + n as u64;
             let w = random_rows_with(t, n, k, seed, i % 3 == 0);
             let a = activations(m, k, seed + 7);

@@ -21,14 +21,16 @@ type BlockSums = unsafe fn(&[u8], &QuantRow, usize) -> (Factors, i32, i32);
 /// [`super::q8_gemm::Q8Kernel`] for NEON.
 ///
 /// # Safety
-/// As the contract: `cols` rows of `row_bytes` at `w`, `cols` floats at `out`.
+/// As the contract: `cols` rows of `row_bytes` at `w`; `a.len()` rows of `cols` floats,
+/// `ldo` apart, at `out`.
 pub(crate) unsafe fn neon(
     t: GgmlType,
     w: *const u8,
     row_bytes: usize,
     cols: usize,
-    a: &QuantRow,
+    a: &[QuantRow],
     out: *mut f32,
+    ldo: usize,
 ) -> bool {
     let block: BlockSums = match t {
         GgmlType::Q8_0 => q8_0,
@@ -41,14 +43,16 @@ pub(crate) unsafe fn neon(
         _ => return false,
     };
     let bb = t.block_bytes();
-    for c in 0..cols {
-        let row = std::slice::from_raw_parts(w.add(c * row_bytes), row_bytes);
-        let mut acc = 0.0f32;
-        for (b, blk) in row.chunks_exact(bb).enumerate() {
-            let (f, isum, imin) = block(blk, a, b);
-            acc = finish(f, a.d[b], a.s[b], isum, imin, acc);
+    for (r, a) in a.iter().enumerate() {
+        for c in 0..cols {
+            let row = std::slice::from_raw_parts(w.add(c * row_bytes), row_bytes);
+            let mut acc = 0.0f32;
+            for (b, blk) in row.chunks_exact(bb).enumerate() {
+                let (f, isum, imin) = block(blk, a, b);
+                acc = finish(f, a.d[b], a.s[b], isum, imin, acc);
+            }
+            *out.add(r * ldo + c) = acc;
         }
-        *out.add(c) = acc;
     }
     true
 }

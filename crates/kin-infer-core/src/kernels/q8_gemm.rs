@@ -15,21 +15,29 @@ use super::q8_act::QuantRow;
 use super::{q8_dot, Ops};
 use rayon::prelude::*;
 
-/// A tier's q8 kernel: `out[c]` for the `cols` weight rows at `w`, `row_bytes` apart
-/// (whole blocks of `t`), against the quantized activation row `a` (no bias). Returns false,
-/// writing nothing, for a type the tier leaves to the generic twin.
+/// A tier's q8 kernel: `out[r·ldo + c]` for the `cols` weight rows at `w`, `row_bytes`
+/// apart (whole blocks of `t`), against each quantized activation row `a[r]` (at most
+/// [`ROWS`] of them; no bias). Returns false, writing nothing, for a type the tier leaves to
+/// the generic twin. Several activation rows per call let a kernel unpack each weight block
+/// once for all of them (a prompt's rows); every output is still its own dot, the same bits
+/// for any number of rows.
 ///
 /// # Safety
-/// `w` must hold `cols · row_bytes` readable bytes and `out` `cols` writable floats; the
-/// tier's CPU features must be present (the table is built after detection).
+/// `w` must hold `cols · row_bytes` readable bytes and `out` `(a.len() − 1)·ldo + cols`
+/// writable floats; the tier's CPU features must be present (the table is built after
+/// detection).
 pub(crate) type Q8Kernel = unsafe fn(
     t: GgmlType,
     w: *const u8,
     row_bytes: usize,
     cols: usize,
-    a: &QuantRow,
+    a: &[QuantRow],
     out: *mut f32,
+    ldo: usize,
 ) -> bool;
+
+/// Activation rows per kernel call.
+pub(crate) const ROWS: usize = 4;
 
 /// Outputs per kernel call: a run of weight rows small enough to stay in L1 while every
 /// activation row of the call passes over it (prefill), large enough to amortize the call.
@@ -90,30 +98,35 @@ pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
     let cp = SendPtr(c.as_mut_ptr());
     let task = |t: usize| {
         let (g0, g1) = (t * groups / tasks, (t + 1) * groups / tasks);
-        let mut out = [0.0f32; COLS];
+        let mut out = [0.0f32; ROWS * COLS];
         for g in g0..g1 {
             let j0 = g * COLS;
             let cols = COLS.min(n - j0);
             let wp = w.bytes[j0 * w.row_bytes..(j0 + cols) * w.row_bytes].as_ptr();
-            for (i, a) in rows.iter().enumerate() {
-                // SAFETY: rows j0..j0+cols of w (asserted above) and `cols` outputs.
+            for (q, group) in rows.chunks(ROWS).enumerate() {
+                // SAFETY: rows j0..j0+cols of w (asserted above); `group.len()` rows of
+                // COLS outputs.
                 let done = ops.q8.is_some_and(|kern| unsafe {
-                    kern(w.t, wp, w.row_bytes, cols, a, out.as_mut_ptr())
+                    kern(w.t, wp, w.row_bytes, cols, group, out.as_mut_ptr(), COLS)
                 });
-                if !done {
-                    for (c, o) in out[..cols].iter_mut().enumerate() {
-                        let row = &w.bytes[(j0 + c) * w.row_bytes..][..w.row_bytes];
-                        *o = dot(w.t, row, a);
+                for (r, a) in group.iter().enumerate() {
+                    let o = &mut out[r * COLS..r * COLS + cols];
+                    if !done {
+                        for (c, o) in o.iter_mut().enumerate() {
+                            let row = &w.bytes[(j0 + c) * w.row_bytes..][..w.row_bytes];
+                            *o = dot(w.t, row, a);
+                        }
                     }
-                }
-                for (c, o) in out[..cols].iter().enumerate() {
-                    let v = match p.bias {
-                        Some(b) => o + b[j0 + c],
-                        None => *o,
-                    };
-                    // SAFETY: row i < m, column j0 + c < n: inside c (asserted above); tasks
-                    // own disjoint column groups.
-                    unsafe { *cp.get().add(i * ldc + j0 + c) = v };
+                    let i = q * ROWS + r;
+                    for (c, o) in o.iter().enumerate() {
+                        let v = match p.bias {
+                            Some(b) => o + b[j0 + c],
+                            None => *o,
+                        };
+                        // SAFETY: row i < m, column j0 + c < n: inside c (asserted above);
+                        // tasks own disjoint column groups.
+                        unsafe { *cp.get().add(i * ldc + j0 + c) = v };
+                    }
                 }
             }
         }

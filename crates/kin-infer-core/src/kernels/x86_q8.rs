@@ -40,11 +40,12 @@ trait Kind {
     const STEPS: Steps;
     /// Subtracted as `OFFSET · Σ a` from a 32-block's sum (Q4_0's 8, Q5_0's 16).
     const OFFSET: i32 = 0;
-    /// Eight i32 lanes whose total is the block's `isum` (less `OFFSET · Σ a`).
+    /// Per activation row `a[r]`, eight i32 lanes whose total is the block's `isum` (less
+    /// `OFFSET · Σ a`): the block unpacked once for all `R` rows.
     ///
     /// # Safety
-    /// `blk` holds a whole block; `b` is a block of `a`; AVX2.
-    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i;
+    /// `blk` holds a whole block; `b` is a block of every `a[r]`; AVX2.
+    unsafe fn lanes<const R: usize>(blk: *const u8, a: &[&QuantRow; R], b: usize) -> [__m256i; R];
     /// The block's `imin` ([`Steps::Minimum`]).
     fn imin(_blk: &[u8], _a: &QuantRow, _b: usize) -> i32 {
         0
@@ -54,71 +55,104 @@ trait Kind {
 /// [`super::q8_gemm::Q8Kernel`] for AVX2.
 ///
 /// # Safety
-/// As the contract: `cols` rows of `row_bytes` at `w`, `cols` floats at `out`, AVX2+FMA+F16C.
+/// As the contract: `cols` rows of `row_bytes` at `w`, `a.len()` (at most four) rows of
+/// `cols` floats `ldo` apart at `out`, AVX2+FMA+F16C.
 pub(crate) unsafe fn avx2(
     t: GgmlType,
     w: *const u8,
     row_bytes: usize,
     cols: usize,
-    a: &QuantRow,
+    a: &[QuantRow],
     out: *mut f32,
+    ldo: usize,
 ) -> bool {
+    macro_rules! rows {
+        ($k:ty) => {
+            match a {
+                [a0] => run::<$k, 1>(w, row_bytes, cols, [a0], out, ldo),
+                [a0, a1] => run::<$k, 2>(w, row_bytes, cols, [a0, a1], out, ldo),
+                [a0, a1, a2] => run::<$k, 3>(w, row_bytes, cols, [a0, a1, a2], out, ldo),
+                [a0, a1, a2, a3] => run::<$k, 4>(w, row_bytes, cols, [a0, a1, a2, a3], out, ldo),
+                _ => return false,
+            }
+        };
+    }
     match t {
-        GgmlType::Q8_0 => run::<Q8_0>(w, row_bytes, cols, a, out),
-        GgmlType::Q4_0 => run::<Q4_0>(w, row_bytes, cols, a, out),
-        GgmlType::Q4_1 => run::<Q4_1>(w, row_bytes, cols, a, out),
-        GgmlType::Q5_0 => run::<Q5_0>(w, row_bytes, cols, a, out),
-        GgmlType::Q5_1 => run::<Q5_1>(w, row_bytes, cols, a, out),
-        GgmlType::IQ4_NL => run::<Iq4Nl>(w, row_bytes, cols, a, out),
-        GgmlType::Q4_K => run::<Q4K>(w, row_bytes, cols, a, out),
-        GgmlType::Q5_K => run::<Q5K>(w, row_bytes, cols, a, out),
-        GgmlType::Q6_K => run::<Q6K>(w, row_bytes, cols, a, out),
+        GgmlType::Q8_0 => rows!(Q8_0),
+        GgmlType::Q4_0 => rows!(Q4_0),
+        GgmlType::Q4_1 => rows!(Q4_1),
+        GgmlType::Q5_0 => rows!(Q5_0),
+        GgmlType::Q5_1 => rows!(Q5_1),
+        GgmlType::IQ4_NL => rows!(Iq4Nl),
+        GgmlType::Q4_K => rows!(Q4K),
+        GgmlType::Q5_K => rows!(Q5K),
+        GgmlType::Q6_K => rows!(Q6K),
         _ => return false,
     }
     true
 }
 
-/// Eight outputs at a time; a last short group repeats its last row in the spare lanes
-/// (computed, not stored).
+/// Eight outputs at a time for `R` activation rows; a last short group repeats its last
+/// weight row in the spare lanes (computed, not stored). Each block's scales are gathered once
+/// for all rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn run<K: Kind>(w: *const u8, row_bytes: usize, cols: usize, a: &QuantRow, out: *mut f32) {
-    let blocks = a.d.len();
+unsafe fn run<K: Kind, const R: usize>(
+    w: *const u8,
+    row_bytes: usize,
+    cols: usize,
+    a: [&QuantRow; R],
+    out: *mut f32,
+    ldo: usize,
+) {
+    let blocks = a[0].d.len();
     let sign = _mm256_set1_ps(-0.0);
     let mut c0 = 0;
     while c0 < cols {
         let nc = (cols - c0).min(8);
         let rows: [*const u8; 8] = std::array::from_fn(|l| w.add((c0 + l.min(nc - 1)) * row_bytes));
-        let mut acc = _mm256_setzero_ps();
+        let mut acc = [_mm256_setzero_ps(); R];
         for b in 0..blocks {
             let blk = |l: usize| rows[l].add(b * K::BB);
-            let mut isum = hsum8(std::array::from_fn(|l| K::lanes(blk(l), a, b)));
-            if K::OFFSET != 0 {
-                let sa = a.bsums[2 * b] + a.bsums[2 * b + 1];
-                isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(K::OFFSET * sa));
-            }
-            let da = _mm256_set1_ps(a.d[b]);
-            let d = _mm256_mul_ps(halves::<K>(&rows, b, K::D_AT), da);
-            acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
-            match K::STEPS {
-                Steps::Scale => {}
-                Steps::Affine => {
-                    let m = halves::<K>(&rows, b, K::M_AT);
-                    acc = _mm256_fmadd_ps(m, _mm256_set1_ps(a.s[b]), acc);
+            let sums: [[__m256i; R]; 8] = std::array::from_fn(|l| K::lanes::<R>(blk(l), &a, b));
+            let dw = halves::<K>(&rows, b, K::D_AT);
+            let mw = match K::STEPS {
+                Steps::Scale => dw,
+                _ => halves::<K>(&rows, b, K::M_AT),
+            };
+            let imin: [[i32; 8]; R] = match K::STEPS {
+                Steps::Minimum => std::array::from_fn(|r| {
+                    std::array::from_fn(|l| {
+                        K::imin(std::slice::from_raw_parts(blk(l), K::BB), a[r], b)
+                    })
+                }),
+                _ => [[0; 8]; R],
+            };
+            for r in 0..R {
+                let mut isum = hsum8(std::array::from_fn(|l| sums[l][r]));
+                if K::OFFSET != 0 {
+                    let sa = a[r].bsums[2 * b] + a[r].bsums[2 * b + 1];
+                    isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(K::OFFSET * sa));
                 }
-                Steps::Minimum => {
-                    let imin: [i32; 8] = std::array::from_fn(|l| {
-                        K::imin(std::slice::from_raw_parts(blk(l), K::BB), a, b)
-                    });
-                    let imin = _mm256_loadu_si256(imin.as_ptr() as *const __m256i);
-                    let dmin = _mm256_mul_ps(halves::<K>(&rows, b, K::M_AT), da);
-                    let neg = _mm256_xor_ps(dmin, sign);
-                    acc = _mm256_fmadd_ps(neg, _mm256_cvtepi32_ps(imin), acc);
+                let da = _mm256_set1_ps(a[r].d[b]);
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum), acc[r]);
+                match K::STEPS {
+                    Steps::Scale => {}
+                    Steps::Affine => {
+                        acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a[r].s[b]), acc[r]);
+                    }
+                    Steps::Minimum => {
+                        let im = _mm256_loadu_si256(imin[r].as_ptr() as *const __m256i);
+                        let neg = _mm256_xor_ps(_mm256_mul_ps(mw, da), sign);
+                        acc[r] = _mm256_fmadd_ps(neg, _mm256_cvtepi32_ps(im), acc[r]);
+                    }
                 }
             }
         }
-        let mut lanes = [0.0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), acc);
-        std::ptr::copy_nonoverlapping(lanes.as_ptr(), out.add(c0), nc);
+        for (r, acc) in acc.iter().enumerate() {
+            let mut lanes = [0.0f32; 8];
+            _mm256_storeu_ps(lanes.as_mut_ptr(), *acc);
+            std::ptr::copy_nonoverlapping(lanes.as_ptr(), out.add(r * ldo + c0), nc);
+        }
         c0 += 8;
     }
 }
@@ -206,11 +240,9 @@ impl Kind for Q8_0 {
     const M_AT: usize = 0;
     const STEPS: Steps = Steps::Scale;
     #[inline(always)]
-    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
-        dot_ss(
-            _mm256_loadu_si256(blk.add(2) as *const __m256i),
-            act32(a, b * 32),
-        )
+    unsafe fn lanes<const R: usize>(blk: *const u8, a: &[&QuantRow; R], b: usize) -> [__m256i; R] {
+        let w = _mm256_loadu_si256(blk.add(2) as *const __m256i);
+        std::array::from_fn(|r| dot_ss(w, act32(a[r], b * 32)))
     }
 }
 
@@ -222,8 +254,9 @@ impl Kind for Q4_0 {
     const STEPS: Steps = Steps::Scale;
     const OFFSET: i32 = 8;
     #[inline(always)]
-    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
-        dot_us(nibbles32(blk.add(2)), act32(a, b * 32))
+    unsafe fn lanes<const R: usize>(blk: *const u8, a: &[&QuantRow; R], b: usize) -> [__m256i; R] {
+        let q = nibbles32(blk.add(2));
+        std::array::from_fn(|r| dot_us(q, act32(a[r], b * 32)))
     }
 }
 
@@ -234,8 +267,9 @@ impl Kind for Q4_1 {
     const M_AT: usize = 2;
     const STEPS: Steps = Steps::Affine;
     #[inline(always)]
-    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
-        dot_us(nibbles32(blk.add(4)), act32(a, b * 32))
+    unsafe fn lanes<const R: usize>(blk: *const u8, a: &[&QuantRow; R], b: usize) -> [__m256i; R] {
+        let q = nibbles32(blk.add(4));
+        std::array::from_fn(|r| dot_us(q, act32(a[r], b * 32)))
     }
 }
 
@@ -247,10 +281,10 @@ impl Kind for Q5_0 {
     const STEPS: Steps = Steps::Scale;
     const OFFSET: i32 = 16;
     #[inline(always)]
-    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
+    unsafe fn lanes<const R: usize>(blk: *const u8, a: &[&QuantRow; R], b: usize) -> [__m256i; R] {
         let qh = (blk.add(2) as *const u32).read_unaligned();
         let q = _mm256_or_si256(nibbles32(blk.add(6)), fifth_bits(qh));
-        dot_us(q, act32(a, b * 32))
+        std::array::from_fn(|r| dot_us(q, act32(a[r], b * 32)))
     }
 }
 
@@ -261,10 +295,10 @@ impl Kind for Q5_1 {
     const M_AT: usize = 2;
     const STEPS: Steps = Steps::Affine;
     #[inline(always)]
-    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
+    unsafe fn lanes<const R: usize>(blk: *const u8, a: &[&QuantRow; R], b: usize) -> [__m256i; R] {
         let qh = (blk.add(4) as *const u32).read_unaligned();
         let q = _mm256_or_si256(nibbles32(blk.add(8)), fifth_bits(qh));
-        dot_us(q, act32(a, b * 32))
+        std::array::from_fn(|r| dot_us(q, act32(a[r], b * 32)))
     }
 }
 
@@ -275,10 +309,10 @@ impl Kind for Iq4Nl {
     const M_AT: usize = 0;
     const STEPS: Steps = Steps::Scale;
     #[inline(always)]
-    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
+    unsafe fn lanes<const R: usize>(blk: *const u8, a: &[&QuantRow; R], b: usize) -> [__m256i; R] {
         let table = _mm_loadu_si128(IQ4_NL_LEVELS.as_ptr() as *const __m128i);
         let levels = _mm256_shuffle_epi8(_mm256_set_m128i(table, table), nibbles32(blk.add(2)));
-        dot_ss(levels, act32(a, b * 32))
+        std::array::from_fn(|r| dot_ss(levels, act32(a[r], b * 32)))
     }
 }
 
@@ -303,24 +337,26 @@ fn k4_imin(blk: &[u8], a: &QuantRow, b: usize) -> i32 {
 /// Q4_K / Q5_K: `Σ_j sc_j · Σ q·a`, sub-blocks `2c` and `2c + 1` the low and high nibbles of
 /// the same 32 bytes, `high(j)` their fifth bits (Q5_K) or zero.
 #[inline(always)]
-unsafe fn k4_lanes(
+unsafe fn k4_lanes<const R: usize>(
     blk: *const u8,
     qs: *const u8,
-    a: &QuantRow,
+    a: &[&QuantRow; R],
     b: usize,
     high: impl Fn(usize) -> __m256i,
-) -> __m256i {
+) -> [__m256i; R] {
     let (sc, _) = scales_mins(std::slice::from_raw_parts(blk, 16));
     let low = _mm256_set1_epi8(0x0F);
-    let mut lanes = _mm256_setzero_si256();
+    let mut lanes = [_mm256_setzero_si256(); R];
     for c in 0..4 {
         let x = _mm256_loadu_si256(qs.add(32 * c) as *const __m256i);
         for (s, q) in [(0, x), (1, _mm256_srli_epi16(x, 4))] {
             let j = 2 * c + s;
             let q = _mm256_or_si256(_mm256_and_si256(q, low), high(j));
-            let pairs = _mm256_maddubs_epi16(q, act32(a, b * 256 + 32 * j));
-            let scaled = _mm256_madd_epi16(pairs, _mm256_set1_epi16(sc[j] as i16));
-            lanes = _mm256_add_epi32(lanes, scaled);
+            let scale = _mm256_set1_epi16(sc[j] as i16);
+            for (r, lanes) in lanes.iter_mut().enumerate() {
+                let pairs = _mm256_maddubs_epi16(q, act32(a[r], b * 256 + 32 * j));
+                *lanes = _mm256_add_epi32(*lanes, _mm256_madd_epi16(pairs, scale));
+            }
         }
     }
     lanes
@@ -333,7 +369,7 @@ impl Kind for Q4K {
     const M_AT: usize = 2;
     const STEPS: Steps = Steps::Minimum;
     #[inline(always)]
-    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
+    unsafe fn lanes<const R: usize>(blk: *const u8, a: &[&QuantRow; R], b: usize) -> [__m256i; R] {
         k4_lanes(blk, blk.add(16), a, b, |_| _mm256_setzero_si256())
     }
     fn imin(blk: &[u8], a: &QuantRow, b: usize) -> i32 {
@@ -348,7 +384,7 @@ impl Kind for Q5K {
     const M_AT: usize = 2;
     const STEPS: Steps = Steps::Minimum;
     #[inline(always)]
-    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
+    unsafe fn lanes<const R: usize>(blk: *const u8, a: &[&QuantRow; R], b: usize) -> [__m256i; R] {
         let qh = _mm256_loadu_si256(blk.add(16) as *const __m256i);
         let high = |j: usize| {
             let bit = _mm256_set1_epi8(1 << j);
@@ -369,10 +405,10 @@ impl Kind for Q6K {
     const M_AT: usize = 208;
     const STEPS: Steps = Steps::Scale;
     #[inline(always)]
-    unsafe fn lanes(blk: *const u8, a: &QuantRow, b: usize) -> __m256i {
+    unsafe fn lanes<const R: usize>(blk: *const u8, a: &[&QuantRow; R], b: usize) -> [__m256i; R] {
         let (ql, qh, sc) = (blk, blk.add(128), blk.add(192) as *const i8);
         let (low, two) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x03));
-        let mut lanes = _mm256_setzero_si256();
+        let mut lanes = [_mm256_setzero_si256(); R];
         // Elements h·128 + s·32 + l: nibble s / 2 of ql[h·64 + (s % 2)·32 + l], bits 2s of
         // qh[h·32 + l]; sub-blocks of 16 (two per 32, each with its own scale).
         for h in 0..2 {
@@ -389,23 +425,28 @@ impl Kind for Q6K {
                 );
                 let q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
                 let e = 128 * h + 32 * s;
-                let pairs = _mm256_maddubs_epi16(q, act32(a, b * 256 + e));
                 let j = e / 16;
                 let scale = _mm256_set_m128i(
                     _mm_set1_epi16(*sc.add(j + 1) as i16),
                     _mm_set1_epi16(*sc.add(j) as i16),
                 );
-                lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(pairs, scale));
+                for (r, lanes) in lanes.iter_mut().enumerate() {
+                    let pairs = _mm256_maddubs_epi16(q, act32(a[r], b * 256 + e));
+                    *lanes = _mm256_add_epi32(*lanes, _mm256_madd_epi16(pairs, scale));
+                }
             }
         }
         // The codes are q − 32: take 32 · Σ_j sc_j · Σ_{i∈j} a back out.
-        let bs = a.bsums.as_ptr().add(16 * b);
         let sc_lo = _mm256_cvtepi8_epi32(_mm_loadl_epi64(sc as *const __m128i));
         let sc_hi = _mm256_cvtepi8_epi32(_mm_loadl_epi64(sc.add(8) as *const __m128i));
-        let off = _mm256_add_epi32(
-            _mm256_mullo_epi32(sc_lo, _mm256_loadu_si256(bs as *const __m256i)),
-            _mm256_mullo_epi32(sc_hi, _mm256_loadu_si256(bs.add(8) as *const __m256i)),
-        );
-        _mm256_sub_epi32(lanes, _mm256_slli_epi32(off, 5))
+        for (r, lanes) in lanes.iter_mut().enumerate() {
+            let bs = a[r].bsums.as_ptr().add(16 * b);
+            let off = _mm256_add_epi32(
+                _mm256_mullo_epi32(sc_lo, _mm256_loadu_si256(bs as *const __m256i)),
+                _mm256_mullo_epi32(sc_hi, _mm256_loadu_si256(bs.add(8) as *const __m256i)),
+            );
+            *lanes = _mm256_sub_epi32(*lanes, _mm256_slli_epi32(off, 5));
+        }
+        lanes
     }
 }
