@@ -182,17 +182,29 @@ async fn a_generation_that_does_not_fit_now_waits_then_gets_a_503_with_retry_aft
     tokio::time::sleep(Duration::from_millis(100)).await;
     drop(held);
     assert_eq!(waiting.await.unwrap(), StatusCode::OK);
-    let m = router(st.clone())
-        .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let text =
-        String::from_utf8(m.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    // The scheduler gives the generation's room back once it retires it, which may be just
+    // after the response's last byte: wait for that (a bounded poll, not a sleep).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        let m = router(st.clone())
+            .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let text =
+            String::from_utf8(m.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+        if text.contains("kin_infer_memory_reserved_bytes 0\n") || Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     assert!(
         text.contains("kin_infer_memory_budget_bytes 1048576"),
         "{text}"
     );
-    assert!(text.contains("kin_infer_memory_reserved_bytes 0"), "{text}");
+    assert!(
+        text.contains("kin_infer_memory_reserved_bytes 0\n"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
