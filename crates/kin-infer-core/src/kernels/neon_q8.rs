@@ -21,8 +21,8 @@ type BlockSums = unsafe fn(&[u8], &QuantRow, usize) -> (Factors, i32, i32);
 /// [`super::q8_gemm::Q8Kernel`] for NEON.
 ///
 /// # Safety
-/// As the contract: `cols` rows of `row_bytes` at `w`; `a.len()` rows of `cols` floats,
-/// `ldo` apart, at `out`.
+/// As the contract: one interleaved group of `cols` rows of `row_bytes` at `w`; `a.len()`
+/// rows of `cols` floats, `ldo` apart, at `out`.
 pub(crate) unsafe fn neon(
     t: GgmlType,
     w: *const u8,
@@ -43,12 +43,13 @@ pub(crate) unsafe fn neon(
         _ => return false,
     };
     let bb = t.block_bytes();
+    let group = std::slice::from_raw_parts(w, cols * row_bytes);
     for (r, a) in a.iter().enumerate() {
         for c in 0..cols {
-            let row = std::slice::from_raw_parts(w.add(c * row_bytes), row_bytes);
             let mut acc = 0.0f32;
-            for (b, blk) in row.chunks_exact(bb).enumerate() {
-                let (f, isum, imin) = block(blk, a, b);
+            for b in 0..row_bytes / bb {
+                let at = (b * cols + c) * bb;
+                let (f, isum, imin) = block(&group[at..at + bb], a, b);
                 acc = finish(f, a.d[b], a.s[b], isum, imin, acc);
             }
             *out.add(r * ldo + c) = acc;

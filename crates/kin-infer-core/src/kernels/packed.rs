@@ -50,9 +50,8 @@ impl PackedMatrix {
         if let Some(w) = self.q8_rows() {
             assert!(p < self.k && j < self.n, "PackedMatrix::get out of range");
             let f = w.t.traits();
-            let at = j * w.row_bytes + p / f.block_len * f.block_bytes;
             let mut block = [0.0f32; super::ggml::QK_K];
-            (f.dequantize)(&w.bytes[at..at + f.block_bytes], &mut block[..f.block_len]);
+            (f.dequantize)(w.block(j, p / f.block_len), &mut block[..f.block_len]);
             return block[p % f.block_len];
         }
         let i = self.index(p, j);
@@ -74,6 +73,7 @@ impl PackedMatrix {
                 t,
                 bytes: v.as_slice(),
                 row_bytes: self.k / t.block_len() * t.block_bytes(),
+                n: self.n,
             }),
             _ => None,
         }
@@ -111,10 +111,12 @@ impl PackedMatrix {
             panels::PanelData::Blocks(v) => {
                 blocks::column_into(self.block_type(), nr, v.as_slice(), k, j, out)
             }
-            panels::PanelData::Rows(v) => {
-                let t = self.buf.format;
-                let rb = k / t.block_len() * t.block_bytes();
-                t.dequantize(&v.as_slice()[j * rb..(j + 1) * rb], &mut out[..k]);
+            panels::PanelData::Rows(_) => {
+                let w = self.q8_rows().expect("q8 rows");
+                let f = w.t.traits();
+                for (b, o) in out[..k].chunks_exact_mut(f.block_len).enumerate() {
+                    (f.dequantize)(w.block(j, b), o);
+                }
             }
         }
     }

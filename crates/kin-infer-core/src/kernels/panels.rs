@@ -20,9 +20,9 @@ pub(crate) enum PanelData {
     F32(AlignedBuf<f32>),
     U16(AlignedBuf<u16>),
     Blocks(AlignedBuf<u8>),
-    /// Not panels: the ggml blocks of each output's weight row as the file stores them, rows
-    /// one after another, for the q8 numerics mode's product (`q8_gemm.rs`). A matrix packed
-    /// this way multiplies only in that mode.
+    /// Not panels: the ggml blocks of the weight rows as the file stores them, rows
+    /// interleaved block by block in groups of eight (`q8_gemm::Rows`), for the q8 numerics
+    /// mode's product. A matrix packed this way multiplies only in that mode.
     Rows(AlignedBuf<u8>),
 }
 

@@ -15,12 +15,13 @@ use super::q8_act::QuantRow;
 use super::{q8_dot, Ops};
 use rayon::prelude::*;
 
-/// A tier's q8 kernel: `out[r·ldo + c]` for the `cols` weight rows at `w`, `row_bytes`
-/// apart (whole blocks of `t`), against each quantized activation row `a[r]` (at most
-/// [`ROWS`] of them; no bias). Returns false, writing nothing, for a type the tier leaves to
-/// the generic twin. Several activation rows per call let a kernel unpack each weight block
-/// once for all of them (a prompt's rows); every output is still its own dot, the same bits
-/// for any number of rows.
+/// A tier's q8 kernel: `out[r·ldo + c]` for one group of `cols` (at most [`GROUP`]) weight
+/// rows of `row_bytes` bytes each, stored interleaved block by block at `w` (block `b` of
+/// row `c` at `(b·cols + c)·block_bytes`: see [`Rows`]), against each quantized activation
+/// row `a[r]` (at most [`ROWS`] of them; no bias). Returns false, writing nothing, for a type
+/// the tier leaves to the generic twin. Several activation rows per call let a kernel unpack
+/// each weight block once for all of them (a prompt's rows); every output is still its own
+/// dot, the same bits for any number of rows.
 ///
 /// # Safety
 /// `w` must hold `cols · row_bytes` readable bytes and `out` `(a.len() − 1)·ldo + cols`
@@ -39,15 +40,57 @@ pub(crate) type Q8Kernel = unsafe fn(
 /// Activation rows per kernel call.
 pub(crate) const ROWS: usize = 4;
 
-/// Outputs per kernel call: a run of weight rows small enough to stay in L1 while every
-/// activation row of the call passes over it (prefill), large enough to amortize the call.
-const COLS: usize = 16;
+/// Weight rows per interleaved group, and outputs per kernel call: a tier's eight f32 lanes,
+/// and a group small enough to stay in L1 while a prompt's activation rows pass over it.
+pub(crate) const GROUP: usize = 8;
+const COLS: usize = GROUP;
 
-/// The weight rows of a q8 matrix: `n` rows of `row_bytes` bytes.
+/// The weight rows of a q8 matrix: `n` rows of `row_bytes` bytes (whole blocks of `t`, as
+/// stored), in groups of [`GROUP`] rows (the last one shorter) whose blocks are interleaved:
+/// a group's block 0 of each row, then block 1 of each, … So a kernel over one group reads
+/// one sequential stream (rows read side by side were eight short strided streams: measured
+/// at half the read bandwidth on a 32000 × 768 head), and the bytes are still the file's
+/// blocks, reordered.
 pub(crate) struct Rows<'a> {
     pub(crate) t: GgmlType,
     pub(crate) bytes: &'a [u8],
     pub(crate) row_bytes: usize,
+    pub(crate) n: usize,
+}
+
+impl Rows<'_> {
+    /// The bytes of row `j`'s group and the group's row count.
+    pub(crate) fn group(&self, j: usize) -> (&[u8], usize) {
+        let g0 = j / GROUP * GROUP;
+        let rows = GROUP.min(self.n - g0);
+        (
+            &self.bytes[g0 * self.row_bytes..(g0 + rows) * self.row_bytes],
+            rows,
+        )
+    }
+
+    /// Block `b` of row `j`.
+    pub(crate) fn block(&self, j: usize, b: usize) -> &[u8] {
+        let bb = self.t.block_bytes();
+        let (g, rows) = self.group(j);
+        let at = (b * rows + j % GROUP) * bb;
+        &g[at..at + bb]
+    }
+}
+
+/// Packs `rows` (each `row_bytes` bytes of whole blocks of `t`) into [`Rows`]'s interleaved
+/// groups, into `out` (`rows.len() · row_bytes` bytes).
+pub(crate) fn interleave(t: GgmlType, rows: &[&[u8]], row_bytes: usize, out: &mut [u8]) {
+    let bb = t.block_bytes();
+    for (gi, group) in rows.chunks(GROUP).enumerate() {
+        let dst = &mut out[gi * GROUP * row_bytes..][..group.len() * row_bytes];
+        for (c, row) in group.iter().enumerate() {
+            for (b, blk) in row.chunks_exact(bb).enumerate() {
+                let at = (b * group.len() + c) * bb;
+                dst[at..at + bb].copy_from_slice(blk);
+            }
+        }
+    }
 }
 
 /// `c[i][j] = bias[j] + dot(w_j, q8(a_i))` for the `p.m` rows of A (see the module doc).
@@ -102,7 +145,9 @@ pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
         for g in g0..g1 {
             let j0 = g * COLS;
             let cols = COLS.min(n - j0);
-            let wp = w.bytes[j0 * w.row_bytes..(j0 + cols) * w.row_bytes].as_ptr();
+            let (group_bytes, group_rows) = w.group(j0);
+            debug_assert_eq!(group_rows, cols);
+            let wp = group_bytes.as_ptr();
             for (q, group) in rows.chunks(ROWS).enumerate() {
                 // SAFETY: rows j0..j0+cols of w (asserted above); `group.len()` rows of
                 // COLS outputs.
@@ -113,8 +158,7 @@ pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
                     let o = &mut out[r * COLS..r * COLS + cols];
                     if !done {
                         for (c, o) in o.iter_mut().enumerate() {
-                            let row = &w.bytes[(j0 + c) * w.row_bytes..][..w.row_bytes];
-                            *o = dot(w.t, row, a);
+                            *o = dot(&w, j0 + c, a);
                         }
                     }
                     let i = q * ROWS + r;
@@ -138,17 +182,17 @@ pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
     }
 }
 
-/// One output of the q8 product, generic twin: weight row `w` (whole blocks of `t`, as
-/// stored) against the quantized activation row `a`, bias not included.
+/// One output of the q8 product, generic twin: weight row `j` of `w` against the quantized
+/// activation row `a`, bias not included.
 ///
 /// # Panics
-/// If `t` has no q8 pairing (callers pack only types that do).
-pub(crate) fn dot(t: GgmlType, w: &[u8], a: &QuantRow) -> f32 {
-    let f = t.traits();
+/// If the type has no q8 pairing (callers pack only types that do).
+pub(crate) fn dot(w: &Rows, j: usize, a: &QuantRow) -> f32 {
+    let f = w.t.traits();
     let decode = f.q8.expect("a q8 product over a type without one").1;
     let mut acc = 0.0f32;
-    for (b, blk) in w.chunks_exact(f.block_bytes).enumerate() {
-        acc = q8_dot::accumulate(&decode(blk), f.block_len, a, b, acc);
+    for b in 0..w.row_bytes / f.block_bytes {
+        acc = q8_dot::accumulate(&decode(w.block(j, b)), f.block_len, a, b, acc);
     }
     acc
 }

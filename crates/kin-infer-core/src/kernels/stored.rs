@@ -5,7 +5,7 @@
 
 use super::aligned::AlignedBuf;
 use super::packed::half_packed;
-use super::{blocks, panels, Kernels, PackedMatrix, WeightFormat};
+use super::{blocks, panels, q8_gemm, Kernels, PackedMatrix, WeightFormat};
 use crate::error::{InferError, Result};
 use std::borrow::Cow;
 
@@ -125,8 +125,8 @@ impl Kernels {
         Ok(PackedMatrix { k, n, nr, buf })
     }
 
-    /// Packs ggml-quantized weights for the q8 numerics mode: the parts' rows as stored (no
-    /// panels, no f32 copy), multiplied by [`Kernels::matmul`] with 8-bit activations
+    /// Packs ggml-quantized weights for the q8 numerics mode: the parts' blocks as stored,
+    /// rows interleaved in groups of eight (`q8_gemm::Rows`; no panels, no f32 copy), multiplied by [`Kernels::matmul`] with 8-bit activations
     /// (`q8_gemm.rs`). The format must have a q8 pairing (its row of the format table).
     ///
     /// # Errors
@@ -155,9 +155,7 @@ impl Kernels {
             _ => None,
         })?;
         let mut buf = AlignedBuf::zeroed(rows.len() * row_bytes);
-        for (dst, src) in buf.as_mut_slice().chunks_exact_mut(row_bytes).zip(&rows) {
-            dst.copy_from_slice(src);
-        }
+        q8_gemm::interleave(t, &rows, row_bytes, buf.as_mut_slice());
         let buf = panels::Panels {
             format: fmt,
             data: panels::PanelData::Rows(buf),

@@ -55,8 +55,8 @@ trait Kind {
 /// [`super::q8_gemm::Q8Kernel`] for AVX2.
 ///
 /// # Safety
-/// As the contract: `cols` rows of `row_bytes` at `w`, `a.len()` (at most four) rows of
-/// `cols` floats `ldo` apart at `out`, AVX2+FMA+F16C.
+/// As the contract: one interleaved group of `cols` (at most eight) rows of `row_bytes` at
+/// `w`, `a.len()` (at most four) rows of `cols` floats `ldo` apart at `out`, AVX2+FMA+F16C.
 pub(crate) unsafe fn avx2(
     t: GgmlType,
     w: *const u8,
@@ -92,77 +92,69 @@ pub(crate) unsafe fn avx2(
     true
 }
 
-/// Eight outputs at a time for `R` activation rows; a last short group repeats its last
-/// weight row in the spare lanes (computed, not stored). Each block's scales are gathered once
-/// for all rows.
+/// The (at most eight) outputs of one interleaved group for `R` activation rows; a short
+/// group repeats its last weight row in the spare lanes (computed, not stored). Each block's
+/// scales are gathered once for all rows.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn run<K: Kind, const R: usize>(
     w: *const u8,
-    row_bytes: usize,
+    _row_bytes: usize,
     cols: usize,
     a: [&QuantRow; R],
     out: *mut f32,
     ldo: usize,
 ) {
+    debug_assert!((1..=8).contains(&cols));
     let blocks = a[0].d.len();
     let sign = _mm256_set1_ps(-0.0);
-    let mut c0 = 0;
-    while c0 < cols {
-        let nc = (cols - c0).min(8);
-        let rows: [*const u8; 8] = std::array::from_fn(|l| w.add((c0 + l.min(nc - 1)) * row_bytes));
-        let mut acc = [_mm256_setzero_ps(); R];
-        for b in 0..blocks {
-            let blk = |l: usize| rows[l].add(b * K::BB);
-            let sums: [[__m256i; R]; 8] = std::array::from_fn(|l| K::lanes::<R>(blk(l), &a, b));
-            let dw = halves::<K>(&rows, b, K::D_AT);
-            let mw = match K::STEPS {
-                Steps::Scale => dw,
-                _ => halves::<K>(&rows, b, K::M_AT),
-            };
-            let imin: [[i32; 8]; R] = match K::STEPS {
-                Steps::Minimum => std::array::from_fn(|r| {
-                    std::array::from_fn(|l| {
-                        K::imin(std::slice::from_raw_parts(blk(l), K::BB), a[r], b)
-                    })
-                }),
-                _ => [[0; 8]; R],
-            };
-            for r in 0..R {
-                let mut isum = hsum8(std::array::from_fn(|l| sums[l][r]));
-                if K::OFFSET != 0 {
-                    let sa = a[r].bsums[2 * b] + a[r].bsums[2 * b + 1];
-                    isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(K::OFFSET * sa));
+    let mut acc = [_mm256_setzero_ps(); R];
+    for b in 0..blocks {
+        let blk = |l: usize| w.add((b * cols + l.min(cols - 1)) * K::BB);
+        let sums: [[__m256i; R]; 8] = std::array::from_fn(|l| K::lanes::<R>(blk(l), &a, b));
+        let dw = halves(std::array::from_fn(|l| blk(l).add(K::D_AT)));
+        let mw = match K::STEPS {
+            Steps::Scale => dw,
+            _ => halves(std::array::from_fn(|l| blk(l).add(K::M_AT))),
+        };
+        let imin: [[i32; 8]; R] = match K::STEPS {
+            Steps::Minimum => std::array::from_fn(|r| {
+                std::array::from_fn(|l| K::imin(std::slice::from_raw_parts(blk(l), K::BB), a[r], b))
+            }),
+            _ => [[0; 8]; R],
+        };
+        for r in 0..R {
+            let mut isum = hsum8(std::array::from_fn(|l| sums[l][r]));
+            if K::OFFSET != 0 {
+                let sa = a[r].bsums[2 * b] + a[r].bsums[2 * b + 1];
+                isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(K::OFFSET * sa));
+            }
+            let da = _mm256_set1_ps(a[r].d[b]);
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum), acc[r]);
+            match K::STEPS {
+                Steps::Scale => {}
+                Steps::Affine => {
+                    acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a[r].s[b]), acc[r]);
                 }
-                let da = _mm256_set1_ps(a[r].d[b]);
-                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum), acc[r]);
-                match K::STEPS {
-                    Steps::Scale => {}
-                    Steps::Affine => {
-                        acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a[r].s[b]), acc[r]);
-                    }
-                    Steps::Minimum => {
-                        let im = _mm256_loadu_si256(imin[r].as_ptr() as *const __m256i);
-                        let neg = _mm256_xor_ps(_mm256_mul_ps(mw, da), sign);
-                        acc[r] = _mm256_fmadd_ps(neg, _mm256_cvtepi32_ps(im), acc[r]);
-                    }
+                Steps::Minimum => {
+                    let im = _mm256_loadu_si256(imin[r].as_ptr() as *const __m256i);
+                    let neg = _mm256_xor_ps(_mm256_mul_ps(mw, da), sign);
+                    acc[r] = _mm256_fmadd_ps(neg, _mm256_cvtepi32_ps(im), acc[r]);
                 }
             }
         }
-        for (r, acc) in acc.iter().enumerate() {
-            let mut lanes = [0.0f32; 8];
-            _mm256_storeu_ps(lanes.as_mut_ptr(), *acc);
-            std::ptr::copy_nonoverlapping(lanes.as_ptr(), out.add(r * ldo + c0), nc);
-        }
-        c0 += 8;
+    }
+    for (r, acc) in acc.iter().enumerate() {
+        let mut lanes = [0.0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), *acc);
+        std::ptr::copy_nonoverlapping(lanes.as_ptr(), out.add(r * ldo), cols);
     }
 }
 
-/// The eight rows' f16 at byte `at` of block `b`, widened (exact).
+/// The eight f16 at `at[l]`, widened (exact).
 #[inline]
 #[target_feature(enable = "avx2,f16c")]
-unsafe fn halves<K: Kind>(rows: &[*const u8; 8], b: usize, at: usize) -> __m256 {
-    let h: [u16; 8] =
-        std::array::from_fn(|l| (rows[l].add(b * K::BB + at) as *const u16).read_unaligned());
+unsafe fn halves(at: [*const u8; 8]) -> __m256 {
+    let h: [u16; 8] = std::array::from_fn(|l| (at[l] as *const u16).read_unaligned());
     _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
 }
 
@@ -353,9 +345,9 @@ unsafe fn k4_lanes<const R: usize>(
             let j = 2 * c + s;
             let q = _mm256_or_si256(_mm256_and_si256(q, low), high(j));
             let scale = _mm256_set1_epi16(sc[j] as i16);
-            for (r, lanes) in lanes.iter_mut().enumerate() {
+            for r in 0..R {
                 let pairs = _mm256_maddubs_epi16(q, act32(a[r], b * 256 + 32 * j));
-                *lanes = _mm256_add_epi32(*lanes, _mm256_madd_epi16(pairs, scale));
+                lanes[r] = _mm256_add_epi32(lanes[r], _mm256_madd_epi16(pairs, scale));
             }
         }
     }
