@@ -71,8 +71,9 @@ pub struct GenerateArgs {
     /// Worker threads (default: KIN_INFER_THREADS, else all cores).
     #[arg(long)]
     threads: Option<usize>,
-    /// Activation numerics: auto (8-bit activations for ggml-quantized weights on the CPU,
-    /// else f32), q8, or f32 (default: KIN_INFER_ACTIVATIONS, else auto; docs/numerics.md).
+    /// Activation numerics: q8 (8-bit activations for ggml-quantized weights, on the CPU),
+    /// f32, or auto (the faster on this build: f32 for now); default KIN_INFER_ACTIVATIONS,
+    /// else auto (docs/numerics.md).
     #[arg(long, value_name = "MODE", value_parser = crate::model_args::parse_activations)]
     activations: Option<kin_infer::Activations>,
     /// One JSON object per token, then a summary.

@@ -23,9 +23,10 @@ pub struct ModelArgs {
     /// Worker threads (default: KIN_INFER_THREADS, else the resource plan's).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Activation numerics: auto (8-bit activations for ggml-quantized weights on the CPU,
-    /// else f32), q8, or f32 (quantized output == its dequantized F32 twin's bits); default
-    /// KIN_INFER_ACTIVATIONS, else auto (docs/numerics.md).
+    /// Activation numerics: q8 (8-bit activations and integer dot products for ggml-quantized
+    /// weights, on the CPU), f32 (quantized output == its dequantized F32 twin's bits), or auto
+    /// (the faster on this build: f32 for now); default KIN_INFER_ACTIVATIONS, else auto
+    /// (docs/numerics.md).
     #[arg(long, value_name = "MODE", value_parser = parse_activations)]
     pub activations: Option<Activations>,
 }

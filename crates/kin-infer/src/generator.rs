@@ -25,8 +25,8 @@ pub struct GeneratorOptions {
     pub threads: Option<usize>,
     /// SIMD tier (else the process-wide one).
     pub tier: Option<Tier>,
-    /// Activation numerics (else `KIN_INFER_ACTIVATIONS`, else auto: 8-bit activations for
-    /// ggml-quantized weights on the CPU; `kin_infer_core::activations`).
+    /// Activation numerics (else `KIN_INFER_ACTIVATIONS`, else auto: the faster mode on this
+    /// build, f32 for now; `kin_infer_core::activations`).
     pub activations: Option<Activations>,
 }
 

@@ -89,8 +89,9 @@ class Embedder:
         pooling: ``cls``, ``mean``, ``max``, ``mean_sqrt_len_tokens``, ``weightedmean`` or
             ``lasttoken``, joined by ``+`` to concatenate (default: the model's config).
         dimensions: keep the first N dimensions (Matryoshka), re-normalized when normalizing.
-        activations: ``auto`` (8-bit activations for ggml-quantized weights, else f32),
-            ``q8`` or ``f32`` (default: ``KIN_INFER_ACTIVATIONS``, else ``auto``).
+        activations: ``q8`` (8-bit activations for ggml-quantized weights), ``f32``, or
+            ``auto`` (the faster on this build: f32 for now); default
+            ``KIN_INFER_ACTIVATIONS``, else ``auto``.
 
     The vectors do not depend on ``batch_size`` or ``threads``: they equal
     ``kin-infer embed``'s bit for bit.
@@ -287,8 +288,9 @@ class Generator:
     A prompt is a string, a list of token ids, or a list of chat messages
     (``{"role": ..., "content": ...}``) rendered through the model's chat template.
     Greedy decoding (``temperature=0``, the default) gives ``kin-infer generate``'s tokens.
-    ``activations`` is ``auto`` (8-bit activations for ggml-quantized weights, else f32),
-    ``q8`` or ``f32`` (default: ``KIN_INFER_ACTIVATIONS``, else ``auto``).
+    ``activations`` is ``q8`` (8-bit activations for ggml-quantized weights), ``f32``, or
+    ``auto`` (the faster on this build: f32 for now); default ``KIN_INFER_ACTIVATIONS``,
+    else ``auto``.
     """
 
     def __init__(self, path: str, *, threads: Optional[int] = None,
