@@ -308,22 +308,38 @@ impl Kind for Iq4Nl {
     }
 }
 
-/// Q4_K / Q5_K's eight 6-bit sub-block scales and minimums (`dequant::scale_min`).
+/// Q4_K / Q5_K's eight 6-bit sub-block scales and minimums (`dequant::scale_min`'s values),
+/// unpacked four at a time from the 12 packed bytes with 32-bit masks and shifts (a shift
+/// across bytes only moves bits the mask then drops). Called per block and row, once per
+/// scalar `scale_min` it was more than half the Q4_K kernel's time.
+#[inline(always)]
 fn scales_mins(blk: &[u8]) -> ([u8; 8], [u8; 8]) {
-    let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
-    for j in 0..8 {
-        (sc[j], mn[j]) = super::dequant::scale_min(&blk[4..16], j);
-    }
-    (sc, mn)
+    let word = |at: usize| u32::from_le_bytes([blk[at], blk[at + 1], blk[at + 2], blk[at + 3]]);
+    let (u0, u1, u2) = (word(4), word(8), word(12));
+    const SIX: u32 = 0x3f3f_3f3f;
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const TOP2: u32 = 0x0303_0303;
+    let sc_hi = (u2 & LOW4) | (((u0 >> 6) & TOP2) << 4);
+    let mn_hi = ((u2 >> 4) & LOW4) | (((u1 >> 6) & TOP2) << 4);
+    let join = |lo: u32, hi: u32| {
+        let (l, h) = (lo.to_le_bytes(), hi.to_le_bytes());
+        [l[0], l[1], l[2], l[3], h[0], h[1], h[2], h[3]]
+    };
+    (join(u0 & SIX, sc_hi), join(u1 & SIX, mn_hi))
 }
 
 /// `Σ_j m_j · Σ_{i∈j} a` over Q4_K / Q5_K's eight sub-blocks of 32.
+#[inline(always)]
 fn k4_imin(blk: &[u8], a: &QuantRow, b: usize) -> i32 {
     let (_, mn) = scales_mins(blk);
-    let bs = &a.bsums[16 * b..16 * b + 16];
-    (0..8)
-        .map(|j| mn[j] as i32 * (bs[2 * j] + bs[2 * j + 1]))
-        .sum()
+    let bs: &[i32; 16] = a.bsums[16 * b..16 * b + 16]
+        .try_into()
+        .expect("16 sums a block");
+    let mut imin = 0i32;
+    for j in 0..8 {
+        imin += mn[j] as i32 * (bs[2 * j] + bs[2 * j + 1]);
+    }
+    imin
 }
 
 /// Q4_K / Q5_K: `Σ_j sc_j · Σ q·a`, sub-blocks `2c` and `2c + 1` the low and high nibbles of
