@@ -6,29 +6,16 @@
 //! hence within the activation quantization's bound of the f32 product.
 
 use kin_infer_core::kernels::ggml::GgmlType;
-use kin_infer_core::kernels::{for_tier, Kernels, PackedMatrix, Tier};
+use kin_infer_core::kernels::{for_tier, Tier};
 
 mod common;
 use common::blocks::{blocks, random_rows_with, Rng};
-use common::{assert_same, exact_tiers as tiers, pool};
+use common::{assert_same, exact_tiers as tiers, pool, product};
 
 fn q8_types() -> impl Iterator<Item = GgmlType> {
     GgmlType::ALL
         .into_iter()
         .filter(|t| t.q8_activations().is_some())
-}
-
-fn product(
-    kern: &Kernels,
-    a: &[f32],
-    m: usize,
-    w: &PackedMatrix,
-    bias: Option<&[f32]>,
-) -> Vec<f32> {
-    let (k, n) = (w.k(), w.n());
-    let mut c = vec![f32::NAN; m * n];
-    kern.matmul(a, k, m, w, bias, &mut c, n);
-    c
 }
 
 /// Random activations, some rows with an outlier (a block whose scale one value sets).

@@ -6,11 +6,11 @@
 //! across threads, and for panels packed by another tier.
 
 use kin_infer_core::kernels::ggml::GgmlType;
-use kin_infer_core::kernels::{for_tier, Kernels, PackedMatrix, Tier, WeightFormat};
+use kin_infer_core::kernels::{for_tier, Tier, WeightFormat};
 
 mod common;
 use common::blocks::{blocks, random_rows, random_rows_with, Rng};
-use common::{exact_tiers as tiers, pool};
+use common::{exact_tiers as tiers, pool, product};
 
 fn dequantized(t: GgmlType, bytes: &[u8], rows: usize, k: usize) -> Vec<f32> {
     let mut out = vec![0.0f32; rows * k];
@@ -26,19 +26,6 @@ fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
             "{what}: differs at {i}: {g:e} vs {w:e}"
         );
     }
-}
-
-fn product(
-    kern: &Kernels,
-    a: &[f32],
-    m: usize,
-    b: &PackedMatrix,
-    bias: Option<&[f32]>,
-) -> Vec<f32> {
-    let (k, n) = (b.k(), b.n());
-    let mut c = vec![f32::NAN; m * n];
-    kern.matmul(a, k, m, b, bias, &mut c, n);
-    c
 }
 
 /// Every block type of the format table (a new row is tested here without a line added,

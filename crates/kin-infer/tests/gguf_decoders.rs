@@ -16,13 +16,7 @@ use kin_infer::gpu::{create_compute, GpuCompute};
 use kin_infer::kernels::Tier;
 use kin_infer::models::decoders::{load_decoder, Decoder};
 use std::path::PathBuf;
-use support::decoder::{bits, chunked_logits, fixture, full_logits, prompt};
-
-fn gguf(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/gguf/decoders")
-        .join(name)
-}
+use support::decoder::{bits, chunked_logits, fixture, full_logits, gguf, prompt};
 
 fn load(path: &std::path::Path, be: &dyn GpuCompute) -> Box<dyn Decoder> {
     load_decoder(path, be).unwrap_or_else(|e| panic!("load {}: {e}", path.display()))

@@ -189,14 +189,7 @@ fn quantized_gguf_files_on_the_device_match_their_f32_twins() {
     let be = create_compute(None).unwrap();
     let cpu = kin_infer::backend::CpuCompute::new().unwrap();
     let dir = support::repo_root().join("tests/fixtures/gguf/decoders");
-    for name in [
-        "llama_gqa.q8_0",
-        "llama_gqa.q4_0",
-        "llama_gqa.q4_1",
-        "qwen2_bias.q4_0",
-        "gemma_tied.q8_0",
-        "phi3_longrope.q8_0",
-    ] {
+    for name in support::decoder::QUANTIZED_GGUF {
         let load = |file: String, be: &dyn kin_infer::backend::GpuCompute| {
             kin_infer::models::decoders::load_decoder(&dir.join(file), be)
                 .unwrap_or_else(|e| panic!("{name}: {e}"))

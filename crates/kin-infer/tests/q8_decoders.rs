@@ -12,22 +12,7 @@ use kin_infer::kernels::Tier;
 use kin_infer::models::decoders::{load_decoder, BatchScratch, Decoder, LogitsRows};
 use kin_infer::{Activations, Generator, GeneratorOptions, Numerics};
 use std::path::PathBuf;
-use support::decoder::{bits, chunked_logits, full_logits, prompt};
-
-fn gguf(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/gguf/decoders")
-        .join(name)
-}
-
-const QUANTIZED: [&str; 6] = [
-    "llama_gqa.q8_0",
-    "llama_gqa.q4_0",
-    "llama_gqa.q4_1",
-    "qwen2_bias.q4_0",
-    "gemma_tied.q8_0",
-    "phi3_longrope.q8_0",
-];
+use support::decoder::{bits, chunked_logits, full_logits, gguf, prompt, QUANTIZED_GGUF};
 
 fn load(path: &std::path::Path, be: &dyn GpuCompute) -> Box<dyn Decoder> {
     load_decoder(path, be).unwrap_or_else(|e| panic!("load {}: {e}", path.display()))
@@ -42,7 +27,7 @@ fn pool(threads: usize) -> rayon::ThreadPool {
 
 #[test]
 fn q8_logits_are_the_same_on_every_tier_thread_count_and_chunking() {
-    for name in QUANTIZED {
+    for name in QUANTIZED_GGUF {
         let path = gguf(&format!("{name}.gguf"));
         let mut first: Option<Vec<u32>> = None;
         for tier in Tier::available_exact() {
@@ -107,7 +92,7 @@ fn q8_decode_batch_rows_equal_each_sequence_alone() {
 /// percent of their range, and most positions keep their greedy token.
 #[test]
 fn q8_logits_stay_close_to_the_f32_modes() {
-    for name in QUANTIZED {
+    for name in QUANTIZED_GGUF {
         let path = gguf(&format!("{name}.gguf"));
         let q8 = create_compute_with(None, Activations::Q8).unwrap();
         let f32 = create_compute_with(None, Activations::F32).unwrap();

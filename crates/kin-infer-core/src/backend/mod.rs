@@ -644,31 +644,26 @@ pub fn create_compute(tier: Option<Tier>) -> Result<Box<dyn GpuCompute>> {
     create_compute_with(tier, Activations::F32)
 }
 
-/// [`create_compute`] in an activation mode (`activations.rs`): the CPU packs ggml-quantized
-/// matrices for 8-bit activations unless it is `F32`; a GPU backend runs f32 activations, so
-/// it refuses an explicit `Q8`.
-pub fn create_compute_with(
-    tier: Option<Tier>,
-    activations: Activations,
-) -> Result<Box<dyn GpuCompute>> {
-    let cpu =
-        || -> Result<Box<dyn GpuCompute>> { Ok(Box::new(CpuCompute::with(tier, activations)?)) };
+/// [`create_compute`] in an activation mode (`activations.rs`): with `Q8` the CPU packs
+/// ggml-quantized matrices for 8-bit activations, and a GPU backend (f32 only) refuses it.
+pub fn create_compute_with(tier: Option<Tier>, act: Activations) -> Result<Box<dyn GpuCompute>> {
+    let cpu = || -> Result<Box<dyn GpuCompute>> { Ok(Box::new(CpuCompute::with(tier, act)?)) };
     match BackendChoice::from_env()? {
         BackendChoice::Cpu => cpu(),
         #[cfg(feature = "cuda")]
-        BackendChoice::Cuda => on_gpu(Box::new(device::cuda::CudaCompute::new(0)?), activations),
+        BackendChoice::Cuda => on_gpu(Box::new(device::cuda::CudaCompute::new(0)?), act),
         #[cfg(not(feature = "cuda"))]
         BackendChoice::Cuda => Err(InferError::Unsupported(
             "the CUDA backend is not in this build (build with `--features cuda`)".into(),
         )),
         #[cfg(feature = "wgpu")]
-        BackendChoice::Wgpu => on_gpu(Box::new(wgpu::WgpuCompute::new(true)?), activations),
+        BackendChoice::Wgpu => on_gpu(Box::new(wgpu::WgpuCompute::new(true)?), act),
         #[cfg(not(feature = "wgpu"))]
         BackendChoice::Wgpu => Err(InferError::Unsupported(
             "the wgpu backend is not in this build (build with `--features wgpu`)".into(),
         )),
         // An explicit CPU tier asks for the CPU, and so do 8-bit activations (a CPU mode).
-        BackendChoice::Auto if tier.is_some() || activations == Activations::Q8 => cpu(),
+        BackendChoice::Auto if tier.is_some() || act == Activations::Q8 => cpu(),
         BackendChoice::Auto => auto().map_or_else(cpu, Ok),
     }
 }

@@ -1,4 +1,4 @@
-//! The q8 numerics mode's kernel for aarch64 NEON (`q8_gemm.rs`'s [`Q8Kernel`] contract): per
+//! The q8 numerics mode's kernel for aarch64 NEON (`q8_gemm.rs`'s `Q8Call` contract): per
 //! output and block, the integer sums `isum` (and `imin`) with widening multiplies
 //! (`vmull_s8`, pairwise-accumulated into i32 lanes, then one exact horizontal add), and the
 //! block's f32 steps through `q8_dot::finish`, the generic twin's own sequence, so the bits
@@ -12,6 +12,7 @@ use super::dequant::{scale_min, IQ4_NL_LEVELS};
 use super::ggml::GgmlType;
 use super::q8_act::QuantRow;
 use super::q8_dot::{finish, Factors};
+use super::q8_gemm::Q8Call;
 use super::widen::f16_to_f32;
 use std::arch::aarch64::*;
 
@@ -21,17 +22,17 @@ type BlockSums = unsafe fn(&[u8], &QuantRow, usize) -> (Factors, i32, i32);
 /// [`super::q8_gemm::Q8Kernel`] for NEON.
 ///
 /// # Safety
-/// As the contract: one interleaved group of `cols` rows of `row_bytes` at `w`; `a.len()`
-/// rows of `cols` floats, `ldo` apart, at `out`.
-pub(crate) unsafe fn neon(
-    t: GgmlType,
-    w: *const u8,
-    row_bytes: usize,
-    cols: usize,
-    a: &[QuantRow],
-    out: *mut f32,
-    ldo: usize,
-) -> bool {
+/// As [`Q8Call`]'s contract.
+pub(crate) unsafe fn neon(c: Q8Call) -> bool {
+    let Q8Call {
+        t,
+        w,
+        row_bytes,
+        cols,
+        a,
+        out,
+        ldo,
+    } = c;
     let block: BlockSums = match t {
         GgmlType::Q8_0 => q8_0,
         GgmlType::Q4_0 => q4_0,

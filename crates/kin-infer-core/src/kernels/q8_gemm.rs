@@ -15,7 +15,8 @@ use super::q8_act::QuantRow;
 use super::{q8_dot, Ops};
 use rayon::prelude::*;
 
-/// A tier's q8 kernel: `out[r·ldo + c]` for one group of `cols` (at most [`GROUP`]) weight
+/// One call of a tier's q8 kernel ([`Q8Kernel`], whose contract this is, stated once):
+/// `out[r·ldo + c]` for one group of `cols` (at most [`GROUP`]) weight
 /// rows of `row_bytes` bytes each, stored interleaved block by block at `w` (block `b` of
 /// row `c` at `(b·cols + c)·block_bytes`: see [`Rows`]), against each quantized activation
 /// row `a[r]` (at most [`ROWS`] of them; no bias). Returns false, writing nothing, for a type
@@ -27,15 +28,19 @@ use rayon::prelude::*;
 /// `w` must hold `cols · row_bytes` readable bytes and `out` `(a.len() − 1)·ldo + cols`
 /// writable floats; the tier's CPU features must be present (the table is built after
 /// detection).
-pub(crate) type Q8Kernel = unsafe fn(
-    t: GgmlType,
-    w: *const u8,
-    row_bytes: usize,
-    cols: usize,
-    a: &[QuantRow],
-    out: *mut f32,
-    ldo: usize,
-) -> bool;
+#[derive(Clone, Copy)]
+pub(crate) struct Q8Call<'a> {
+    pub(crate) t: GgmlType,
+    pub(crate) w: *const u8,
+    pub(crate) row_bytes: usize,
+    pub(crate) cols: usize,
+    pub(crate) a: &'a [QuantRow],
+    pub(crate) out: *mut f32,
+    pub(crate) ldo: usize,
+}
+
+/// A tier's q8 kernel (the contract: [`Q8Call`]).
+pub(crate) type Q8Kernel = unsafe fn(Q8Call) -> bool;
 
 /// Activation rows per kernel call.
 pub(crate) const ROWS: usize = 4;
@@ -152,7 +157,15 @@ pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
                 // SAFETY: rows j0..j0+cols of w (asserted above); `group.len()` rows of
                 // COLS outputs.
                 let done = ops.q8.is_some_and(|kern| unsafe {
-                    kern(w.t, wp, w.row_bytes, cols, group, out.as_mut_ptr(), COLS)
+                    kern(Q8Call {
+                        t: w.t,
+                        w: wp,
+                        row_bytes: w.row_bytes,
+                        cols,
+                        a: group,
+                        out: out.as_mut_ptr(),
+                        ldo: COLS,
+                    })
                 });
                 for (r, a) in group.iter().enumerate() {
                     let o = &mut out[r * COLS..r * COLS + cols];

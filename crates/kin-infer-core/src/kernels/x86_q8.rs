@@ -1,4 +1,4 @@
-//! The q8 numerics mode's kernel for x86-64 AVX2 (`q8_gemm.rs`'s [`Q8Kernel`] contract; the
+//! The q8 numerics mode's kernel for x86-64 AVX2 (`q8_gemm.rs`'s `Q8Call` contract; the
 //! AVX-512 tier runs it too): eight outputs at a time, one per f32 lane, each running the
 //! generic twin's per-block sequence (`q8_dot.rs`) in its lane: `acc = fma(d_w·d_a, isum,
 //! acc)`, then the minimum's step for the types with one.
@@ -18,6 +18,7 @@
 use super::dequant::IQ4_NL_LEVELS;
 use super::ggml::GgmlType;
 use super::q8_act::QuantRow;
+use super::q8_gemm::Q8Call;
 use std::arch::x86_64::*;
 
 /// How a type's block sums join the accumulator (`q8_dot.rs`'s three shapes).
@@ -55,17 +56,17 @@ trait Kind {
 /// [`super::q8_gemm::Q8Kernel`] for AVX2.
 ///
 /// # Safety
-/// As the contract: one interleaved group of `cols` (at most eight) rows of `row_bytes` at
-/// `w`, `a.len()` (at most four) rows of `cols` floats `ldo` apart at `out`, AVX2+FMA+F16C.
-pub(crate) unsafe fn avx2(
-    t: GgmlType,
-    w: *const u8,
-    row_bytes: usize,
-    cols: usize,
-    a: &[QuantRow],
-    out: *mut f32,
-    ldo: usize,
-) -> bool {
+/// As [`Q8Call`]'s contract (at most eight rows, four activation rows), AVX2+FMA+F16C.
+pub(crate) unsafe fn avx2(c: Q8Call) -> bool {
+    let Q8Call {
+        t,
+        w,
+        row_bytes,
+        cols,
+        a,
+        out,
+        ldo,
+    } = c;
     macro_rules! rows {
         ($k:ty) => {
             match a {

@@ -88,3 +88,18 @@ pub fn pool(threads: usize) -> rayon::ThreadPool {
         .build()
         .unwrap()
 }
+
+/// `a · b` (+ bias) for the `m` rows of `a` through `kern`, C prefilled with NaN so an
+/// unwritten output shows.
+pub fn product(
+    kern: &Kernels,
+    a: &[f32],
+    m: usize,
+    b: &PackedMatrix,
+    bias: Option<&[f32]>,
+) -> Vec<f32> {
+    let (k, n) = (b.k(), b.n());
+    let mut c = vec![f32::NAN; m * n];
+    kern.matmul(a, k, m, b, bias, &mut c, n);
+    c
+}

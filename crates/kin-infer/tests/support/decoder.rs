@@ -454,3 +454,20 @@ pub fn assert_unknown_id_error(name: &str) {
         "{e}"
     );
 }
+
+/// A GGUF decoder fixture (tests/fixtures/gguf/decoders).
+pub fn gguf(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/gguf/decoders")
+        .join(name)
+}
+
+/// The quantized GGUF decoder fixtures (each beside its `.twin.gguf`, dequantized to F32).
+pub const QUANTIZED_GGUF: [&str; 6] = [
+    "llama_gqa.q8_0",
+    "llama_gqa.q4_0",
+    "llama_gqa.q4_1",
+    "qwen2_bias.q4_0",
+    "gemma_tied.q8_0",
+    "phi3_longrope.q8_0",
+];
