@@ -3,7 +3,7 @@
 
 use crate::input::read_all;
 use crate::model_args::{load, load_generator, ModelArgs};
-use crate::output::print_report;
+use crate::output::{print_report, Runtime};
 use anyhow::{bail, Result};
 use clap::Args;
 use kin_infer::EmbedderOptions;
@@ -111,13 +111,8 @@ pub fn bench(a: BenchArgs) -> Result<u8> {
         "texts_per_s_min": n / smax, "texts_per_s_median": n / smed, "texts_per_s_max": n / smin,
         "tokens_per_s_min": tokens as f64 / smax, "tokens_per_s_median": tokens as f64 / smed, "tokens_per_s_max": tokens as f64 / smin,
         "load_ms": load_ms,
-        "backend": e.backend_name(),
-        "device": e.device(),
-        "simd_tier": e.tier().name(),
-        "threads": e.threads(),
-        "activations": e.numerics().name(),
-        "numerics_version": e.numerics().version(),
     });
+    let v = Runtime::of_embedder(&e).add_to(v);
     if a.json {
         println!("{v}");
     } else {
@@ -248,13 +243,8 @@ fn bench_decoder(a: &BenchArgs, dir: &std::path::Path) -> Result<u8> {
             "prefill_tokens_per_s_min": pmin, "prefill_tokens_per_s_median": pmed, "prefill_tokens_per_s_max": pmax,
             "decode_tokens_per_s_min": dmin, "decode_tokens_per_s_median": dmed, "decode_tokens_per_s_max": dmax,
             "load_ms": load_ms,
-            "backend": g.backend().name(),
-            "device": g.backend().device(),
-            "simd_tier": tier,
-            "threads": threads,
-            "activations": g.numerics().name(),
-            "numerics_version": g.numerics().version(),
         });
+        let v = Runtime::of_generator(&g).add_to(v);
         println!("{v}");
     } else {
         print_report(&[

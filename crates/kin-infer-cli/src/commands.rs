@@ -2,7 +2,7 @@
 //! code or an error (exit 2).
 
 use crate::model_args::{load, load_generator, plan_for, ModelArgs};
-use crate::output::print_report;
+use crate::output::{print_report, Runtime};
 use anyhow::Result;
 use clap::Args;
 use kin_infer::golden::{self, GoldenFile};
@@ -155,7 +155,6 @@ fn plan_json(
 fn describe_decoder(a: &DescribeArgs, dir: &std::path::Path) -> Result<u8> {
     let t0 = std::time::Instant::now();
     let g = load_generator(dir, a.model.threads, a.model.activations)?;
-    let (threads, be) = (g.threads(), g.backend());
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let gguf = kin_infer::models::decoders::is_gguf_file(dir);
     let (store, file) = if gguf {
@@ -176,7 +175,7 @@ fn describe_decoder(a: &DescribeArgs, dir: &std::path::Path) -> Result<u8> {
         None if dir.join("tokenizer.json").is_file() => "tokenizer.json".into(),
         None => "none (token-id input only)".into(),
     };
-    let mut v = json!({
+    let v = json!({
         "model": dir.display().to_string(),
         "family": c.model_type,
         "kind": "decoder",
@@ -198,14 +197,9 @@ fn describe_decoder(a: &DescribeArgs, dir: &std::path::Path) -> Result<u8> {
         "parameters": store.parameter_count(),
         "shards": store.shard_paths().len(),
         "tokenizer": tokenizer,
-        "backend": be.name(),
-        "device": be.device(),
-        "simd_tier": be.tier().name(),
-        "threads": threads,
-        "activations": g.numerics().name(),
-        "numerics_version": g.numerics().version(),
         "load_ms": (load_ms * 100.0).round() / 100.0,
     });
+    let mut v = Runtime::of_generator(&g).add_to(v);
     if let Some(f) = &file {
         // Each stored type's tensor count and the file's bits per weight (scales included).
         let types: serde_json::Map<String, serde_json::Value> = f
@@ -290,14 +284,9 @@ pub fn describe(a: DescribeArgs) -> Result<u8> {
         "normalize": e.normalize(),
         "embedding_dim": e.dim(),
         "tokenizer": tokenizer,
-        "backend": e.backend_name(),
-        "device": e.device(),
-        "simd_tier": e.tier().name(),
-        "threads": e.threads(),
-        "activations": e.numerics().name(),
-        "numerics_version": e.numerics().version(),
         "load_ms": (info.load_ms * 100.0).round() / 100.0,
     });
+    let v = Runtime::of_embedder(&e).add_to(v);
     print_value(&v, a.json);
     Ok(0)
 }

@@ -126,3 +126,43 @@ pub fn peak_rss() -> Option<u64> {
         .ok()?;
     Some(kb * 1024)
 }
+
+/// Where a loaded model runs and with which numerics: the fields every `describe` and `bench`
+/// report carries, added to its JSON object once here.
+pub struct Runtime(serde_json::Map<String, serde_json::Value>);
+
+impl Runtime {
+    fn new(be: (&str, String, &str), threads: usize, n: kin_infer::Numerics) -> Self {
+        let fields: [(&str, serde_json::Value); 6] = [
+            ("backend", be.0.into()),
+            ("device", be.1.into()),
+            ("simd_tier", be.2.into()),
+            ("threads", threads.into()),
+            ("activations", n.name().into()),
+            ("numerics_version", n.version().into()),
+        ];
+        Self(fields.into_iter().map(|(k, v)| (k.into(), v)).collect())
+    }
+
+    pub fn of_embedder(e: &kin_infer::Embedder) -> Self {
+        let be = (e.backend_name(), e.device(), e.tier().name());
+        Self::new(be, e.threads(), e.numerics())
+    }
+
+    pub fn of_generator(g: &kin_infer::Generator) -> Self {
+        let be = g.backend();
+        Self::new(
+            (be.name(), be.device(), be.tier().name()),
+            g.threads(),
+            g.numerics(),
+        )
+    }
+
+    /// `v` (a JSON object) with these fields added.
+    pub fn add_to(self, mut v: serde_json::Value) -> serde_json::Value {
+        if let Some(o) = v.as_object_mut() {
+            o.extend(self.0);
+        }
+        v
+    }
+}

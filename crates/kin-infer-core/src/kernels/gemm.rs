@@ -13,7 +13,7 @@
 
 pub(crate) use super::aligned::AlignedBuf;
 pub(crate) use super::widen::{bf16_to_f32, f16_to_f32};
-use super::{Ops, PackedMatrix, WeightFormat};
+use super::{assert_fits, Ops, PackedMatrix, WeightFormat};
 use rayon::prelude::*;
 use std::cell::RefCell;
 
@@ -135,15 +135,9 @@ pub(crate) fn matmul(ops: &Ops, p: Product, c: &mut [f32]) {
         return;
     }
     // These checks make the unsafe kernel calls below sound.
-    assert!(
-        ldc >= n && c.len() >= (m - 1) * ldc + n,
-        "matmul: c too short"
-    );
+    assert_fits(c.len(), m, n, ldc, "matmul: c");
     if k > 0 {
-        assert!(
-            lda >= k && a.len() >= (m - 1) * lda + k,
-            "matmul: a too short"
-        );
+        assert_fits(a.len(), m, k, lda, "matmul: a");
     }
     if let Some(bias) = bias {
         assert!(bias.len() >= n, "matmul: bias shorter than n");

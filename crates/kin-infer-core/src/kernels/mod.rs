@@ -329,10 +329,7 @@ impl Kernels {
         ldw: usize,
     ) {
         if n > 0 && k > 0 {
-            assert!(
-                ldw >= k && w.len() >= (n - 1) * ldw + k,
-                "pack_rows: w too short"
-            );
+            assert_fits(w.len(), n, k, ldw, "pack_rows: w");
         }
         let nr = self.ops.nr;
         let buf = panels::f32_panels_of(dst, k, n, nr);
@@ -355,10 +352,7 @@ impl Kernels {
         ldb: usize,
     ) {
         if n > 0 && k > 0 {
-            assert!(
-                ldb >= n && b.len() >= (k - 1) * ldb + n,
-                "pack_cols: b too short"
-            );
+            assert_fits(b.len(), k, n, ldb, "pack_cols: b");
         }
         let nr = self.ops.nr;
         let buf = panels::f32_panels_of(dst, k, n, nr);
@@ -507,10 +501,7 @@ impl Kernels {
             out.fill(0.0);
             return;
         }
-        assert!(
-            ldb >= n && b.len() >= (k - 1) * ldb + n,
-            "gemv: b too short"
-        );
+        assert_fits(b.len(), k, n, ldb, "gemv: b");
         (self.ops.gemv)(a, b, ldb, out)
     }
 
@@ -537,14 +528,8 @@ impl Kernels {
         if m == 0 || n == 0 {
             return;
         }
-        assert!(
-            lda >= k && a.len() >= (m - 1) * lda + k,
-            "matmul_unpacked: a too short"
-        );
-        assert!(
-            ldc >= n && c.len() >= (m - 1) * ldc + n,
-            "matmul_unpacked: c too short"
-        );
+        assert_fits(a.len(), m, k, lda, "matmul_unpacked: a");
+        assert_fits(c.len(), m, n, ldc, "matmul_unpacked: c");
         let row = |i: usize, out: &mut [f32]| self.gemv(&a[i * lda..i * lda + k], b, ldb, out);
         // Forking pays only for large products (attention runs one per (sequence, head),
         // already in parallel); threads never change bits.
@@ -570,6 +555,15 @@ impl Kernels {
 
 /// The canonical reduction tree over 16 lanes: l[i] += l[i+8], then +4, +2, +1.
 #[inline(always)]
+/// Panics unless `rows` rows of `cols` values at row stride `ld` fit in a buffer of `len`:
+/// the bounds check that makes each entry point's unsafe kernel calls sound (`what` names the
+/// call and its operand in the message).
+#[track_caller]
+pub(crate) fn assert_fits(len: usize, rows: usize, cols: usize, ld: usize, what: &str) {
+    let fits = rows == 0 || (ld >= cols && len >= (rows - 1) * ld + cols);
+    assert!(fits, "{what} too short");
+}
+
 pub(crate) fn tree16(mut l: [f32; 16]) -> f32 {
     let mut w = 8;
     while w > 0 {

@@ -23,16 +23,8 @@ type BlockSums = unsafe fn(&[u8], &QuantRow, usize) -> (Factors, i32, i32);
 ///
 /// # Safety
 /// As [`Q8Call`]'s contract.
-pub(crate) unsafe fn neon(c: Q8Call) -> bool {
-    let Q8Call {
-        t,
-        w,
-        row_bytes,
-        cols,
-        a,
-        out,
-        ldo,
-    } = c;
+pub(crate) unsafe fn neon(call: Q8Call) -> bool {
+    let (t, cols, row_bytes) = (call.t, call.cols, call.row_bytes);
     let block: BlockSums = match t {
         GgmlType::Q8_0 => q8_0,
         GgmlType::Q4_0 => q4_0,
@@ -44,8 +36,8 @@ pub(crate) unsafe fn neon(c: Q8Call) -> bool {
         _ => return false,
     };
     let bb = t.block_bytes();
-    let group = std::slice::from_raw_parts(w, cols * row_bytes);
-    for (r, a) in a.iter().enumerate() {
+    let group = std::slice::from_raw_parts(call.w, cols * row_bytes);
+    for (r, a) in call.a.iter().enumerate() {
         for c in 0..cols {
             let mut acc = 0.0f32;
             for b in 0..row_bytes / bb {
@@ -53,7 +45,7 @@ pub(crate) unsafe fn neon(c: Q8Call) -> bool {
                 let (f, isum, imin) = block(&group[at..at + bb], a, b);
                 acc = finish(f, a.d[b], a.s[b], isum, imin, acc);
             }
-            *out.add(r * ldo + c) = acc;
+            *call.out.add(r * call.ldo + c) = acc;
         }
     }
     true

@@ -29,14 +29,31 @@ pub(crate) enum Scaling {
     Scale { d: f32 },
     /// `d · q + m`.
     Affine { d: f32, m: f32 },
-    /// Sub-blocks of `sub` values: `d · sc[j] · q − dmin · mn[j]` (`dmin` `None`: no minimum).
-    Super {
-        d: f32,
-        dmin: Option<f32>,
-        sub: usize,
-        sc: [i32; 16],
-        mn: [i32; 16],
-    },
+    /// Sub-blocks of `sub` values: `d · sc[j] · q − dmin · mn[j]`.
+    Super(SubBlocks),
+}
+
+/// A K-quant super-block's scaling: `sub`-value sub-blocks with scales `sc` and minimums `mn`
+/// (`dmin` `None`: no minimum).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SubBlocks {
+    pub(crate) d: f32,
+    pub(crate) dmin: Option<f32>,
+    pub(crate) sub: usize,
+    pub(crate) sc: [i32; 16],
+    pub(crate) mn: [i32; 16],
+}
+
+impl Scaling {
+    fn sub_blocks(d: f32, dmin: Option<f32>, sub: usize, sc: [i32; 16], mn: [i32; 16]) -> Self {
+        Scaling::Super(SubBlocks {
+            d,
+            dmin,
+            sub,
+            sc,
+            mn,
+        })
+    }
 }
 
 /// One weight block as integers: `codes[e]` for its `block_len` elements, offsets removed.
@@ -102,17 +119,7 @@ pub(crate) fn q2_k(b: &[u8]) -> IntBlock {
     let sc = std::array::from_fn(|j| (scales[j] & 0x0F) as i32);
     let mn = std::array::from_fn(|j| (scales[j] >> 4) as i32);
     let (d, dmin) = (half(b, 80), Some(half(b, 82)));
-    block(
-        QK_K,
-        code,
-        Scaling::Super {
-            d,
-            dmin,
-            sub: 16,
-            sc,
-            mn,
-        },
-    )
+    block(QK_K, code, Scaling::sub_blocks(d, dmin, 16, sc, mn))
 }
 
 /// `block_q3_K`: `q − 4` where the high bit is clear; 6-bit signed scales.
@@ -128,14 +135,7 @@ pub(crate) fn q3_k(b: &[u8]) -> IntBlock {
         (lo | hi << 4) as i32 - 32
     });
     let d = half(b, 108);
-    let scaling = Scaling::Super {
-        d,
-        dmin: None,
-        sub: 16,
-        sc,
-        mn: [0; 16],
-    };
-    block(QK_K, code, scaling)
+    block(QK_K, code, Scaling::sub_blocks(d, None, 16, sc, [0; 16]))
 }
 
 /// The eight 6-bit scales and minimums of Q4_K / Q5_K.
@@ -146,13 +146,7 @@ fn k4_scaling(b: &[u8]) -> Scaling {
         (sc[j], mn[j]) = (s as i32, m as i32);
     }
     let (d, dmin) = (half(b, 0), Some(half(b, 2)));
-    Scaling::Super {
-        d,
-        dmin,
-        sub: 32,
-        sc,
-        mn,
-    }
+    Scaling::sub_blocks(d, dmin, 32, sc, mn)
 }
 
 /// `block_q4_K`: nibble `q`.
@@ -184,17 +178,7 @@ pub(crate) fn q6_k(b: &[u8]) -> IntBlock {
     };
     let sc = std::array::from_fn(|j| scales[j] as i8 as i32);
     let d = half(b, 208);
-    block(
-        QK_K,
-        code,
-        Scaling::Super {
-            d,
-            dmin: None,
-            sub: 16,
-            sc,
-            mn: [0; 16],
-        },
-    )
+    block(QK_K, code, Scaling::sub_blocks(d, None, 16, sc, [0; 16]))
 }
 
 fn idot(w: &[i8], a: &[i8]) -> i32 {
@@ -231,20 +215,15 @@ pub(crate) fn accumulate(w: &IntBlock, len: usize, a: &QuantRow, b: usize, acc: 
     let (factors, isum, imin) = match w.scaling {
         Scaling::Scale { d } => (Factors::Scale { d }, idot(&w.codes[..len], qa), 0),
         Scaling::Affine { d, m } => (Factors::Affine { d, m }, idot(&w.codes[..len], qa), 0),
-        Scaling::Super {
-            d,
-            dmin,
-            sub,
-            sc,
-            mn,
-        } => {
+        Scaling::Super(ref s) => {
+            let SubBlocks { d, dmin, sub, .. } = *s;
             let (mut isum, mut imin) = (0i32, 0i32);
             let bsums = &a.bsums[b * len / 16..(b + 1) * len / 16];
             for j in 0..len / sub {
                 let r = j * sub..(j + 1) * sub;
-                isum += sc[j] * idot(&w.codes[r.clone()], &qa[r]);
+                isum += s.sc[j] * idot(&w.codes[r.clone()], &qa[r]);
                 let per = sub / 16;
-                imin += mn[j] * bsums[j * per..(j + 1) * per].iter().sum::<i32>();
+                imin += s.mn[j] * bsums[j * per..(j + 1) * per].iter().sum::<i32>();
             }
             let f = match dmin {
                 Some(dmin) => Factors::Minimum { d, dmin },
@@ -288,15 +267,9 @@ mod tests {
                     let got = match ib.scaling {
                         Scaling::Scale { d } => d * q,
                         Scaling::Affine { d, m } => d * q + m,
-                        Scaling::Super {
-                            d,
-                            dmin,
-                            sub,
-                            sc,
-                            mn,
-                        } => {
-                            let j = e / sub;
-                            d * sc[j] as f32 * q - dmin.unwrap_or(0.0) * mn[j] as f32
+                        Scaling::Super(ref s) => {
+                            let j = e / s.sub;
+                            s.d * s.sc[j] as f32 * q - s.dmin.unwrap_or(0.0) * s.mn[j] as f32
                         }
                     };
                     assert!(

@@ -12,7 +12,7 @@
 use super::gemm::{Product, SendPtr, SERIAL_MACS};
 use super::ggml::GgmlType;
 use super::q8_act::QuantRow;
-use super::{q8_dot, Ops};
+use super::{assert_fits, q8_dot, Ops};
 use rayon::prelude::*;
 
 /// One call of a tier's q8 kernel ([`Q8Kernel`], whose contract this is, stated once):
@@ -104,14 +104,8 @@ pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
     if m == 0 || n == 0 {
         return;
     }
-    assert!(
-        ldc >= n && c.len() >= (m - 1) * ldc + n,
-        "q8 matmul: c too short"
-    );
-    assert!(
-        p.lda >= k && p.a.len() >= (m - 1) * p.lda + k,
-        "q8 matmul: a too short"
-    );
+    assert_fits(c.len(), m, n, ldc, "q8 matmul: c");
+    assert_fits(p.a.len(), m, k, p.lda, "q8 matmul: a");
     assert!(
         w.bytes.len() >= n * w.row_bytes,
         "q8 matmul: weights too short"

@@ -13,24 +13,18 @@ pub struct LayerNorm {
 }
 
 impl LayerNorm {
-    /// Loads `{name}.weight` / `{name}.bias`, accepting the old `gamma` / `beta` names of
+    /// Loads `{key}.weight` / `{key}.bias`, accepting the old `gamma` / `beta` names of
     /// TF-converted checkpoints.
-    pub fn load(
-        be: &dyn GpuCompute,
-        w: &Weights,
-        name: &str,
-        dim: usize,
-        eps: f32,
-    ) -> Result<Self> {
+    pub fn load(be: &dyn GpuCompute, w: &Weights, key: &str, dim: usize, eps: f32) -> Result<Self> {
         let (wn, bn) =
-            if !w.contains(&format!("{name}.weight")) && w.contains(&format!("{name}.gamma")) {
+            if !w.contains(&format!("{key}.weight")) && w.contains(&format!("{key}.gamma")) {
                 ("gamma", "beta")
             } else {
                 ("weight", "bias")
             };
         Ok(LayerNorm {
-            weight: be.upload(w.get(&format!("{name}.{wn}"), &[dim])?.to_vec()),
-            bias: be.upload(w.get(&format!("{name}.{bn}"), &[dim])?.to_vec()),
+            weight: be.upload(w.get(&format!("{key}.{wn}"), &[dim])?.to_vec()),
+            bias: be.upload(w.get(&format!("{key}.{bn}"), &[dim])?.to_vec()),
             eps,
         })
     }
@@ -53,15 +47,9 @@ pub struct RmsNorm {
 }
 
 impl RmsNorm {
-    /// Loads `{name}` (`[dim]`, the whole tensor name).
-    pub fn load(
-        be: &dyn GpuCompute,
-        w: &Weights,
-        name: &str,
-        dim: usize,
-        eps: f32,
-    ) -> Result<Self> {
-        Ok(Self::from_weight(be, w.get(name, &[dim])?.to_vec(), eps))
+    /// Loads `{key}` (`[dim]`, the whole tensor name).
+    pub fn load(be: &dyn GpuCompute, w: &Weights, key: &str, dim: usize, eps: f32) -> Result<Self> {
+        Ok(Self::from_weight(be, w.get(key, &[dim])?.to_vec(), eps))
     }
 
     /// Gemma's norms scale by `1 + w`: the caller folds that into `weight` (in f32, as

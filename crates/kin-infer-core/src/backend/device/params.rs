@@ -153,27 +153,16 @@ kernels! {
 impl Linear {
     /// The same product over weights in a stored format.
     pub(crate) fn stored(self, fmt: u32, row_bytes: u32) -> LinearQ {
-        let Linear {
-            rows,
-            k,
-            gn,
-            ntot,
-            j0,
-            xo,
-            oo,
-            has_bias,
-            bo,
-        } = self;
         LinearQ {
-            rows,
-            k,
-            gn,
-            ntot,
-            j0,
-            xo,
-            oo,
-            has_bias,
-            bo,
+            rows: self.rows,
+            k: self.k,
+            gn: self.gn,
+            ntot: self.ntot,
+            j0: self.j0,
+            xo: self.xo,
+            oo: self.oo,
+            has_bias: self.has_bias,
+            bo: self.bo,
             fmt,
             row_bytes,
         }
