@@ -19,6 +19,7 @@ pub(crate) static OPS: Ops = Ops {
     ],
     row4: None,
     q8: None,
+    q8_lanes: false,
     row4_quant: &[],
     dequant: None,
     sum,

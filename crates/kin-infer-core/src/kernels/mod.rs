@@ -41,6 +41,7 @@ mod panels;
 pub mod q8_act;
 mod q8_dot;
 mod q8_gemm;
+mod q8_lanes;
 pub mod quantize;
 mod quantize_k;
 mod stored;
@@ -52,6 +53,8 @@ mod x86_avx2;
 mod x86_avx512;
 #[cfg(target_arch = "x86_64")]
 mod x86_q8;
+#[cfg(target_arch = "x86_64")]
+mod x86_q8_lanes;
 #[cfg(target_arch = "x86_64")]
 mod x86_quant;
 #[cfg(target_arch = "x86_64")]
@@ -204,6 +207,8 @@ pub(crate) struct Ops {
     /// The q8 numerics mode's kernel (`q8_gemm.rs`): a run of outputs of one activation row
     /// with the generic twin's bits. `None` (or a type it declines): the twin runs.
     pub q8: Option<q8_gemm::Q8Kernel>,
+    /// Whether `q8` reads the lane layout (`q8_lanes.rs`) for the types it covers.
+    pub q8_lanes: bool,
     pub sum: fn(&[f32]) -> f32,
     pub dot: fn(&[f32], &[f32]) -> f32,
     /// Canonical max (16 lanes, `a > b ? a : b`, tree16 order), -inf for an empty slice.

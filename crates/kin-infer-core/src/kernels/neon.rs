@@ -25,6 +25,7 @@ pub(crate) static OPS: Ops = tier_ops! {
     ],
     row4: None,
     q8: Some(super::neon_q8::neon),
+    q8_lanes: false,
     row4_quant: &[],
     dequant: Some(super::neon_quant::dequant),
     softmax_scaled: None,

@@ -51,7 +51,7 @@ impl PackedMatrix {
             assert!(p < self.k && j < self.n, "PackedMatrix::get out of range");
             let f = w.t.traits();
             let mut block = [0.0f32; super::ggml::QK_K];
-            (f.dequantize)(w.block(j, p / f.block_len), &mut block[..f.block_len]);
+            (f.dequantize)(&w.block(j, p / f.block_len), &mut block[..f.block_len]);
             return block[p % f.block_len];
         }
         let i = self.index(p, j);
@@ -61,7 +61,7 @@ impl PackedMatrix {
             panels::PanelData::Blocks(v) => {
                 blocks::get(self.block_type(), self.nr, v.as_slice(), self.k, p, j)
             }
-            panels::PanelData::Rows(_) => unreachable!("q8 rows are read above"),
+            panels::PanelData::Rows(..) => unreachable!("q8 rows are read above"),
         }
     }
 
@@ -69,11 +69,12 @@ impl PackedMatrix {
     /// ([`super::Kernels::pack_weights_q8`]); `None` for panels.
     pub(super) fn q8_rows(&self) -> Option<q8_gemm::Rows<'_>> {
         match (&self.buf.data, self.buf.format.quant()) {
-            (panels::PanelData::Rows(v), Some(t)) => Some(q8_gemm::Rows {
+            (panels::PanelData::Rows(v, lanes), Some(t)) => Some(q8_gemm::Rows {
                 t,
                 bytes: v.as_slice(),
                 row_bytes: self.k / t.block_len() * t.block_bytes(),
                 n: self.n,
+                lanes: *lanes,
             }),
             _ => None,
         }
@@ -111,11 +112,11 @@ impl PackedMatrix {
             panels::PanelData::Blocks(v) => {
                 blocks::column_into(self.block_type(), nr, v.as_slice(), k, j, out)
             }
-            panels::PanelData::Rows(_) => {
+            panels::PanelData::Rows(..) => {
                 let w = self.q8_rows().expect("q8 rows");
                 let f = w.t.traits();
                 for (b, o) in out[..k].chunks_exact_mut(f.block_len).enumerate() {
-                    (f.dequantize)(w.block(j, b), o);
+                    (f.dequantize)(&w.block(j, b), o);
                 }
             }
         }
@@ -130,7 +131,7 @@ impl PackedMatrix {
         match &self.buf.data {
             panels::PanelData::F32(v) => v.as_slice().len() * 4,
             panels::PanelData::U16(v) => v.as_slice().len() * 2,
-            panels::PanelData::Blocks(v) | panels::PanelData::Rows(v) => v.as_slice().len(),
+            panels::PanelData::Blocks(v) | panels::PanelData::Rows(v, _) => v.as_slice().len(),
         }
     }
     /// Raw stored bits of B[p][j] for half-precision panels.
@@ -146,7 +147,7 @@ impl PackedMatrix {
         let (k, n) = (self.k, self.n);
         let data = match &self.buf.data {
             // Rows are the same for every tier.
-            panels::PanelData::Rows(_) => return self.clone(),
+            panels::PanelData::Rows(..) => return self.clone(),
             panels::PanelData::F32(_) => {
                 panels::PanelData::F32(panels::pack_panels(nr, k, n, |p, j| self.get(p, j)))
             }

@@ -21,9 +21,10 @@ pub(crate) enum PanelData {
     U16(AlignedBuf<u16>),
     Blocks(AlignedBuf<u8>),
     /// Not panels: the ggml blocks of the weight rows as the file stores them, rows
-    /// interleaved block by block in groups of eight (`q8_gemm::Rows`), for the q8 numerics
-    /// mode's product. A matrix packed this way multiplies only in that mode.
-    Rows(AlignedBuf<u8>),
+    /// interleaved block by block in groups of eight (`q8_gemm::Rows`), or in the lane
+    /// layout (`q8_lanes.rs`, the flag), for the q8 numerics mode's product. A matrix packed
+    /// this way multiplies only in that mode.
+    Rows(AlignedBuf<u8>, bool),
 }
 
 impl Panels {
@@ -38,7 +39,7 @@ impl Panels {
         match &self.data {
             PanelData::F32(v) => v.as_slice().as_ptr().cast(),
             PanelData::U16(v) => v.as_slice().as_ptr().cast(),
-            PanelData::Blocks(v) | PanelData::Rows(v) => v.as_slice().as_ptr(),
+            PanelData::Blocks(v) | PanelData::Rows(v, _) => v.as_slice().as_ptr(),
         }
     }
 }
@@ -190,7 +191,7 @@ pub(crate) fn f32_panels_of(
     (dst.k, dst.n, dst.nr) = (k, n, nr);
     match &mut dst.buf.data {
         PanelData::F32(buf) => buf,
-        PanelData::U16(_) | PanelData::Blocks(_) | PanelData::Rows(_) => {
+        PanelData::U16(_) | PanelData::Blocks(_) | PanelData::Rows(..) => {
             unreachable!("set to f32 above")
         }
     }

@@ -19,7 +19,6 @@
 //! One scalar implementation for every tier: quantizing a row is O(k) against the O(k·n)
 //! product, and one implementation cannot disagree with itself.
 
-use super::quantize::roundf;
 use super::widen::f16_to_f32;
 
 /// The 8-bit activation blocks a weight type's block dot takes (ggml's `vec_dot_type`).
@@ -73,7 +72,7 @@ impl QuantRow {
                     let amax = b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
                     let d = amax / 127.0;
                     let id = if d == 0.0 { 0.0 } else { 1.0 / d };
-                    self.qs.extend(b.iter().map(|v| roundf(v * id) as i8));
+                    self.qs.extend(b.iter().map(|v| round_away(v * id)));
                     let sum: i32 = self.qs[at..].iter().map(|&q| q as i32).sum();
                     self.d.push(f16_round(d));
                     self.s.push(match kind {
@@ -94,10 +93,8 @@ impl QuantRow {
                         self.d.push(0.0);
                     } else {
                         let iscale = -127.0 / max;
-                        self.qs.extend(
-                            b.iter()
-                                .map(|v| ((iscale * v).round_ties_even() as i32).min(127) as i8),
-                        );
+                        self.qs
+                            .extend(b.iter().map(|v| nearest_even(iscale * v).min(127) as i8));
                         self.d.push(1.0 / iscale);
                     }
                     self.s.push(0.0);
@@ -113,6 +110,30 @@ impl QuantRow {
     #[inline]
     pub(crate) fn codes(&self, b: usize, len: usize) -> &[i8] {
         &self.qs[b * len..(b + 1) * len]
+    }
+}
+
+/// `roundf(x) as i8` (half away from zero, saturating), without a libm call: the x86-64
+/// baseline has no rounding instruction, and `floorf` per code was a tenth of a q8 decode.
+/// Exact for every input: the truncation `t` (via i32, saturating) and `x − t` are exact for
+/// |x| < 2³¹, and a larger or non-finite `x` saturates the same either way (NaN gives 0).
+#[inline]
+fn round_away(x: f32) -> i8 {
+    let t = x as i32 as f32;
+    let f = x - t;
+    (t + (f >= 0.5) as i32 as f32 - (f <= -0.5) as i32 as f32) as i8
+}
+
+/// `x.round_ties_even() as i32` (ggml's `nearest_int`): for |x| < 2²² the f32 sum with
+/// 1.5·2²³ rounds exactly there (IEEE round-to-nearest-even), without the libm call
+/// `round_ties_even` makes on the x86-64 baseline; larger or non-finite `x` takes it.
+#[inline]
+fn nearest_even(x: f32) -> i32 {
+    const MAGIC: f32 = 12_582_912.0;
+    if x.abs() < 4_194_304.0 {
+        ((x + MAGIC) - MAGIC) as i32
+    } else {
+        x.round_ties_even() as i32
     }
 }
 
@@ -146,6 +167,39 @@ mod tests {
             assert_eq!(row.s[b], f16_round(sum as f32 * (amax / 127.0)));
             let bs: i32 = row.bsums[2 * b..2 * b + 2].iter().sum();
             assert_eq!(bs, sum);
+        }
+    }
+
+    /// The libm-free roundings are libm's, at the halves, the edges and non-finite values.
+    #[test]
+    fn the_roundings_are_roundf_and_round_ties_even() {
+        let mut xs = vec![
+            0.0f32, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 126.5, -127.5, 127.49,
+        ];
+        xs.extend([
+            0.49999997,
+            -0.49999997,
+            4_194_303.5,
+            4_194_304.0,
+            8_388_609.0,
+            3e9,
+            -3e9,
+        ]);
+        xs.extend([
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::MIN_POSITIVE,
+            1e-40,
+        ]);
+        let mut seed = 7u32;
+        for _ in 0..100_000 {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            xs.push((seed as i32 as f32) / 8_388_608.0 * 130.0);
+        }
+        for x in xs {
+            assert_eq!(round_away(x), x.round() as i8, "{x}");
+            assert_eq!(nearest_even(x), x.round_ties_even() as i32, "{x}");
         }
     }
 

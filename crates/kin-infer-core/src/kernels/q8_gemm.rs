@@ -12,13 +12,15 @@
 use super::gemm::{Product, SendPtr, SERIAL_MACS};
 use super::ggml::GgmlType;
 use super::q8_act::QuantRow;
-use super::{assert_fits, q8_dot, Ops};
+use super::{assert_fits, q8_dot, q8_lanes, Ops};
 use rayon::prelude::*;
+use std::borrow::Cow;
 
 /// One call of a tier's q8 kernel ([`Q8Kernel`], whose contract this is, stated once):
 /// `out[r·ldo + c]` for one group of `cols` (at most [`GROUP`]) weight
 /// rows of `row_bytes` bytes each, stored interleaved block by block at `w` (block `b` of
-/// row `c` at `(b·cols + c)·block_bytes`: see [`Rows`]), against each quantized activation
+/// row `c` at `(b·cols + c)·block_bytes`: see [`Rows`]) or, if `lanes`, in the lane layout
+/// (`q8_lanes.rs`: [`GROUP`] rows stored whatever `cols`), against each quantized activation
 /// row `a[r]` (at most [`ROWS`] of them; no bias). Returns false, writing nothing, for a type
 /// the tier leaves to the generic twin. Several activation rows per call let a kernel unpack
 /// each weight block once for all of them (a prompt's rows); every output is still its own
@@ -37,6 +39,7 @@ pub(crate) struct Q8Call<'a> {
     pub(crate) a: &'a [QuantRow],
     pub(crate) out: *mut f32,
     pub(crate) ldo: usize,
+    pub(crate) lanes: bool,
 }
 
 /// A tier's q8 kernel (the contract: [`Q8Call`]).
@@ -45,9 +48,7 @@ pub(crate) type Q8Kernel = unsafe fn(Q8Call) -> bool;
 /// Activation rows per kernel call.
 pub(crate) const ROWS: usize = 4;
 
-/// Weight rows per interleaved group, and outputs per kernel call: a tier's eight f32 lanes,
-/// and a group small enough to stay in L1 while a prompt's activation rows pass over it.
-pub(crate) const GROUP: usize = 8;
+pub(crate) use super::q8_lanes::GROUP;
 const COLS: usize = GROUP;
 
 /// The weight rows of a q8 matrix: `n` rows of `row_bytes` bytes (whole blocks of `t`, as
@@ -55,12 +56,14 @@ const COLS: usize = GROUP;
 /// a group's block 0 of each row, then block 1 of each, … So a kernel over one group reads
 /// one sequential stream (rows read side by side were eight short strided streams: measured
 /// at half the read bandwidth on a 32000 × 768 head), and the bytes are still the file's
-/// blocks, reordered.
+/// blocks, reordered. A tier whose kernel reads the lane layout (`q8_lanes.rs`) has them
+/// packed that way instead (`lanes`; its groups padded to [`GROUP`] rows).
 pub(crate) struct Rows<'a> {
     pub(crate) t: GgmlType,
     pub(crate) bytes: &'a [u8],
     pub(crate) row_bytes: usize,
     pub(crate) n: usize,
+    pub(crate) lanes: bool,
 }
 
 impl Rows<'_> {
@@ -68,26 +71,52 @@ impl Rows<'_> {
     pub(crate) fn group(&self, j: usize) -> (&[u8], usize) {
         let g0 = j / GROUP * GROUP;
         let rows = GROUP.min(self.n - g0);
-        (
-            &self.bytes[g0 * self.row_bytes..(g0 + rows) * self.row_bytes],
-            rows,
-        )
+        let stored = if self.lanes { GROUP } else { rows };
+        let at = g0 * self.row_bytes;
+        (&self.bytes[at..at + stored * self.row_bytes], rows)
     }
 
-    /// Block `b` of row `j`.
-    pub(crate) fn block(&self, j: usize, b: usize) -> &[u8] {
+    /// Block `b` of row `j`, as the file stores it.
+    pub(crate) fn block(&self, j: usize, b: usize) -> Cow<'_, [u8]> {
         let bb = self.t.block_bytes();
         let (g, rows) = self.group(j);
+        if self.lanes {
+            let mut out = vec![0u8; bb];
+            q8_lanes::block(self.t, g, j % GROUP, b, &mut out);
+            return Cow::Owned(out);
+        }
         let at = (b * rows + j % GROUP) * bb;
-        &g[at..at + bb]
+        Cow::Borrowed(&g[at..at + bb])
+    }
+
+    /// Bytes stored for the `n` rows.
+    fn stored_bytes(&self) -> usize {
+        let rows = if self.lanes {
+            self.n.div_ceil(GROUP) * GROUP
+        } else {
+            self.n
+        };
+        rows * self.row_bytes
     }
 }
 
 /// Packs `rows` (each `row_bytes` bytes of whole blocks of `t`) into [`Rows`]'s interleaved
-/// groups, into `out` (`rows.len() · row_bytes` bytes).
-pub(crate) fn interleave(t: GgmlType, rows: &[&[u8]], row_bytes: usize, out: &mut [u8]) {
+/// groups, or its lane layout, into `out` (`rows.len() · row_bytes` bytes; lanes: whole
+/// groups of [`GROUP`] rows, zeroed).
+pub(crate) fn interleave(
+    t: GgmlType,
+    rows: &[&[u8]],
+    row_bytes: usize,
+    lanes: bool,
+    out: &mut [u8],
+) {
     let bb = t.block_bytes();
     for (gi, group) in rows.chunks(GROUP).enumerate() {
+        if lanes {
+            let dst = &mut out[gi * GROUP * row_bytes..][..GROUP * row_bytes];
+            q8_lanes::pack_group(t, group, row_bytes, dst);
+            continue;
+        }
         let dst = &mut out[gi * GROUP * row_bytes..][..group.len() * row_bytes];
         for (c, row) in group.iter().enumerate() {
             for (b, blk) in row.chunks_exact(bb).enumerate() {
@@ -107,7 +136,7 @@ pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
     assert_fits(c.len(), m, n, ldc, "q8 matmul: c");
     assert_fits(p.a.len(), m, k, p.lda, "q8 matmul: a");
     assert!(
-        w.bytes.len() >= n * w.row_bytes,
+        w.bytes.len() >= w.stored_bytes(),
         "q8 matmul: weights too short"
     );
     if let Some(bias) = p.bias {
@@ -146,6 +175,7 @@ pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
             let cols = COLS.min(n - j0);
             let (group_bytes, group_rows) = w.group(j0);
             debug_assert_eq!(group_rows, cols);
+            let lanes = w.lanes;
             let wp = group_bytes.as_ptr();
             for (q, group) in rows.chunks(ROWS).enumerate() {
                 // SAFETY: rows j0..j0+cols of w (asserted above); `group.len()` rows of
@@ -159,6 +189,7 @@ pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
                         a: group,
                         out: out.as_mut_ptr(),
                         ldo: COLS,
+                        lanes,
                     })
                 });
                 for (r, a) in group.iter().enumerate() {
@@ -199,7 +230,7 @@ pub(crate) fn dot(w: &Rows, j: usize, a: &QuantRow) -> f32 {
     let decode = f.q8.expect("a q8 product over a type without one").1;
     let mut acc = 0.0f32;
     for b in 0..w.row_bytes / f.block_bytes {
-        acc = q8_dot::accumulate(&decode(w.block(j, b)), f.block_len, a, b, acc);
+        acc = q8_dot::accumulate(&decode(&w.block(j, b)), f.block_len, a, b, acc);
     }
     acc
 }

@@ -154,11 +154,17 @@ impl Kernels {
             StoredRows::Blocks(_, v) => Some(v),
             _ => None,
         })?;
-        let mut buf = AlignedBuf::zeroed(rows.len() * row_bytes);
-        q8_gemm::interleave(t, &rows, row_bytes, buf.as_mut_slice());
+        // The lane layout where this tier's kernel reads it (its groups padded to whole).
+        let lanes = self.ops.q8_lanes && super::q8_lanes::covers(t);
+        let stored = match lanes {
+            true => rows.len().div_ceil(q8_gemm::GROUP) * q8_gemm::GROUP,
+            false => rows.len(),
+        };
+        let mut buf = AlignedBuf::zeroed(stored * row_bytes);
+        q8_gemm::interleave(t, &rows, row_bytes, lanes, buf.as_mut_slice());
         let buf = panels::Panels {
             format: fmt,
-            data: panels::PanelData::Rows(buf),
+            data: panels::PanelData::Rows(buf, lanes),
         };
         Ok(PackedMatrix {
             k,

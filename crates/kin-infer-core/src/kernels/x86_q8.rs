@@ -58,6 +58,9 @@ trait Kind {
 /// # Safety
 /// As [`Q8Call`]'s contract (at most eight rows, four activation rows), AVX2+FMA+F16C.
 pub(crate) unsafe fn avx2(c: Q8Call) -> bool {
+    if c.lanes {
+        return super::x86_q8_lanes::avx2(c);
+    }
     let Q8Call {
         t,
         w,
@@ -66,6 +69,7 @@ pub(crate) unsafe fn avx2(c: Q8Call) -> bool {
         a,
         out,
         ldo,
+        ..
     } = c;
     macro_rules! rows {
         ($k:ty) => {
@@ -91,6 +95,18 @@ pub(crate) unsafe fn avx2(c: Q8Call) -> bool {
         _ => return false,
     }
     true
+}
+
+/// [`super::q8_gemm::Q8Kernel`] for the AVX-512 tier: VNNI's over the lane layout where the
+/// CPU has it, else [`avx2`]'s.
+///
+/// # Safety
+/// As [`avx2`].
+pub(crate) unsafe fn avx512(c: Q8Call) -> bool {
+    if c.lanes && std::arch::is_x86_feature_detected!("avx512vnni") {
+        return super::x86_q8_lanes::vnni(c);
+    }
+    avx2(c)
 }
 
 /// The (at most eight) outputs of one interleaved group for `R` activation rows; a short

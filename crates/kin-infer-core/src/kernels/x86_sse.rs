@@ -27,6 +27,7 @@ pub(crate) static OPS: Ops = tier_ops! {
     ],
     row4: None,
     q8: None,
+    q8_lanes: false,
     row4_quant: &[],
     dequant: None,
     softmax_scaled: None,
