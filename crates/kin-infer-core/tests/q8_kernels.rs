@@ -9,7 +9,7 @@ use kin_infer_core::kernels::ggml::GgmlType;
 use kin_infer_core::kernels::{for_tier, Tier};
 
 mod common;
-use common::blocks::{blocks, random_rows_with, Rng};
+use common::blocks::{blocks, random_rows_with, scale_offsets, Rng};
 use common::{assert_same, exact_tiers as tiers, pool, product};
 
 fn q8_types() -> impl Iterator<Item = GgmlType> {
@@ -56,6 +56,41 @@ fn every_tier_thread_count_and_batch_gives_the_twins_bits() {
                     let what = format!("{what} row {r} alone");
                     assert_same(&what, kern.tier(), &alone, &want[r * n..(r + 1) * n]);
                 }
+            }
+        }
+    }
+}
+
+/// Codes at their extremes (every code byte 0x00, 0xFF, 0x80, 0x7F or 0x81) against
+/// activations whose every code is ±127: the largest integer sums a kernel's narrow
+/// accumulators (AVX2's i16 pair sums) must hold, still the twin's bits on every tier.
+#[test]
+fn extreme_codes_and_activations_give_the_twins_bits() {
+    let gen = for_tier(Tier::Generic).unwrap();
+    for t in q8_types() {
+        let (k, n, m) = (t.block_len() * 2, 11, 3);
+        let signs: [fn(usize) -> f32; 3] =
+            [|_| 1.0, |_| -1.0, |i| if i % 3 == 0 { -1.0 } else { 1.0 }];
+        let a: Vec<f32> = (0..m * k).map(|i| signs[i / k](i % k) * 0.75).collect();
+        for fill in [0x00u8, 0xFF, 0x80, 0x7F, 0x81] {
+            let mut w = vec![fill; n * t.row_bytes(k).unwrap()];
+            for block in w.chunks_exact_mut(t.block_bytes()) {
+                for &at in scale_offsets(t) {
+                    block[at..at + 2]
+                        .copy_from_slice(&half::f16::from_f32(0.01).to_bits().to_le_bytes());
+                }
+            }
+            let want = product(
+                &gen,
+                &a,
+                m,
+                &gen.pack_weights_q8(&[blocks(t, &w)], k).unwrap(),
+                None,
+            );
+            for kern in tiers() {
+                let q = kern.pack_weights_q8(&[blocks(t, &w)], k).unwrap();
+                let what = format!("{} codes {fill:#04x}", t.name());
+                assert_same(&what, kern.tier(), &product(&kern, &a, m, &q, None), &want);
             }
         }
     }

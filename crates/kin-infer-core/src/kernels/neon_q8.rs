@@ -24,6 +24,10 @@ type BlockSums = unsafe fn(&[u8], &QuantRow, usize) -> (Factors, i32, i32);
 /// # Safety
 /// As [`Q8Call`]'s contract.
 pub(crate) unsafe fn neon(call: Q8Call) -> bool {
+    // The lane layout is the x86 kernels' (an x86 tier packed it): the twin reads it.
+    if call.lanes {
+        return false;
+    }
     let (t, cols, row_bytes) = (call.t, call.cols, call.row_bytes);
     let block: BlockSums = match t {
         GgmlType::Q8_0 => q8_0,

@@ -10,13 +10,19 @@
 //!
 //! A group always has [`GROUP`] rows (a short last one is padded with zero rows, never
 //! stored to the output); its block `b` is [`GROUP`] times the file's block bytes at
-//! `b · GROUP · block_bytes`, laid out per type:
+//! `b · GROUP · block_bytes`: first the type's header fields (scales, minimums, packed
+//! sub-block scales), each as [`GROUP`] copies side by side (output `j`'s at `j · width`),
+//! then the codes in planes, per 32 elements ("chunk") of the block:
 //!
-//! - Q4_0: the eight f16 scales `d_j`, then four 32-byte vectors: byte `4j + i` of vector
-//!   `c` holds output `j`'s code of element `8c + i` in its low nibble and of `8c + 4 + i`
-//!   in its high nibble.
-//! - Q8_0: the eight f16 scales, then eight 32-byte vectors: byte `4j + i` of vector `c` is
-//!   output `j`'s code of element `4c + i`, plus 128.
+//! - nibbles (Q4_0, Q4_K, and Q6_K's low four bits): four 32-byte vectors; byte `4j + i` of
+//!   vector `c` holds output `j`'s element `8c + i` in its low nibble and `8c + 4 + i` in its
+//!   high one, so vector `v / 2`'s low (`v` even) or high nibbles are elements `4v..4v + 4`;
+//! - the fifth bits (Q5_0, Q5_1, Q5_K), after all the nibbles: one vector per chunk; bit `v`
+//!   of byte `4j + i` is output `j`'s element `4v + i`'s;
+//! - Q6_K's top two bits, after all the nibbles: two vectors per chunk; bits `2(v % 4)` and
+//!   up of byte `4j + i` of vector `v / 4` are output `j`'s element `4v + i`;
+//! - bytes (Q8_0): eight vectors; byte `4j + i` of vector `v` is output `j`'s element
+//!   `4v + i`, plus 128.
 
 use super::ggml::GgmlType;
 
@@ -25,9 +31,46 @@ use super::ggml::GgmlType;
 /// pass over it.
 pub(crate) const GROUP: usize = 8;
 
+/// How a type's codes are stored after its header.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Codes {
+    Nibbles,
+    NibblesHigh1,
+    NibblesHigh2,
+    Bytes,
+}
+
+/// A covered type's header fields (file offset, width in bytes) and its code planes.
+fn layout(t: GgmlType) -> Option<(&'static [(usize, usize)], Codes)> {
+    Some(match t {
+        GgmlType::Q4_0 | GgmlType::IQ4_NL => (&[(0, 2)], Codes::Nibbles),
+        GgmlType::Q4_1 => (&[(0, 2), (2, 2)], Codes::Nibbles),
+        GgmlType::Q5_0 => (&[(0, 2)], Codes::NibblesHigh1),
+        GgmlType::Q5_1 => (&[(0, 2), (2, 2)], Codes::NibblesHigh1),
+        GgmlType::Q8_0 => (&[(0, 2)], Codes::Bytes),
+        // d, dmin, then the twelve packed 6-bit scale and minimum bytes as three words.
+        GgmlType::Q4_K => (&[(0, 2), (2, 2), (4, 4), (8, 4), (12, 4)], Codes::Nibbles),
+        GgmlType::Q5_K => (
+            &[(0, 2), (2, 2), (4, 4), (8, 4), (12, 4)],
+            Codes::NibblesHigh1,
+        ),
+        // d, then the sixteen i8 sub-block scales as four words.
+        GgmlType::Q6_K => (
+            &[(208, 2), (192, 4), (196, 4), (200, 4), (204, 4)],
+            Codes::NibblesHigh2,
+        ),
+        _ => return None,
+    })
+}
+
 /// The weight types the lane layout covers (a tier's kernel asks for it by type).
 pub(crate) fn covers(t: GgmlType) -> bool {
-    matches!(t, GgmlType::Q4_0 | GgmlType::Q8_0)
+    layout(t).is_some()
+}
+
+/// Bytes of a covered type's header in a lane block (where its codes start).
+pub(crate) fn header_bytes(t: GgmlType) -> usize {
+    layout(t).map_or(0, |(h, _)| h.iter().map(|f| GROUP * f.1).sum())
 }
 
 /// Packs one group's rows (at most [`GROUP`], each `row_bytes` of the file's blocks) into
@@ -36,15 +79,21 @@ pub(crate) fn covers(t: GgmlType) -> bool {
 /// # Panics
 /// If the type is not [`covers`]ed.
 pub(crate) fn pack_group(t: GgmlType, rows: &[&[u8]], row_bytes: usize, out: &mut [u8]) {
+    let (header, _) = layout(t).expect("a type the lane layout covers");
     let bb = t.block_bytes();
     for (b, dst) in out.chunks_exact_mut(GROUP * bb).enumerate() {
         for (j, row) in rows.iter().enumerate() {
             let src = &row[b * bb..(b + 1) * bb];
-            dst[2 * j..2 * j + 2].copy_from_slice(&src[..2]);
+            let mut at = 0;
+            for &(from, width) in header {
+                dst[at + j * width..][..width].copy_from_slice(&src[from..from + width]);
+                at += GROUP * width;
+            }
             for e in 0..t.block_len() {
-                let (at, value) = place(t, j, e, code(t, src, e));
-                let v = &mut dst[2 * GROUP + at];
-                *v |= value;
+                for (off, shift, bits) in places(t, j, e) {
+                    let v = (code(t, src, e) >> bits.1) & bits.0;
+                    dst[off] |= v << shift;
+                }
             }
         }
     }
@@ -53,44 +102,112 @@ pub(crate) fn pack_group(t: GgmlType, rows: &[&[u8]], row_bytes: usize, out: &mu
 
 /// The file's block `b` of the group's row `j` (`group` its packed bytes), into `out`.
 pub(crate) fn block(t: GgmlType, group: &[u8], j: usize, b: usize, out: &mut [u8]) {
+    let (header, _) = layout(t).expect("a type the lane layout covers");
     let bb = t.block_bytes();
     let src = &group[b * GROUP * bb..(b + 1) * GROUP * bb];
     let out = &mut out[..bb];
     out.fill(0);
-    out[..2].copy_from_slice(&src[2 * j..2 * j + 2]);
+    let mut at = 0;
+    for &(to, width) in header {
+        out[to..to + width].copy_from_slice(&src[at + j * width..][..width]);
+        at += GROUP * width;
+    }
     for e in 0..t.block_len() {
-        let (at, _) = place(t, j, e, 0);
-        let packed = src[2 * GROUP + at];
-        let c = match t {
-            GgmlType::Q4_0 if (e % 8) < 4 => packed & 0x0F,
-            GgmlType::Q4_0 => packed >> 4,
-            _ => packed ^ 0x80,
-        };
-        match t {
-            GgmlType::Q4_0 if e < 16 => out[2 + e] |= c,
-            GgmlType::Q4_0 => out[2 + e - 16] |= c << 4,
-            _ => out[2 + e] = c,
+        let mut q = 0u8;
+        for (off, shift, bits) in places(t, j, e) {
+            q |= ((src[off] >> shift) & bits.0) << bits.1;
         }
+        set_code(t, out, e, q);
     }
 }
 
-/// Element `e`'s code of a file block: Q4_0's nibble (0..16), Q8_0's byte.
+/// Where output `j`'s element `e` lives after the header: per plane, the byte, the shift
+/// there, and which bits of the code (mask, taken from the code shifted right by `.1`).
+fn places(t: GgmlType, j: usize, e: usize) -> impl Iterator<Item = (usize, usize, (u8, u32))> {
+    let (_, codes) = layout(t).expect("a type the lane layout covers");
+    let base = header_bytes(t);
+    let (ch, i) = (e / 32, e % 32);
+    let lane = 4 * j + i % 4;
+    let (first, second) = match codes {
+        Codes::Bytes => ((base + 32 * (e / 4) + lane, 0, (0xFF, 0)), None),
+        _ => {
+            let nib = (
+                base + 128 * ch + 32 * (i / 8) + lane,
+                4 * ((i % 8) / 4),
+                (0x0F, 0),
+            );
+            let top = base + 128 * t.block_len() / 32;
+            let high = match codes {
+                Codes::NibblesHigh1 => Some((top + 32 * ch + lane, i / 4, (0x01, 4))),
+                Codes::NibblesHigh2 => Some((
+                    top + 64 * ch + 32 * (i / 16) + lane,
+                    2 * ((i / 4) % 4),
+                    (0x03, 4),
+                )),
+                _ => None,
+            };
+            (nib, high)
+        }
+    };
+    std::iter::once(first).chain(second)
+}
+
+/// Where a 32-block type's nibbles and fifth bits (a little-endian u32) start.
+fn nibbles_at(t: GgmlType) -> (usize, Option<usize>) {
+    match t {
+        GgmlType::Q4_1 => (4, None),
+        GgmlType::Q5_0 => (6, Some(2)),
+        GgmlType::Q5_1 => (8, Some(4)),
+        _ => (2, None),
+    }
+}
+
+/// Element `e`'s code in a file block (Q8_0's stored `+ 128`).
 fn code(t: GgmlType, src: &[u8], e: usize) -> u8 {
     match t {
-        GgmlType::Q4_0 if e < 16 => src[2 + e] & 0x0F,
-        GgmlType::Q4_0 => src[2 + e - 16] >> 4,
-        _ => src[2 + e],
+        GgmlType::Q4_0 | GgmlType::IQ4_NL | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 => {
+            let (qs, qh) = nibbles_at(t);
+            let lo = (src[qs + e % 16] >> (4 * (e / 16))) & 0x0F;
+            lo | qh.map_or(0, |h| ((src[h + e / 8] >> (e % 8)) & 1) << 4)
+        }
+        GgmlType::Q8_0 => src[2 + e] ^ 0x80,
+        GgmlType::Q4_K => (src[16 + 32 * (e / 64) + e % 32] >> (4 * ((e / 32) % 2))) & 0x0F,
+        GgmlType::Q5_K => {
+            let (j, l) = (e / 32, e % 32);
+            let lo = (src[48 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0x0F;
+            lo | ((src[16 + l] >> j) & 1) << 4
+        }
+        _ => {
+            let (h, r) = (e / 128, e % 128);
+            let lo = (src[64 * h + r % 64] >> (4 * (r / 64))) & 0x0F;
+            let hi = (src[128 + 32 * h + r % 32] >> (2 * (r / 32))) & 0x03;
+            lo | hi << 4
+        }
     }
 }
 
-/// Where output `j`'s element `e` goes in the codes after the scales, and its bits there.
-fn place(t: GgmlType, j: usize, e: usize, code: u8) -> (usize, u8) {
+/// Sets element `e`'s code `q` in a file block whose code bits start zero ([`code`]'s inverse).
+fn set_code(t: GgmlType, dst: &mut [u8], e: usize, q: u8) {
     match t {
-        GgmlType::Q4_0 => {
-            let (c, i, high) = (e / 8, e % 4, (e % 8) >= 4);
-            (32 * c + 4 * j + i, if high { code << 4 } else { code })
+        GgmlType::Q4_0 | GgmlType::IQ4_NL | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 => {
+            let (qs, qh) = nibbles_at(t);
+            dst[qs + e % 16] |= (q & 0x0F) << (4 * (e / 16));
+            if let Some(h) = qh {
+                dst[h + e / 8] |= (q >> 4) << (e % 8);
+            }
         }
-        _ => (32 * (e / 4) + 4 * j + e % 4, code ^ 0x80),
+        GgmlType::Q8_0 => dst[2 + e] = q ^ 0x80,
+        GgmlType::Q4_K => dst[16 + 32 * (e / 64) + e % 32] |= q << (4 * ((e / 32) % 2)),
+        GgmlType::Q5_K => {
+            let (j, l) = (e / 32, e % 32);
+            dst[48 + 32 * (j / 2) + l] |= (q & 0x0F) << (4 * (j % 2));
+            dst[16 + l] |= (q >> 4) << j;
+        }
+        _ => {
+            let (h, r) = (e / 128, e % 128);
+            dst[64 * h + r % 64] |= (q & 0x0F) << (4 * (r / 64));
+            dst[128 + 32 * h + r % 32] |= (q >> 4) << (2 * (r / 32));
+        }
     }
 }
 
@@ -102,7 +219,7 @@ mod tests {
     #[test]
     fn blocks_come_back_as_stored() {
         let mut seed = 0x2545_f491u32;
-        for t in [GgmlType::Q4_0, GgmlType::Q8_0] {
+        for t in GgmlType::ALL.into_iter().filter(|&t| covers(t)) {
             let row_bytes = 3 * t.block_bytes();
             for n in [1, 5, GROUP] {
                 let rows: Vec<Vec<u8>> = (0..n)
