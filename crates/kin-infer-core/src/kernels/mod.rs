@@ -52,8 +52,6 @@ mod x86_avx2;
 #[cfg(target_arch = "x86_64")]
 mod x86_avx512;
 #[cfg(target_arch = "x86_64")]
-mod x86_q8;
-#[cfg(target_arch = "x86_64")]
 mod x86_q8_lanes;
 #[cfg(target_arch = "x86_64")]
 mod x86_quant;

@@ -31,7 +31,7 @@ pub(crate) static OPS: Ops = tier_ops! {
         x86_row4::avx2::<BF16>,
         x86_row4::avx2::<F16>,
     ]),
-    q8: Some(super::x86_q8::avx2),
+    q8: Some(super::x86_q8_lanes::avx2),
     q8_lanes: true,
     row4_quant: &[
         (

@@ -38,7 +38,7 @@ pub(crate) static OPS: Ops = tier_ops! {
         x86_row4::avx512::<BF16>,
         x86_row4::avx512::<F16>,
     ]),
-    q8: Some(super::x86_q8::avx512),
+    q8: Some(super::x86_q8_lanes::avx512),
     q8_lanes: true,
     row4_quant: &[
         (

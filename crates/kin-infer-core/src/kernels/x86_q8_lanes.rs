@@ -19,25 +19,27 @@ use std::arch::x86_64::*;
 
 /// How a tier forms the block sums (AVX2's `vpmaddubsw` or VNNI's `vpdpbusd`).
 trait Dot {
-    /// Lanes of `Σ q·a` over `V` unsigned code vectors `q[v]` (elements `4v..4v + 4` of
-    /// each output) against the activation codes at `a`. AVX2 sums the pair sums in i16:
-    /// the caller keeps `V · 2 · max q · 127` below 2¹⁵.
-    unsafe fn sum<const V: usize>(q: &[__m256i], a: *const u8) -> __m256i;
-    /// Q8_0: lanes of `Σ w·a` from the eight stored vectors `u[v]` (`w + 128`), `sa` the
+    /// The products of `V` unsigned code vectors `q[v]` (elements `4v..4v + 4` of each
+    /// output) and the activation codes at `a`, in the tier's raw form: AVX2's i16 pair sums
+    /// (the caller keeps `V · 2 · max q · 127` below 2¹⁵), VNNI's i32 lane sums.
+    unsafe fn raw<const V: usize>(q: &[__m256i], a: *const u8) -> __m256i;
+    /// Raw sums as i32 lanes.
+    unsafe fn lanes(raw: __m256i) -> __m256i;
+    /// Raw sums as i32 lanes times each lane's scale, given as i16 pairs (`sc16`, for AVX2's
+    /// `vpmaddwd`) and as i32 (`sc32`, for VNNI's `vpmulld`).
+    unsafe fn scaled(raw: __m256i, sc16: __m256i, sc32: __m256i) -> __m256i;
+    /// Q8_0's lanes of `Σ w·a` from the eight stored vectors `u[v]` (`w + 128`), `sa` the
     /// activation block's `Σ a`.
     unsafe fn q8(u: &[__m256i; 8], a: *const u8, sa: i32) -> __m256i;
-    /// Lanes of `sc · Σ q·a` over `V` code vectors, each lane's sub-block scale given as i16
-    /// pairs `sc16` (AVX2's `vpmaddwd`) and as i32 `sc32` (VNNI's `vpmulld`). AVX2 sums the
-    /// pair sums in i16: the caller keeps `V · 2 · max q · 127` below 2¹⁵.
-    unsafe fn scaled<const V: usize>(
-        q: &[__m256i],
-        a: *const u8,
-        sc16: __m256i,
-        sc32: __m256i,
-    ) -> __m256i;
     /// Whether codes of five or six bits must be summed four or two vectors at a time (the
     /// i16 bound above).
     const SPLIT: bool;
+
+    /// Lanes of `Σ q·a` ([`Self::raw`] as i32).
+    #[inline(always)]
+    unsafe fn sum<const V: usize>(q: &[__m256i], a: *const u8) -> __m256i {
+        Self::lanes(Self::raw::<V>(q, a))
+    }
 }
 
 /// Four activation codes from `a`, in every lane.
@@ -48,101 +50,76 @@ unsafe fn four(a: *const u8) -> __m256i {
 
 struct Avx2;
 impl Dot for Avx2 {
+    const SPLIT: bool = true;
     #[inline(always)]
-    unsafe fn sum<const V: usize>(q: &[__m256i], a: *const u8) -> __m256i {
-        let mut s16 = _mm256_setzero_si256();
-        for (v, q) in q[..V].iter().enumerate() {
-            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(*q, four(a.add(4 * v))));
-        }
-        _mm256_madd_epi16(s16, _mm256_set1_epi16(1))
+    unsafe fn raw<const V: usize>(q: &[__m256i], a: *const u8) -> __m256i {
+        let add = |s, (v, q): (usize, &__m256i)| {
+            _mm256_add_epi16(s, _mm256_maddubs_epi16(*q, four(a.add(4 * v))))
+        };
+        q[..V].iter().enumerate().fold(_mm256_setzero_si256(), add)
+    }
+    #[inline(always)]
+    unsafe fn lanes(raw: __m256i) -> __m256i {
+        _mm256_madd_epi16(raw, _mm256_set1_epi16(1))
+    }
+    #[inline(always)]
+    unsafe fn scaled(raw: __m256i, sc16: __m256i, _: __m256i) -> __m256i {
+        _mm256_madd_epi16(raw, sc16)
     }
     #[inline(always)]
     unsafe fn q8(u: &[__m256i; 8], a: *const u8, _sa: i32) -> __m256i {
-        let (flip, ones) = (_mm256_set1_epi8(-128), _mm256_set1_epi16(1));
+        let flip = _mm256_set1_epi8(-128);
         let mut s = _mm256_setzero_si256();
         for (v, u) in u.iter().enumerate() {
+            // The sign trick: |w| times a with w's sign (pair sums up to 2 · 128 · 127).
             let w = _mm256_xor_si256(*u, flip);
             let a = _mm256_sign_epi8(four(a.add(4 * v)), w);
-            let p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), a);
-            s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
+            s = _mm256_add_epi32(
+                s,
+                Self::lanes(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), a)),
+            );
         }
         s
     }
-    #[inline(always)]
-    unsafe fn scaled<const V: usize>(
-        q: &[__m256i],
-        a: *const u8,
-        sc16: __m256i,
-        _sc32: __m256i,
-    ) -> __m256i {
-        let mut s16 = _mm256_setzero_si256();
-        for (v, q) in q[..V].iter().enumerate() {
-            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(*q, four(a.add(4 * v))));
-        }
-        _mm256_madd_epi16(s16, sc16)
-    }
-    const SPLIT: bool = true;
 }
 
 struct Vnni;
 impl Dot for Vnni {
     #[inline(always)]
-    unsafe fn sum<const V: usize>(q: &[__m256i], a: *const u8) -> __m256i {
-        let mut s = _mm256_setzero_si256();
-        for (v, q) in q[..V].iter().enumerate() {
-            s = _mm256_dpbusd_epi32(s, *q, four(a.add(4 * v)));
-        }
-        s
+    unsafe fn raw<const V: usize>(q: &[__m256i], a: *const u8) -> __m256i {
+        let dot = |s, (v, q): (usize, &__m256i)| _mm256_dpbusd_epi32(s, *q, four(a.add(4 * v)));
+        q[..V].iter().enumerate().fold(_mm256_setzero_si256(), dot)
+    }
+    const SPLIT: bool = false;
+    #[inline(always)]
+    unsafe fn lanes(raw: __m256i) -> __m256i {
+        raw
+    }
+    #[inline(always)]
+    unsafe fn scaled(raw: __m256i, _: __m256i, sc32: __m256i) -> __m256i {
+        _mm256_mullo_epi32(raw, sc32)
     }
     #[inline(always)]
     unsafe fn q8(u: &[__m256i; 8], a: *const u8, sa: i32) -> __m256i {
-        let mut s = _mm256_setzero_si256();
-        for (v, u) in u.iter().enumerate() {
-            s = _mm256_dpbusd_epi32(s, *u, four(a.add(4 * v)));
-        }
-        _mm256_sub_epi32(s, _mm256_set1_epi32(128 * sa))
+        _mm256_sub_epi32(Self::raw::<8>(u, a), _mm256_set1_epi32(128 * sa))
     }
-    #[inline(always)]
-    unsafe fn scaled<const V: usize>(
-        q: &[__m256i],
-        a: *const u8,
-        _sc16: __m256i,
-        sc32: __m256i,
-    ) -> __m256i {
-        let mut s = _mm256_setzero_si256();
-        for (v, q) in q[..V].iter().enumerate() {
-            s = _mm256_dpbusd_epi32(s, *q, four(a.add(4 * v)));
-        }
-        _mm256_mullo_epi32(s, sc32)
-    }
-    const SPLIT: bool = false;
 }
 
 /// The call's type and activation row count as const parameters of `$f`.
 macro_rules! dispatch {
     ($c:ident, $f:ident) => {{
-        let Q8Call {
-            t,
-            w,
-            cols,
-            a,
-            out,
-            ldo,
-            ..
-        } = $c;
-        let blocks = $c.row_bytes / t.block_bytes();
         macro_rules! rows {
-            ($q8:ident) => {
-                match a {
-                    [a0] => $f::<$q8, 1>(w, blocks, [a0], cols, out, ldo),
-                    [a0, a1] => $f::<$q8, 2>(w, blocks, [a0, a1], cols, out, ldo),
-                    [a0, a1, a2] => $f::<$q8, 3>(w, blocks, [a0, a1, a2], cols, out, ldo),
-                    [a0, a1, a2, a3] => $f::<$q8, 4>(w, blocks, [a0, a1, a2, a3], cols, out, ldo),
+            ($t:ident) => {
+                match $c.a {
+                    [a0] => $f::<$t, 1>($c, [a0]),
+                    [a0, a1] => $f::<$t, 2>($c, [a0, a1]),
+                    [a0, a1, a2] => $f::<$t, 3>($c, [a0, a1, a2]),
+                    [a0, a1, a2, a3] => $f::<$t, 4>($c, [a0, a1, a2, a3]),
                     _ => return false,
                 }
             };
         }
-        match t {
+        match $c.t {
             GgmlType::Q4_0 => rows!(Q4_0),
             GgmlType::Q8_0 => rows!(Q8_0),
             GgmlType::Q4_1 => rows!(Q4_1),
@@ -158,45 +135,43 @@ macro_rules! dispatch {
     }};
 }
 
-/// [`super::q8_gemm::Q8Kernel`] over the lane layout, AVX2.
+/// [`super::q8_gemm::Q8Kernel`] for AVX2: over the lane layout (the layout this tier packs
+/// every type it covers in; a matrix in the other, packed by another tier, runs the twin).
 ///
 /// # Safety
 /// As [`Q8Call`]'s contract, AVX2+FMA+F16C.
 pub(crate) unsafe fn avx2(c: Q8Call) -> bool {
+    if !c.lanes {
+        return false;
+    }
     dispatch!(c, avx2_rows)
 }
 
-/// [`super::q8_gemm::Q8Kernel`] over the lane layout, VNNI.
+/// [`super::q8_gemm::Q8Kernel`] for the AVX-512 tier: VNNI where the CPU has it, else AVX2's.
 ///
 /// # Safety
-/// As [`Q8Call`]'s contract, AVX-512 F/VL/VNNI with AVX2+FMA+F16C.
-pub(crate) unsafe fn vnni(c: Q8Call) -> bool {
-    dispatch!(c, vnni_rows)
+/// As [`Q8Call`]'s contract, AVX-512 F/VL with AVX2+FMA+F16C.
+pub(crate) unsafe fn avx512(c: Q8Call) -> bool {
+    if !c.lanes {
+        return false;
+    }
+    if std::arch::is_x86_feature_detected!("avx512vnni") {
+        return dispatch!(c, vnni_rows);
+    }
+    dispatch!(c, avx2_rows)
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn avx2_rows<const T: u8, const R: usize>(
-    w: *const u8,
-    blocks: usize,
-    a: [&QuantRow; R],
-    cols: usize,
-    out: *mut f32,
-    ldo: usize,
-) {
-    run::<Avx2, T, R>(w, blocks, a, cols, out, ldo)
+/// [`run`] compiled for a tier's features, one instance per way of forming the sums.
+macro_rules! rows_fn {
+    ($name:ident, $dot:ty, $features:literal) => {
+        #[target_feature(enable = $features)]
+        unsafe fn $name<const T: u8, const R: usize>(c: Q8Call, a: [&QuantRow; R]) {
+            run::<$dot, T, R>(c, a)
+        }
+    };
 }
-
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl,avx512vnni")]
-unsafe fn vnni_rows<const T: u8, const R: usize>(
-    w: *const u8,
-    blocks: usize,
-    a: [&QuantRow; R],
-    cols: usize,
-    out: *mut f32,
-    ldo: usize,
-) {
-    run::<Vnni, T, R>(w, blocks, a, cols, out, ldo)
-}
+rows_fn!(avx2_rows, Avx2, "avx2,fma,f16c");
+rows_fn!(vnni_rows, Vnni, "avx2,fma,f16c,avx512f,avx512vl,avx512vnni");
 
 // The types as const parameters.
 const Q4_0: u8 = 0;
@@ -211,25 +186,18 @@ const Q5_K: u8 = 8;
 
 /// A group's outputs for `R` activation rows (type `T`), stored to `out`.
 #[inline(always)]
-unsafe fn run<D: Dot, const T: u8, const R: usize>(
-    w: *const u8,
-    blocks: usize,
-    a: [&QuantRow; R],
-    cols: usize,
-    out: *mut f32,
-    ldo: usize,
-) {
-    debug_assert!((1..=GROUP).contains(&cols));
+unsafe fn run<D: Dot, const T: u8, const R: usize>(c: Q8Call, a: [&QuantRow; R]) {
+    debug_assert!((1..=GROUP).contains(&c.cols));
     let acc = match T {
-        Q4_K => q4_k::<D, false, R>(w, blocks, a),
-        Q5_K => q4_k::<D, true, R>(w, blocks, a),
-        Q6_K => q6_k::<D, R>(w, blocks, a),
-        _ => run32::<D, T, R>(w, blocks, a),
+        Q4_K => q4_k::<D, false, R>(c, a),
+        Q5_K => q4_k::<D, true, R>(c, a),
+        Q6_K => q6_k::<D, R>(c, a),
+        _ => run32::<D, T, R>(c, a),
     };
     for (r, acc) in acc.iter().enumerate() {
         let mut lanes = [0.0f32; 8];
         _mm256_storeu_ps(lanes.as_mut_ptr(), *acc);
-        std::ptr::copy_nonoverlapping(lanes.as_ptr(), out.add(r * ldo), cols);
+        std::ptr::copy_nonoverlapping(lanes.as_ptr(), c.out.add(r * c.ldo), c.cols);
     }
 }
 
@@ -237,11 +205,8 @@ unsafe fn run<D: Dot, const T: u8, const R: usize>(
 /// unpacked once for all rows, then per row the lanes' exact sums, less the codes' offset
 /// times the activation block's sum, and the twin's steps.
 #[inline(always)]
-unsafe fn run32<D: Dot, const T: u8, const R: usize>(
-    w: *const u8,
-    blocks: usize,
-    a: [&QuantRow; R],
-) -> [__m256; R] {
+unsafe fn run32<D: Dot, const T: u8, const R: usize>(c: Q8Call, a: [&QuantRow; R]) -> [__m256; R] {
+    let (w, blocks) = (c.w, c.row_bytes / c.t.block_bytes());
     let (bb, affine, offset) = match T {
         Q4_0 => (18, false, 8),
         Q4_1 => (20, true, 0),
@@ -389,15 +354,16 @@ unsafe fn pair(lo: i32, hi: i32) -> __m256i {
     _mm256_set1_epi32((lo as u16 as u32 | (hi as u32) << 16) as i32)
 }
 
-/// Q4_K and Q5_K (`Q5`, with the fifth bits): per super-block of 256, d and dmin, the eight 6-bit scales and minimums unpacked in
-/// lanes (`x86_q8.rs`'s masks, eight outputs at once), per sub-block of 32 the scaled lane
-/// sums, and the minimums against the activation's 32-sums.
+/// Q4_K and Q5_K (`Q5`, with the fifth bits): per super-block of 256, d and dmin, the eight
+/// 6-bit scales and minimums unpacked in lanes (32-bit masks and shifts over the packed
+/// bytes, eight outputs at once), per sub-block of 32 the scaled lane sums, and the
+/// minimums against the activation's 32-sums.
 #[inline(always)]
 unsafe fn q4_k<D: Dot, const Q5: bool, const R: usize>(
-    w: *const u8,
-    blocks: usize,
+    c: Q8Call,
     a: [&QuantRow; R],
 ) -> [__m256; R] {
+    let (w, blocks) = (c.w, c.row_bytes / c.t.block_bytes());
     let bb: usize = if Q5 { 176 } else { 144 };
     let sign = _mm256_set1_ps(-0.0);
     let (six, low4, top2) = (
@@ -440,11 +406,11 @@ unsafe fn q4_k<D: Dot, const Q5: bool, const R: usize>(
                 let act = a[r].qs.as_ptr().add(256 * b + 32 * j) as *const u8;
                 let sum = if Q5 && D::SPLIT {
                     _mm256_add_epi32(
-                        D::scaled::<4>(&q, act, sc16, sc32),
-                        D::scaled::<4>(&q[4..], act.add(16), sc16, sc32),
+                        D::scaled(D::raw::<4>(&q, act), sc16, sc32),
+                        D::scaled(D::raw::<4>(&q[4..], act.add(16)), sc16, sc32),
                     )
                 } else {
-                    D::scaled::<8>(&q, act, sc16, sc32)
+                    D::scaled(D::raw::<8>(&q, act), sc16, sc32)
                 };
                 isum[r] = _mm256_add_epi32(isum[r], sum);
             }
@@ -471,11 +437,8 @@ unsafe fn q4_k<D: Dot, const Q5: bool, const R: usize>(
 /// six-bit codes (nibbles and top bits), per sub-block of 16 the scaled lane sums; the
 /// codes' `− 32` through `32 · Σ sc_j · Σ_{i∈j} a`.
 #[inline(always)]
-unsafe fn q6_k<D: Dot, const R: usize>(
-    w: *const u8,
-    blocks: usize,
-    a: [&QuantRow; R],
-) -> [__m256; R] {
+unsafe fn q6_k<D: Dot, const R: usize>(c: Q8Call, a: [&QuantRow; R]) -> [__m256; R] {
+    let (w, blocks) = (c.w, c.row_bytes / c.t.block_bytes());
     const BB: usize = 210;
     let top = _mm256_set1_epi8(0x30);
     let mut acc = [_mm256_setzero_ps(); R];
@@ -509,11 +472,11 @@ unsafe fn q6_k<D: Dot, const R: usize>(
                     let act = a[r].qs.as_ptr().add(256 * b + 32 * ch + 16 * s) as *const u8;
                     let sum = if D::SPLIT {
                         _mm256_add_epi32(
-                            D::scaled::<2>(q, act, sc16, sc32),
-                            D::scaled::<2>(&q[2..], act.add(8), sc16, sc32),
+                            D::scaled(D::raw::<2>(q, act), sc16, sc32),
+                            D::scaled(D::raw::<2>(&q[2..], act.add(8)), sc16, sc32),
                         )
                     } else {
-                        D::scaled::<4>(q, act, sc16, sc32)
+                        D::scaled(D::raw::<4>(q, act), sc16, sc32)
                     };
                     isum[r] = _mm256_add_epi32(isum[r], sum);
                 }
