@@ -91,12 +91,16 @@ impl Rows<'_> {
 
     /// Bytes stored for the `n` rows.
     fn stored_bytes(&self) -> usize {
-        let rows = if self.lanes {
-            self.n.div_ceil(GROUP) * GROUP
-        } else {
-            self.n
-        };
-        rows * self.row_bytes
+        stored_rows(self.n, self.lanes) * self.row_bytes
+    }
+}
+
+/// Rows stored for `n` weight rows: the lane layout pads its last group to [`GROUP`].
+pub(crate) fn stored_rows(n: usize, lanes: bool) -> usize {
+    if lanes {
+        n.div_ceil(GROUP) * GROUP
+    } else {
+        n
     }
 }
 
@@ -175,7 +179,6 @@ pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
             let cols = COLS.min(n - j0);
             let (group_bytes, group_rows) = w.group(j0);
             debug_assert_eq!(group_rows, cols);
-            let lanes = w.lanes;
             let wp = group_bytes.as_ptr();
             for (q, group) in rows.chunks(ROWS).enumerate() {
                 // SAFETY: rows j0..j0+cols of w (asserted above); `group.len()` rows of
@@ -189,7 +192,7 @@ pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
                         a: group,
                         out: out.as_mut_ptr(),
                         ldo: COLS,
-                        lanes,
+                        lanes: w.lanes,
                     })
                 });
                 for (r, a) in group.iter().enumerate() {

@@ -79,8 +79,8 @@ pub(crate) fn header_bytes(t: GgmlType) -> usize {
 /// # Panics
 /// If the type is not [`covers`]ed.
 pub(crate) fn pack_group(t: GgmlType, rows: &[&[u8]], row_bytes: usize, out: &mut [u8]) {
-    let (header, _) = layout(t).expect("a type the lane layout covers");
-    let bb = t.block_bytes();
+    let (header, codes) = layout(t).expect("a type the lane layout covers");
+    let (bb, base) = (t.block_bytes(), header_bytes(t));
     for (b, dst) in out.chunks_exact_mut(GROUP * bb).enumerate() {
         for (j, row) in rows.iter().enumerate() {
             let src = &row[b * bb..(b + 1) * bb];
@@ -90,8 +90,9 @@ pub(crate) fn pack_group(t: GgmlType, rows: &[&[u8]], row_bytes: usize, out: &mu
                 at += GROUP * width;
             }
             for e in 0..t.block_len() {
-                for (off, shift, bits) in places(t, j, e) {
-                    let v = (code(t, src, e) >> bits.1) & bits.0;
+                let q = code(t, src, e);
+                for (off, shift, bits) in places(t, codes, base, j, e) {
+                    let v = (q >> bits.1) & bits.0;
                     dst[off] |= v << shift;
                 }
             }
@@ -102,8 +103,8 @@ pub(crate) fn pack_group(t: GgmlType, rows: &[&[u8]], row_bytes: usize, out: &mu
 
 /// The file's block `b` of the group's row `j` (`group` its packed bytes), into `out`.
 pub(crate) fn block(t: GgmlType, group: &[u8], j: usize, b: usize, out: &mut [u8]) {
-    let (header, _) = layout(t).expect("a type the lane layout covers");
-    let bb = t.block_bytes();
+    let (header, codes) = layout(t).expect("a type the lane layout covers");
+    let (bb, base) = (t.block_bytes(), header_bytes(t));
     let src = &group[b * GROUP * bb..(b + 1) * GROUP * bb];
     let out = &mut out[..bb];
     out.fill(0);
@@ -114,7 +115,7 @@ pub(crate) fn block(t: GgmlType, group: &[u8], j: usize, b: usize, out: &mut [u8
     }
     for e in 0..t.block_len() {
         let mut q = 0u8;
-        for (off, shift, bits) in places(t, j, e) {
+        for (off, shift, bits) in places(t, codes, base, j, e) {
             q |= ((src[off] >> shift) & bits.0) << bits.1;
         }
         set_code(t, out, e, q);
@@ -123,9 +124,7 @@ pub(crate) fn block(t: GgmlType, group: &[u8], j: usize, b: usize, out: &mut [u8
 
 /// Where output `j`'s element `e` lives after the header: per plane, the byte, the shift
 /// there, and which bits of the code (mask, taken from the code shifted right by `.1`).
-fn places(t: GgmlType, j: usize, e: usize) -> impl Iterator<Item = (usize, usize, (u8, u32))> {
-    let (_, codes) = layout(t).expect("a type the lane layout covers");
-    let base = header_bytes(t);
+fn places(t: GgmlType, codes: Codes, base: usize, j: usize, e: usize) -> Places {
     let (ch, i) = (e / 32, e % 32);
     let lane = 4 * j + i % 4;
     let (first, second) = match codes {
@@ -151,6 +150,11 @@ fn places(t: GgmlType, j: usize, e: usize) -> impl Iterator<Item = (usize, usize
     };
     std::iter::once(first).chain(second)
 }
+
+/// [`places`]' planes of one element (one or two).
+type Places = std::iter::Chain<std::iter::Once<Place>, std::option::IntoIter<Place>>;
+/// A byte, the shift there, and which bits of the code (mask, shift).
+type Place = (usize, usize, (u8, u32));
 
 /// Where a 32-block type's nibbles and fifth bits (a little-endian u32) start.
 fn nibbles_at(t: GgmlType) -> (usize, Option<usize>) {

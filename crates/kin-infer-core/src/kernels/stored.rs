@@ -156,10 +156,7 @@ impl Kernels {
         })?;
         // The lane layout where this tier's kernel reads it (its groups padded to whole).
         let lanes = self.ops.q8_lanes && super::q8_lanes::covers(t);
-        let stored = match lanes {
-            true => rows.len().div_ceil(q8_gemm::GROUP) * q8_gemm::GROUP,
-            false => rows.len(),
-        };
+        let stored = q8_gemm::stored_rows(rows.len(), lanes);
         let mut buf = AlignedBuf::zeroed(stored * row_bytes);
         q8_gemm::interleave(t, &rows, row_bytes, lanes, buf.as_mut_slice());
         let buf = panels::Panels {
