@@ -115,12 +115,25 @@ pub(crate) fn interleave(
     out: &mut [u8],
 ) {
     let bb = t.block_bytes();
-    for (gi, group) in rows.chunks(GROUP).enumerate() {
-        if lanes {
-            let dst = &mut out[gi * GROUP * row_bytes..][..GROUP * row_bytes];
-            q8_lanes::pack_group(t, group, row_bytes, dst);
-            continue;
+    if lanes {
+        // Groups are independent: the engine's pool (when the load runs in one) packs them
+        // side by side; the bytes do not depend on who packed them.
+        let out = &mut out[..rows.len().div_ceil(GROUP) * GROUP * row_bytes];
+        let pack =
+            |(group, dst): (&[&[u8]], &mut [u8])| q8_lanes::pack_group(t, group, row_bytes, dst);
+        let pairs = rows
+            .par_chunks(GROUP)
+            .zip(out.par_chunks_mut(GROUP * row_bytes));
+        if rayon::current_thread_index().is_some() && rayon::current_num_threads() > 1 {
+            pairs.for_each(pack);
+        } else {
+            rows.chunks(GROUP)
+                .zip(out.chunks_mut(GROUP * row_bytes))
+                .for_each(pack);
         }
+        return;
+    }
+    for (gi, group) in rows.chunks(GROUP).enumerate() {
         let dst = &mut out[gi * GROUP * row_bytes..][..group.len() * row_bytes];
         for (c, row) in group.iter().enumerate() {
             for (b, blk) in row.chunks_exact(bb).enumerate() {

@@ -12,15 +12,18 @@
 //! stored to the output); its block `b` is [`GROUP`] times the file's block bytes at
 //! `b · GROUP · block_bytes`: first the type's header fields (scales, minimums, packed
 //! sub-block scales), each as [`GROUP`] copies side by side (output `j`'s at `j · width`),
-//! then the codes in planes, per 32 elements ("chunk") of the block:
+//! then the codes in planes, per 32 elements ("chunk") of the block, each chunk's planes
+//! side by side (a kernel reads a block front to back, one stream: with the high bits in a
+//! region of their own, two streams a kilobyte apart ran Q6_K's product from DRAM at a
+//! third of Q4_K's bandwidth):
 //!
 //! - nibbles (Q4_0, Q4_K, and Q6_K's low four bits): four 32-byte vectors; byte `4j + i` of
 //!   vector `c` holds output `j`'s element `8c + i` in its low nibble and `8c + 4 + i` in its
 //!   high one, so vector `v / 2`'s low (`v` even) or high nibbles are elements `4v..4v + 4`;
-//! - the fifth bits (Q5_0, Q5_1, Q5_K), after all the nibbles: one vector per chunk; bit `v`
-//!   of byte `4j + i` is output `j`'s element `4v + i`'s;
-//! - Q6_K's top two bits, after all the nibbles: two vectors per chunk; bits `2(v % 4)` and
-//!   up of byte `4j + i` of vector `v / 4` are output `j`'s element `4v + i`;
+//! - the fifth bits (Q5_0, Q5_1, Q5_K), after the chunk's nibbles: one vector; bit `v` of
+//!   byte `4j + i` is output `j`'s element `4v + i`'s;
+//! - Q6_K's top two bits, after the chunk's nibbles: two vectors; bits `2(v % 4)` and up of
+//!   byte `4j + i` of vector `v / 4` are output `j`'s element `4v + i`;
 //! - bytes (Q8_0): eight vectors; byte `4j + i` of vector `v` is output `j`'s element
 //!   `4v + i`, plus 128.
 
@@ -81,6 +84,15 @@ pub(crate) fn header_bytes(t: GgmlType) -> usize {
 pub(crate) fn pack_group(t: GgmlType, rows: &[&[u8]], row_bytes: usize, out: &mut [u8]) {
     let (header, codes) = layout(t).expect("a type the lane layout covers");
     let (bb, base) = (t.block_bytes(), header_bytes(t));
+    // Output 0's places per element, once: output j's are 4j bytes on (a lane further).
+    let table: Vec<[Place; 2]> = (0..t.block_len())
+        .map(|e| {
+            let mut p = places(t, codes, base, 0, e);
+            let first = p.next().expect("every code has a plane");
+            [first, p.next().unwrap_or((first.0, 0, (0, 0)))]
+        })
+        .collect();
+    let mut q = vec![0u8; t.block_len()];
     for (b, dst) in out.chunks_exact_mut(GROUP * bb).enumerate() {
         for (j, row) in rows.iter().enumerate() {
             let src = &row[b * bb..(b + 1) * bb];
@@ -89,16 +101,34 @@ pub(crate) fn pack_group(t: GgmlType, rows: &[&[u8]], row_bytes: usize, out: &mu
                 dst[at + j * width..][..width].copy_from_slice(&src[from..from + width]);
                 at += GROUP * width;
             }
-            for e in 0..t.block_len() {
-                let q = code(t, src, e);
-                for (off, shift, bits) in places(t, codes, base, j, e) {
-                    let v = (q >> bits.1) & bits.0;
-                    dst[off] |= v << shift;
+            codes_of(t, src, &mut q);
+            for (q, places) in q.iter().zip(&table) {
+                // A missing second plane has mask 0: it ors nothing.
+                for &(off, shift, (mask, from)) in places {
+                    dst[off + 4 * j] |= ((q >> from) & mask) << shift;
                 }
             }
         }
     }
     debug_assert_eq!(out.len(), GROUP * row_bytes);
+}
+
+/// Every element's code of a file block ([`code`] for each, the type matched once).
+fn codes_of(t: GgmlType, src: &[u8], q: &mut [u8]) {
+    macro_rules! each {
+        ($t:expr) => {
+            for (e, q) in q.iter_mut().enumerate() {
+                *q = code($t, src, e);
+            }
+        };
+    }
+    match t {
+        GgmlType::Q4_0 => each!(GgmlType::Q4_0),
+        GgmlType::Q8_0 => each!(GgmlType::Q8_0),
+        GgmlType::Q4_K => each!(GgmlType::Q4_K),
+        GgmlType::Q6_K => each!(GgmlType::Q6_K),
+        _ => each!(t),
+    }
 }
 
 /// The file's block `b` of the group's row `j` (`group` its packed bytes), into `out`.
@@ -130,16 +160,12 @@ fn places(t: GgmlType, codes: Codes, base: usize, j: usize, e: usize) -> Places 
     let (first, second) = match codes {
         Codes::Bytes => ((base + 32 * (e / 4) + lane, 0, (0xFF, 0)), None),
         _ => {
-            let nib = (
-                base + 128 * ch + 32 * (i / 8) + lane,
-                4 * ((i % 8) / 4),
-                (0x0F, 0),
-            );
-            let top = base + 128 * t.block_len() / 32;
+            let at = base + chunk_bytes(codes) * ch;
+            let nib = (at + 32 * (i / 8) + lane, 4 * ((i % 8) / 4), (0x0F, 0));
             let high = match codes {
-                Codes::NibblesHigh1 => Some((top + 32 * ch + lane, i / 4, (0x01, 4))),
+                Codes::NibblesHigh1 => Some((at + 128 + lane, i / 4, (0x01, 4))),
                 Codes::NibblesHigh2 => Some((
-                    top + 64 * ch + 32 * (i / 16) + lane,
+                    at + 128 + 32 * (i / 16) + lane,
                     2 * ((i / 4) % 4),
                     (0x03, 4),
                 )),
@@ -149,6 +175,15 @@ fn places(t: GgmlType, codes: Codes, base: usize, j: usize, e: usize) -> Places 
         }
     };
     std::iter::once(first).chain(second)
+}
+
+/// Bytes of one chunk's code planes (the nibbles, then their high bits) for nibble codes.
+fn chunk_bytes(codes: Codes) -> usize {
+    match codes {
+        Codes::NibblesHigh1 => 160,
+        Codes::NibblesHigh2 => 192,
+        _ => 128,
+    }
 }
 
 /// [`places`]' planes of one element (one or two).
@@ -167,6 +202,7 @@ fn nibbles_at(t: GgmlType) -> (usize, Option<usize>) {
 }
 
 /// Element `e`'s code in a file block (Q8_0's stored `+ 128`).
+#[inline(always)]
 fn code(t: GgmlType, src: &[u8], e: usize) -> u8 {
     match t {
         GgmlType::Q4_0 | GgmlType::IQ4_NL | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 => {

@@ -397,9 +397,10 @@ unsafe fn q4_k<D: Dot, const Q5: bool, const R: usize>(
         ];
         let mut isum = [_mm256_setzero_si256(); R];
         for j in 0..8 {
-            let mut q = nibbles(base.add(128 + 128 * j));
+            let at = base.add(128 + if Q5 { 160 } else { 128 } * j);
+            let mut q = nibbles(at);
             if Q5 {
-                q = with_fifth(q, base.add(128 + 1024 + 32 * j));
+                q = with_fifth(q, at.add(128));
             }
             let (sc16, sc32) = (pick(sc[j / 4], 0, j % 4), pick(sc[j / 4], 1, j % 4));
             for r in 0..R {
@@ -449,9 +450,9 @@ unsafe fn q6_k<D: Dot, const R: usize>(c: Q8Call, a: [&QuantRow; R]) -> [__m256;
             std::array::from_fn(|k| _mm256_loadu_si256(base.add(16 + 32 * k) as *const __m256i));
         let mut isum = [_mm256_setzero_si256(); R];
         for ch in 0..8 {
-            let mut q = nibbles(base.add(144 + 128 * ch));
-            let hv =
-                |h: usize| _mm256_loadu_si256(base.add(1168 + 64 * ch + 32 * h) as *const __m256i);
+            let at = base.add(144 + 192 * ch);
+            let mut q = nibbles(at);
+            let hv = |h: usize| _mm256_loadu_si256(at.add(128 + 32 * h) as *const __m256i);
             let hi = [hv(0), hv(1)];
             for (v, q) in q.iter_mut().enumerate() {
                 let x = hi[v / 4];
