@@ -87,7 +87,7 @@ pub(crate) fn pack_group(t: GgmlType, rows: &[&[u8]], row_bytes: usize, out: &mu
     // Output 0's places per element, once: output j's are 4j bytes on (a lane further).
     let table: Vec<[Place; 2]> = (0..t.block_len())
         .map(|e| {
-            let mut p = places(t, codes, base, 0, e);
+            let mut p = places(codes, base, 0, e);
             let first = p.next().expect("every code has a plane");
             [first, p.next().unwrap_or((first.0, 0, (0, 0)))]
         })
@@ -145,7 +145,7 @@ pub(crate) fn block(t: GgmlType, group: &[u8], j: usize, b: usize, out: &mut [u8
     }
     for e in 0..t.block_len() {
         let mut q = 0u8;
-        for (off, shift, bits) in places(t, codes, base, j, e) {
+        for (off, shift, bits) in places(codes, base, j, e) {
             q |= ((src[off] >> shift) & bits.0) << bits.1;
         }
         set_code(t, out, e, q);
@@ -154,7 +154,7 @@ pub(crate) fn block(t: GgmlType, group: &[u8], j: usize, b: usize, out: &mut [u8
 
 /// Where output `j`'s element `e` lives after the header: per plane, the byte, the shift
 /// there, and which bits of the code (mask, taken from the code shifted right by `.1`).
-fn places(t: GgmlType, codes: Codes, base: usize, j: usize, e: usize) -> Places {
+fn places(codes: Codes, base: usize, j: usize, e: usize) -> Places {
     let (ch, i) = (e / 32, e % 32);
     let lane = 4 * j + i % 4;
     let (first, second) = match codes {
