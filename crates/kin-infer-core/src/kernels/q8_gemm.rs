@@ -164,13 +164,6 @@ pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
             .q8
             .expect("q8 rows of a type without a pairing")
             .0;
-    let rows: Vec<QuantRow> = (0..m)
-        .map(|i| {
-            let mut r = QuantRow::default();
-            r.quantize(act, &p.a[i * p.lda..i * p.lda + k]);
-            r
-        })
-        .collect();
     let threads = if rayon::current_thread_index().is_some() {
         rayon::current_num_threads()
     } else {
@@ -183,10 +176,20 @@ pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
     } else {
         1
     };
+    // Each activation row quantized once, by whichever thread (a row's codes are its own).
+    let quantize = |i: usize| {
+        let mut r = QuantRow::default();
+        r.quantize(act, &p.a[i * p.lda..i * p.lda + k]);
+        r
+    };
+    let rows: Vec<QuantRow> = if tasks > 1 && m > 1 {
+        (0..m).into_par_iter().map(quantize).collect()
+    } else {
+        (0..m).map(quantize).collect()
+    };
     let cp = SendPtr(c.as_mut_ptr());
     let task = |t: usize| {
         let (g0, g1) = (t * groups / tasks, (t + 1) * groups / tasks);
-        let mut out = [0.0f32; ROWS * COLS];
         for g in g0..g1 {
             let j0 = g * COLS;
             let cols = COLS.min(n - j0);
@@ -194,8 +197,11 @@ pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
             debug_assert_eq!(group_rows, cols);
             let wp = group_bytes.as_ptr();
             for (q, group) in rows.chunks(ROWS).enumerate() {
+                // SAFETY: rows q·ROWS.. of c, columns j0..j0 + cols, inside c (asserted
+                // above); tasks own disjoint column groups.
+                let out = unsafe { cp.get().add(q * ROWS * ldc + j0) };
                 // SAFETY: rows j0..j0+cols of w (asserted above); `group.len()` rows of
-                // COLS outputs.
+                // `cols` outputs at `out`, `ldc` apart.
                 let done = ops.q8.is_some_and(|kern| unsafe {
                     kern(Q8Call {
                         t: w.t,
@@ -203,27 +209,23 @@ pub(crate) fn matmul(ops: &Ops, p: Product, w: Rows, c: &mut [f32]) {
                         row_bytes: w.row_bytes,
                         cols,
                         a: group,
-                        out: out.as_mut_ptr(),
-                        ldo: COLS,
+                        out,
+                        ldo: ldc,
                         lanes: w.lanes,
                     })
                 });
                 for (r, a) in group.iter().enumerate() {
-                    let o = &mut out[r * COLS..r * COLS + cols];
+                    // SAFETY: as `out` above, row r of the group.
+                    let o = unsafe { std::slice::from_raw_parts_mut(out.add(r * ldc), cols) };
                     if !done {
                         for (c, o) in o.iter_mut().enumerate() {
                             *o = dot(&w, j0 + c, a);
                         }
                     }
-                    let i = q * ROWS + r;
-                    for (c, o) in o.iter().enumerate() {
-                        let v = match p.bias {
-                            Some(b) => o + b[j0 + c],
-                            None => *o,
-                        };
-                        // SAFETY: row i < m, column j0 + c < n: inside c (asserted above);
-                        // tasks own disjoint column groups.
-                        unsafe { *cp.get().add(i * ldc + j0 + c) = v };
+                    if let Some(b) = p.bias {
+                        for (o, b) in o.iter_mut().zip(&b[j0..j0 + cols]) {
+                            *o += b;
+                        }
                     }
                 }
             }

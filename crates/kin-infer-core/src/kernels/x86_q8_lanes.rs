@@ -42,6 +42,39 @@ trait Dot {
     }
 }
 
+/// An activation row's arrays as pointers, checked once per call against the weights'
+/// blocks: the block loops then read them without bounds checks or reloading each `Vec`'s
+/// fields (a fifth of a prompt's Q4_0 product went to those).
+#[derive(Clone, Copy)]
+struct Act {
+    qs: *const u8,
+    d: *const f32,
+    s: *const f32,
+    bs: *const i32,
+}
+
+impl Act {
+    /// `r`'s pointers, for weight rows of `k` values in blocks of `bl`.
+    ///
+    /// # Panics
+    /// If `r` holds fewer (a caller's broken contract, never a user's input).
+    fn of(r: &QuantRow, k: usize, bl: usize) -> Act {
+        assert!(
+            r.qs.len() >= k
+                && r.d.len() >= k / bl
+                && r.s.len() >= k / bl
+                && r.bsums.len() >= k / 16,
+            "q8 kernel: an activation row shorter than the weights"
+        );
+        Act {
+            qs: r.qs.as_ptr() as *const u8,
+            d: r.d.as_ptr(),
+            s: r.s.as_ptr(),
+            bs: r.bsums.as_ptr(),
+        }
+    }
+}
+
 /// Four activation codes from `a`, in every lane.
 #[inline(always)]
 unsafe fn four(a: *const u8) -> __m256i {
@@ -87,8 +120,13 @@ struct Vnni;
 impl Dot for Vnni {
     #[inline(always)]
     unsafe fn raw<const V: usize>(q: &[__m256i], a: *const u8) -> __m256i {
-        let dot = |s, (v, q): (usize, &__m256i)| _mm256_dpbusd_epi32(s, *q, four(a.add(4 * v)));
-        q[..V].iter().enumerate().fold(_mm256_setzero_si256(), dot)
+        // Two chains (even and odd vectors): each `vpdpbusd` waits on its accumulator, and
+        // one chain of eight left the multipliers idle (exact integer sums: any order).
+        let mut s = [_mm256_setzero_si256(); 2];
+        for (v, q) in q[..V].iter().enumerate() {
+            s[v % 2] = _mm256_dpbusd_epi32(s[v % 2], *q, four(a.add(4 * v)));
+        }
+        _mm256_add_epi32(s[0], s[1])
     }
     const SPLIT: bool = false;
     #[inline(always)]
@@ -188,6 +226,8 @@ const Q5_K: u8 = 8;
 #[inline(always)]
 unsafe fn run<D: Dot, const T: u8, const R: usize>(c: Q8Call, a: [&QuantRow; R]) {
     debug_assert!((1..=GROUP).contains(&c.cols));
+    let k = c.row_bytes / c.t.block_bytes() * c.t.block_len();
+    let a = a.map(|r| Act::of(r, k, c.t.block_len()));
     let acc = match T {
         Q4_K => q4_k::<D, false, R>(c, a),
         Q5_K => q4_k::<D, true, R>(c, a),
@@ -195,9 +235,13 @@ unsafe fn run<D: Dot, const T: u8, const R: usize>(c: Q8Call, a: [&QuantRow; R])
         _ => run32::<D, T, R>(c, a),
     };
     for (r, acc) in acc.iter().enumerate() {
-        let mut lanes = [0.0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), *acc);
-        std::ptr::copy_nonoverlapping(lanes.as_ptr(), c.out.add(r * c.ldo), c.cols);
+        if c.cols == GROUP {
+            _mm256_storeu_ps(c.out.add(r * c.ldo), *acc);
+        } else {
+            let mut lanes = [0.0f32; 8];
+            _mm256_storeu_ps(lanes.as_mut_ptr(), *acc);
+            std::ptr::copy_nonoverlapping(lanes.as_ptr(), c.out.add(r * c.ldo), c.cols);
+        }
     }
 }
 
@@ -205,7 +249,7 @@ unsafe fn run<D: Dot, const T: u8, const R: usize>(c: Q8Call, a: [&QuantRow; R])
 /// unpacked once for all rows, then per row the lanes' exact sums, less the codes' offset
 /// times the activation block's sum, and the twin's steps.
 #[inline(always)]
-unsafe fn run32<D: Dot, const T: u8, const R: usize>(c: Q8Call, a: [&QuantRow; R]) -> [__m256; R] {
+unsafe fn run32<D: Dot, const T: u8, const R: usize>(c: Q8Call, a: [Act; R]) -> [__m256; R] {
     let (w, blocks) = (c.w, c.row_bytes / c.t.block_bytes());
     let (bb, affine, offset) = match T {
         Q4_0 => (18, false, 8),
@@ -226,8 +270,8 @@ unsafe fn run32<D: Dot, const T: u8, const R: usize>(c: Q8Call, a: [&QuantRow; R
         let half = |at: usize| _mm256_cvtph_ps(_mm_loadu_si128(base.add(at) as *const __m128i));
         let (dw, mw) = (half(0), half(16));
         let codes = base.add(if affine { 32 } else { 16 });
-        let act = |r: usize| a[r].qs.as_ptr().add(32 * b) as *const u8;
-        let sa = |r: usize| a[r].bsums[2 * b] + a[r].bsums[2 * b + 1];
+        let act = |r: usize| a[r].qs.add(32 * b);
+        let sa = |r: usize| *a[r].bs.add(2 * b) + *a[r].bs.add(2 * b + 1);
         let less = |s: __m256i, r: usize| _mm256_sub_epi32(s, _mm256_set1_epi32(offset * sa(r)));
         let isum: [__m256i; R] = match T {
             Q8_0 => {
@@ -257,10 +301,10 @@ unsafe fn run32<D: Dot, const T: u8, const R: usize>(c: Q8Call, a: [&QuantRow; R
             }
         };
         for r in 0..R {
-            let d = _mm256_mul_ps(dw, _mm256_set1_ps(a[r].d[b]));
+            let d = _mm256_mul_ps(dw, _mm256_set1_ps(*a[r].d.add(b)));
             acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum[r]), acc[r]);
             if affine {
-                acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a[r].s[b]), acc[r]);
+                acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(*a[r].s.add(b)), acc[r]);
             }
         }
     }
@@ -359,10 +403,7 @@ unsafe fn pair(lo: i32, hi: i32) -> __m256i {
 /// bytes, eight outputs at once), per sub-block of 32 the scaled lane sums, and the
 /// minimums against the activation's 32-sums.
 #[inline(always)]
-unsafe fn q4_k<D: Dot, const Q5: bool, const R: usize>(
-    c: Q8Call,
-    a: [&QuantRow; R],
-) -> [__m256; R] {
+unsafe fn q4_k<D: Dot, const Q5: bool, const R: usize>(c: Q8Call, a: [Act; R]) -> [__m256; R] {
     let (w, blocks) = (c.w, c.row_bytes / c.t.block_bytes());
     let bb: usize = if Q5 { 176 } else { 144 };
     let sign = _mm256_set1_ps(-0.0);
@@ -404,7 +445,7 @@ unsafe fn q4_k<D: Dot, const Q5: bool, const R: usize>(
             }
             let (sc16, sc32) = (pick(sc[j / 4], 0, j % 4), pick(sc[j / 4], 1, j % 4));
             for r in 0..R {
-                let act = a[r].qs.as_ptr().add(256 * b + 32 * j) as *const u8;
+                let act = a[r].qs.add(256 * b + 32 * j);
                 let sum = if Q5 && D::SPLIT {
                     _mm256_add_epi32(
                         D::scaled(D::raw::<4>(&q, act), sc16, sc32),
@@ -417,7 +458,7 @@ unsafe fn q4_k<D: Dot, const Q5: bool, const R: usize>(
             }
         }
         for r in 0..R {
-            let bs = &a[r].bsums[16 * b..16 * b + 16];
+            let bs = std::slice::from_raw_parts(a[r].bs.add(16 * b), 16);
             let s32 = |j: usize| bs[2 * j] + bs[2 * j + 1];
             let mut imin = _mm256_setzero_si256();
             for (h, m) in mins.iter().enumerate() {
@@ -425,7 +466,7 @@ unsafe fn q4_k<D: Dot, const Q5: bool, const R: usize>(
                 let j = 4 * (h / 2) + h % 2;
                 imin = _mm256_add_epi32(imin, _mm256_madd_epi16(*m, pair(s32(j), s32(j + 2))));
             }
-            let da = _mm256_set1_ps(a[r].d[b]);
+            let da = _mm256_set1_ps(*a[r].d.add(b));
             acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum[r]), acc[r]);
             let neg = _mm256_xor_ps(_mm256_mul_ps(dmin, da), sign);
             acc[r] = _mm256_fmadd_ps(neg, _mm256_cvtepi32_ps(imin), acc[r]);
@@ -438,7 +479,7 @@ unsafe fn q4_k<D: Dot, const Q5: bool, const R: usize>(
 /// six-bit codes (nibbles and top bits), per sub-block of 16 the scaled lane sums; the
 /// codes' `− 32` through `32 · Σ sc_j · Σ_{i∈j} a`.
 #[inline(always)]
-unsafe fn q6_k<D: Dot, const R: usize>(c: Q8Call, a: [&QuantRow; R]) -> [__m256; R] {
+unsafe fn q6_k<D: Dot, const R: usize>(c: Q8Call, a: [Act; R]) -> [__m256; R] {
     let (w, blocks) = (c.w, c.row_bytes / c.t.block_bytes());
     const BB: usize = 210;
     let top = _mm256_set1_epi8(0x30);
@@ -470,7 +511,7 @@ unsafe fn q6_k<D: Dot, const R: usize>(c: Q8Call, a: [&QuantRow; R]) -> [__m256;
                 let sc32 = _mm256_srai_epi32(pick(scv[j / 4], 3, j % 4), 24);
                 let q = &q[4 * s..4 * s + 4];
                 for r in 0..R {
-                    let act = a[r].qs.as_ptr().add(256 * b + 32 * ch + 16 * s) as *const u8;
+                    let act = a[r].qs.add(256 * b + 32 * ch + 16 * s);
                     let sum = if D::SPLIT {
                         _mm256_add_epi32(
                             D::scaled(D::raw::<2>(q, act), sc16, sc32),
@@ -484,7 +525,7 @@ unsafe fn q6_k<D: Dot, const R: usize>(c: Q8Call, a: [&QuantRow; R]) -> [__m256;
             }
         }
         for r in 0..R {
-            let bs = &a[r].bsums[16 * b..16 * b + 16];
+            let bs = std::slice::from_raw_parts(a[r].bs.add(16 * b), 16);
             let mut off = _mm256_setzero_si256();
             for (k, x) in scv.iter().enumerate() {
                 // Each lane's scales 4k..4k + 4 as signed i16 pairs (4k, 4k + 2), (4k + 1, 4k + 3).
@@ -498,7 +539,7 @@ unsafe fn q6_k<D: Dot, const R: usize>(c: Q8Call, a: [&QuantRow; R]) -> [__m256;
                 );
             }
             let isum = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(off, 5));
-            let da = _mm256_set1_ps(a[r].d[b]);
+            let da = _mm256_set1_ps(*a[r].d.add(b));
             acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum), acc[r]);
         }
     }
