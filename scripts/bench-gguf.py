@@ -6,8 +6,9 @@ Writes (once, cached under target/bench/gguf/) a random-weight LLaMA of about 10
 (hidden 768, 12 layers, 12 heads, 4 KV heads, intermediate 2048, vocab 32000, tied head,
 context 512: the shape scripts/bench-decode.py uses) as GGUF with numpy and the `gguf`
 package (no torch): F32, and Q8_0 / Q4_0 / Q4_1 quantized by gguf.quants' reference
-quantizers (norms F32, as llama.cpp's quantizer leaves them), and a Q4_K_M-style file: Q4_K
-with Q6_K for the tied embedding and for attn_v / ffn_down in llama.cpp's "more bits" layers
+quantizers (norms F32, as llama.cpp's quantizer leaves them), and Q4_K_M- / Q5_K_M-style files
+(Q4_K / Q5_K with Q6_K for the tied embedding and for attn_v / ffn_down in llama.cpp's "more
+bits" layers) and a Q6_K file
 (gguf.quants has no K-quant quantizer, so `kquant()` below rounds min/max per sub-block: not
 llama.cpp's search, the same bytes per weight, and checked against gguf.quants' dequantizer). Then, for `--repeat`
 interleaved rounds (best kept: this machine is shared and noisy), on each file:
@@ -47,12 +48,12 @@ BIN = os.path.join(REPO, "target", "release", "kin-infer")
 MEMBW = os.path.join(REPO, "target", "release", "examples", "mem_bandwidth")
 
 C = dict(vocab=32000, hidden=768, layers=12, heads=12, kv=4, ff=2048, ctx=512)
-FORMATS = ["f32", "q8_0", "q4_0", "q4_1", "q4_k_m"]
+FORMATS = ["f32", "q8_0", "q4_0", "q4_1", "q4_k_m", "q5_k_m", "q6_k"]
 
 
 def kquant(x, qtype):
-    """Q4_K or Q6_K blocks of the rows of `x` (ggml-common.h's layouts) by simple rounding:
-    per sub-block scale (and Q4_K minimum) from its range, 6-bit (Q4_K) / int8 (Q6_K)
+    """Q4_K, Q5_K or Q6_K blocks of the rows of `x` (ggml-common.h's layouts) by simple
+    rounding: per sub-block scale (and Q4_K / Q5_K minimum) from its range, 6-bit / int8 (Q6_K)
     sub-scales relative to the block's f16 super-scale."""
     from gguf import GGMLQuantizationType as T
     from gguf import quants
@@ -61,25 +62,28 @@ def kquant(x, qtype):
     b = x.reshape(-1, 256).astype(np.float32)
     n = b.shape[0]
     f16 = lambda v: v.astype(np.float16)
-    if qtype == T.Q4_K:
+    if qtype in (T.Q4_K, T.Q5_K):
+        top = 15.0 if qtype == T.Q4_K else 31.0
         s = b.reshape(n, 8, 32)
         lo = np.minimum(s.min(axis=2), 0.0)
-        scale = (s.max(axis=2) - lo) / 15.0
+        scale = (s.max(axis=2) - lo) / top
         d = f16(scale.max(axis=1) / 63.0)
         dmin = f16((-lo).max(axis=1) / 63.0)
         df, dmf = d.astype(np.float32)[:, None], dmin.astype(np.float32)[:, None]
         sc = np.clip(np.round(np.divide(scale, df, out=np.zeros_like(scale), where=df > 0)), 0, 63).astype(np.uint8)
         m = np.clip(np.round(np.divide(-lo, dmf, out=np.zeros_like(lo), where=dmf > 0)), 0, 63).astype(np.uint8)
         step = (df * sc)[:, :, None]
-        q = np.clip(np.round(np.divide(s + (dmf * m)[:, :, None], step, out=np.zeros_like(s), where=step > 0)), 0, 15).astype(np.uint8)
+        q = np.clip(np.round(np.divide(s + (dmf * m)[:, :, None], step, out=np.zeros_like(s), where=step > 0)), 0, top).astype(np.uint8)
         scales = np.zeros((n, 12), np.uint8)
         scales[:, 0:4] = sc[:, 0:4] | ((sc[:, 4:8] >> 4) << 6)
         scales[:, 4:8] = m[:, 0:4] | ((m[:, 4:8] >> 4) << 6)
         scales[:, 8:12] = (sc[:, 4:8] & 15) | ((m[:, 4:8] & 15) << 4)
-        q = q.reshape(n, 4, 2, 32)
+        # Q5_K: bit j of qh[l] is sub-block j's element l's fifth bit.
+        qh = sum(((q[:, j, :] >> 4) & 1) << j for j in range(8)).astype(np.uint8)
+        q = (q & 15).reshape(n, 4, 2, 32)
         qs = (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).reshape(n, 128)
-        blocks = np.concatenate([d.view(np.uint8).reshape(n, 2), dmin.view(np.uint8).reshape(n, 2),
-                                 scales, qs], axis=1)
+        head = [d.view(np.uint8).reshape(n, 2), dmin.view(np.uint8).reshape(n, 2), scales]
+        blocks = np.concatenate(head + ([qh] if qtype == T.Q5_K else []) + [qs], axis=1)
     else:
         s = b.reshape(n, 16, 16)
         scale = np.abs(s).max(axis=2) / 31.0
@@ -107,9 +111,9 @@ def write_model(path, qname):
     from gguf import quants
 
     qtype = {"f32": None, "q8_0": T.Q8_0, "q4_0": T.Q4_0, "q4_1": T.Q4_1,
-             "q4_k_m": T.Q4_K}[qname]
+             "q4_k_m": T.Q4_K, "q5_k_m": T.Q5_K, "q6_k": T.Q6_K}[qname]
     # llama.cpp's general.file_type (enum llama_ftype): not the ggml type code.
-    FILE_TYPE = {None: 0, T.Q4_0: 2, T.Q4_1: 3, T.Q8_0: 7, T.Q4_K: 15}
+    FILE_TYPE = {None: 0, T.Q4_0: 2, T.Q4_1: 3, T.Q8_0: 7, T.Q4_K: 15, T.Q5_K: 17, T.Q6_K: 18}
     rng = np.random.default_rng(1234)
     h, hd = C["hidden"], C["hidden"] // C["heads"]
     kvd = C["kv"] * hd
@@ -148,10 +152,10 @@ def write_model(path, qname):
     def add(name, t):
         if qtype is None or t.ndim != 2:
             w.add_tensor(name, t)
-        elif qtype == T.Q4_K:
+        elif qtype in (T.Q4_K, T.Q5_K, T.Q6_K):
             six = name == "token_embd.weight" or (
                 name.split(".")[-2] in ("attn_v", "ffn_down") and more_bits(int(name.split(".")[1])))
-            kt = T.Q6_K if six else T.Q4_K
+            kt = T.Q6_K if six else qtype
             w.add_tensor(name, kquant(t, kt), raw_dtype=kt)
         else:
             w.add_tensor(name, quants.quantize(t, qtype), raw_dtype=qtype)

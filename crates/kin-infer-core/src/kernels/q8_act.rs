@@ -45,12 +45,26 @@ impl ActBlocks {
 /// One activation row quantized into [`ActBlocks`]: `qs` the codes (k of them), and per
 /// block its scale `d`, its `s` (Q8_1; else 0) and, per 16 codes, their sum `bsums` (every
 /// kind carries them: the K-quants' minimums need them, and a tier may use them elsewhere).
+/// For [`ActBlocks::Q8K`] also `pairs`: per block [`PAIRS`] words, each two of those sums
+/// as i16 halves (low, high), ready for an i16 multiply-add against lanes of sub-block
+/// scales: the 16-sums `(j, j + 2)` for `j` = 0, 1, 4, 5, 8, 9, 12, 13 (Q6_K's scales),
+/// then the 32-sums `(j, j + 2)` for `j` = 0, 1, 4, 5 (Q4_K / Q5_K's minimums). A 16-sum is
+/// at most 16 · 127 in magnitude and a 32-sum 32 · 127: both fit an i16.
 #[derive(Clone, Debug, Default)]
 pub struct QuantRow {
     pub(crate) qs: Vec<i8>,
     pub(crate) d: Vec<f32>,
     pub(crate) s: Vec<f32>,
     pub(crate) bsums: Vec<i32>,
+    pub(crate) pairs: Vec<i32>,
+}
+
+/// Words of [`QuantRow::pairs`] per Q8K block.
+pub(crate) const PAIRS: usize = 12;
+
+/// `lo` and `hi` (each within i16) as one word, `lo` in the low half.
+fn pair(lo: i32, hi: i32) -> i32 {
+    (lo as u16 as u32 | (hi as u32) << 16) as i32
 }
 
 impl QuantRow {
@@ -65,6 +79,7 @@ impl QuantRow {
         self.d.clear();
         self.s.clear();
         self.bsums.clear();
+        self.pairs.clear();
         for b in x.chunks_exact(bl) {
             let at = self.qs.len();
             match kind {
@@ -106,6 +121,16 @@ impl QuantRow {
             }
             for sixteen in self.qs[at..].chunks_exact(16) {
                 self.bsums.push(sixteen.iter().map(|&q| q as i32).sum());
+            }
+            if kind == ActBlocks::Q8K {
+                let bs = &self.bsums[self.bsums.len() - 16..];
+                let s32 = |j: usize| bs[2 * j] + bs[2 * j + 1];
+                for j in [0, 1, 4, 5, 8, 9, 12, 13] {
+                    self.pairs.push(pair(bs[j], bs[j + 2]));
+                }
+                for j in [0, 1, 4, 5] {
+                    self.pairs.push(pair(s32(j), s32(j + 2)));
+                }
             }
         }
     }
@@ -267,5 +292,33 @@ mod tests {
         let zero = vec![0.0f32; 256];
         row.quantize(ActBlocks::Q8K, &zero);
         assert!(row.qs.iter().all(|&q| q == 0) && row.d[0] == 0.0);
+    }
+
+    /// The pair words hold the sums they name, at their extremes too (all codes ±127).
+    #[test]
+    fn q8_k_pairs_are_the_block_sums() {
+        let half = |w: i32, hi: bool| if hi { w >> 16 } else { w as i16 as i32 };
+        for x in [
+            (0..512)
+                .map(|i| ((i * 53 % 97) as f32 - 48.0) * 0.3)
+                .collect::<Vec<f32>>(),
+            vec![1.0; 512],
+            vec![-1.0; 512],
+        ] {
+            let mut row = QuantRow::default();
+            row.quantize(ActBlocks::Q8K, &x);
+            assert_eq!(row.pairs.len(), 2 * PAIRS);
+            for b in 0..2 {
+                let (bs, w) = (&row.bsums[16 * b..], &row.pairs[PAIRS * b..]);
+                for (h, j) in [0, 1, 4, 5, 8, 9, 12, 13].into_iter().enumerate() {
+                    assert_eq!((half(w[h], false), half(w[h], true)), (bs[j], bs[j + 2]));
+                }
+                let s32 = |j: usize| bs[2 * j] + bs[2 * j + 1];
+                for (h, j) in [0, 1, 4, 5].into_iter().enumerate() {
+                    let w = w[8 + h];
+                    assert_eq!((half(w, false), half(w, true)), (s32(j), s32(j + 2)));
+                }
+            }
+        }
     }
 }

@@ -13,7 +13,7 @@
 
 use super::dequant::IQ4_NL_LEVELS;
 use super::ggml::GgmlType;
-use super::q8_act::QuantRow;
+use super::q8_act::{QuantRow, PAIRS};
 use super::q8_gemm::{Q8Call, GROUP};
 use std::arch::x86_64::*;
 
@@ -51,6 +51,8 @@ struct Act {
     d: *const f32,
     s: *const f32,
     bs: *const i32,
+    /// Q8K rows' [`QuantRow::pairs`] (dangling for the 32-element kinds, never read).
+    pairs: *const i32,
 }
 
 impl Act {
@@ -63,7 +65,8 @@ impl Act {
             r.qs.len() >= k
                 && r.d.len() >= k / bl
                 && r.s.len() >= k / bl
-                && r.bsums.len() >= k / 16,
+                && r.bsums.len() >= k / 16
+                && (bl != 256 || r.pairs.len() >= k / bl * PAIRS),
             "q8 kernel: an activation row shorter than the weights"
         );
         Act {
@@ -71,6 +74,7 @@ impl Act {
             d: r.d.as_ptr(),
             s: r.s.as_ptr(),
             bs: r.bsums.as_ptr(),
+            pairs: r.pairs.as_ptr(),
         }
     }
 }
@@ -392,12 +396,6 @@ unsafe fn pick(x: __m256i, form: usize, k: usize) -> __m256i {
     )
 }
 
-/// Two i16 activation sums as one i32 (the low half first), for `vpmaddwd`.
-#[inline(always)]
-unsafe fn pair(lo: i32, hi: i32) -> __m256i {
-    _mm256_set1_epi32((lo as u16 as u32 | (hi as u32) << 16) as i32)
-}
-
 /// Q4_K and Q5_K (`Q5`, with the fifth bits): per super-block of 256, d and dmin, the eight
 /// 6-bit scales and minimums unpacked in lanes (32-bit masks and shifts over the packed
 /// bytes, eight outputs at once), per sub-block of 32 the scaled lane sums, and the
@@ -458,13 +456,13 @@ unsafe fn q4_k<D: Dot, const Q5: bool, const R: usize>(c: Q8Call, a: [Act; R]) -
             }
         }
         for r in 0..R {
-            let bs = std::slice::from_raw_parts(a[r].bs.add(16 * b), 16);
-            let s32 = |j: usize| bs[2 * j] + bs[2 * j + 1];
+            // mins[h]: sub-blocks 4(h / 2) + h % 2 and + 2 of each lane, against the
+            // activation's 32-sums of those sub-blocks (its pair word 8 + h).
+            let pairs = a[r].pairs.add(PAIRS * b + 8);
             let mut imin = _mm256_setzero_si256();
             for (h, m) in mins.iter().enumerate() {
-                // mins[h]: sub-blocks 4(h / 2) + h % 2 and + 2 of each lane.
-                let j = 4 * (h / 2) + h % 2;
-                imin = _mm256_add_epi32(imin, _mm256_madd_epi16(*m, pair(s32(j), s32(j + 2))));
+                let p = _mm256_set1_epi32(*pairs.add(h));
+                imin = _mm256_add_epi32(imin, _mm256_madd_epi16(*m, p));
             }
             let da = _mm256_set1_ps(*a[r].d.add(b));
             acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum[r]), acc[r]);
@@ -524,19 +522,18 @@ unsafe fn q6_k<D: Dot, const R: usize>(c: Q8Call, a: [Act; R]) -> [__m256; R] {
                 }
             }
         }
+        // Each lane's scales 4k..4k + 4 as signed i16 pairs: (4k, 4k + 2) in `sc16[2k]`,
+        // (4k + 1, 4k + 3) in `sc16[2k + 1]`, against the activation's pair words 2k, 2k + 1.
+        let sc16: [__m256i; 8] = std::array::from_fn(|h| match h % 2 {
+            0 => _mm256_srai_epi16(_mm256_slli_epi16(scv[h / 2], 8), 8),
+            _ => _mm256_srai_epi16(scv[h / 2], 8),
+        });
         for r in 0..R {
-            let bs = std::slice::from_raw_parts(a[r].bs.add(16 * b), 16);
+            let pairs = a[r].pairs.add(PAIRS * b);
             let mut off = _mm256_setzero_si256();
-            for (k, x) in scv.iter().enumerate() {
-                // Each lane's scales 4k..4k + 4 as signed i16 pairs (4k, 4k + 2), (4k + 1, 4k + 3).
-                let even = _mm256_srai_epi16(_mm256_slli_epi16(*x, 8), 8);
-                let odd = _mm256_srai_epi16(*x, 8);
-                off =
-                    _mm256_add_epi32(off, _mm256_madd_epi16(even, pair(bs[4 * k], bs[4 * k + 2])));
-                off = _mm256_add_epi32(
-                    off,
-                    _mm256_madd_epi16(odd, pair(bs[4 * k + 1], bs[4 * k + 3])),
-                );
+            for (h, sc) in sc16.iter().enumerate() {
+                let p = _mm256_set1_epi32(*pairs.add(h));
+                off = _mm256_add_epi32(off, _mm256_madd_epi16(*sc, p));
             }
             let isum = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(off, 5));
             let da = _mm256_set1_ps(*a[r].d.add(b));
