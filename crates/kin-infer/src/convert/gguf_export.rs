@@ -440,7 +440,7 @@ fn pre_name(pre: &Value) -> Option<&'static str> {
             match a.pointer("/pattern/Regex").and_then(Value::as_str)? {
                 LLAMA3 => Some("llama-bpe"),
                 QWEN2 => Some("qwen2"),
-                _ => None,
+                r => crate::io::gguf_tokenizer::pre_name_of(&[r]),
             }
         }
         [a, b] if ty(a) == "Digits" && byte_level(b, true) => a
@@ -448,6 +448,19 @@ fn pre_name(pre: &Value) -> Option<&'static str> {
             .and_then(Value::as_bool)
             .filter(|d| *d)
             .map(|_| "smollm"),
+        // What `kin-infer convert` writes from a GGUF file: llama.cpp's own expressions as
+        // isolated splits, then the byte mapping without a regex of its own.
+        [splits @ .., last] if byte_level(last, false) => {
+            let regexes = splits
+                .iter()
+                .map(|s| {
+                    (ty(s) == "Split")
+                        .then(|| s.pointer("/pattern/Regex").and_then(Value::as_str))
+                        .flatten()
+                })
+                .collect::<Option<Vec<&str>>>()?;
+            crate::io::gguf_tokenizer::pre_name_of(&regexes)
+        }
         _ => None,
     }
 }

@@ -45,6 +45,16 @@ fn pre_regexes(pre: &str) -> Option<Vec<&'static str>> {
     })
 }
 
+/// The `tokenizer.ggml.pre` name whose regular expressions are `regexes` (what
+/// [`pre_regexes`] gives, in order): how a tokenizer.json this module wrote from a GGUF file
+/// goes back into one (`kin-infer quantize` of a converted directory). The first name of each
+/// group of equivalent ones.
+pub(crate) fn pre_name_of(regexes: &[&str]) -> Option<&'static str> {
+    ["default", "gpt-2", "llama-bpe", "qwen2", "smollm"]
+        .into_iter()
+        .find(|name| pre_regexes(name).is_some_and(|r| r == regexes))
+}
+
 /// llama.cpp's token types (`llama_token_type`; gguf-py's `TokenType` from 1): 0 undefined,
 /// 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte.
 const MAX_TOKEN_TYPE: i64 = 6;
@@ -246,4 +256,22 @@ pub fn token_text(gguf: &GgufFile, key: &str) -> Option<String> {
     let tokens = strings(gguf, "tokenizer.ggml.tokens").ok().flatten()?;
     let id = token_id(gguf, key, tokens.len()).ok().flatten()?;
     Some(tokens[id as usize].to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_pre_name_is_found_again_from_its_regexes() {
+        for name in ["default", "gpt-2", "llama-bpe", "qwen2", "smollm"] {
+            assert_eq!(pre_name_of(&pre_regexes(name).unwrap()), Some(name));
+        }
+        // Aliases come back as the group's first name; unknown expressions as none.
+        assert_eq!(
+            pre_name_of(&pre_regexes("starcoder").unwrap()),
+            Some("smollm")
+        );
+        assert_eq!(pre_name_of(&[r"\p{N}"]), None);
+    }
 }
