@@ -306,8 +306,8 @@ def main():
         return
     print(f"threads {args.threads}, read bandwidth {bw / 1e9:.1f} GB/s, best of {args.repeat}, "
           f"llama.cpp: {args.llama_bench or 'xllamacpp wheel'}")
-    print("decode and prefill tok/s; kin q8 = --activations q8 (what auto "
-          "picks), kin f32 = --activations f32; bound = read bandwidth / weight bytes per token")
+    print("decode and prefill tok/s; kin q8 = --activations q8 (explicit; auto is f32 "
+          "for now), kin f32 = --activations f32; bound = read bandwidth / weight bytes per token")
     print("| format | weights MB | decode kin q8 | kin f32 | llama.cpp | q8/llama | f32/llama | "
           "bound | bound/q8 | prefill kin q8 | kin f32 | llama.cpp | q8/llama | f32/llama |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -25,7 +25,7 @@ pub struct ModelArgs {
     pub threads: Option<usize>,
     /// Activation numerics: q8 (8-bit activations and integer dot products for ggml-quantized
     /// weights, on the CPU), f32 (quantized output == its dequantized F32 twin's bits), or auto
-    /// (q8 for ggml-quantized weights on the CPU, else f32); default KIN_INFER_ACTIVATIONS, else auto
+    /// (the faster on this build: f32 for now); default KIN_INFER_ACTIVATIONS, else auto
     /// (docs/numerics.md).
     #[arg(long, value_name = "MODE", value_parser = parse_activations)]
     pub activations: Option<Activations>,

@@ -59,7 +59,7 @@ pub struct ServeCmdArgs {
     #[arg(long)]
     threads: Option<usize>,
     /// Activation numerics: q8 (8-bit activations for ggml-quantized weights, on the CPU),
-    /// f32, or auto (q8 for ggml-quantized weights on the CPU, else f32); default KIN_INFER_ACTIVATIONS,
+    /// f32, or auto (the faster on this build: f32 for now); default KIN_INFER_ACTIVATIONS,
     /// else auto (docs/numerics.md).
     #[arg(long, value_name = "MODE", value_parser = crate::model_args::parse_activations)]
     activations: Option<kin_infer::Activations>,

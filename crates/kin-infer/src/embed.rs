@@ -33,8 +33,8 @@ pub struct EmbedderOptions {
     pub tier: Option<Tier>,
     /// Matryoshka truncation: keep the first N dimensions (then L2-normalize if normalizing).
     pub dimensions: Option<usize>,
-    /// Activation numerics (else `KIN_INFER_ACTIVATIONS`, else auto: q8 for ggml-quantized
-    /// weights on the CPU, else f32; `kin_infer_core::activations`).
+    /// Activation numerics (else `KIN_INFER_ACTIVATIONS`, else auto: the faster mode on this
+    /// build, f32 for now; `kin_infer_core::activations`).
     pub activations: Option<Activations>,
 }
 

@@ -25,8 +25,8 @@ pub struct GeneratorOptions {
     pub threads: Option<usize>,
     /// SIMD tier (else the process-wide one).
     pub tier: Option<Tier>,
-    /// Activation numerics (else `KIN_INFER_ACTIVATIONS`, else auto: q8 for ggml-quantized
-    /// weights on the CPU, else f32; `kin_infer_core::activations`).
+    /// Activation numerics (else `KIN_INFER_ACTIVATIONS`, else auto: the faster mode on this
+    /// build, f32 for now; `kin_infer_core::activations`).
     pub activations: Option<Activations>,
 }
 

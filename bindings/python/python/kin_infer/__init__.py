@@ -90,7 +90,7 @@ class Embedder:
             ``lasttoken``, joined by ``+`` to concatenate (default: the model's config).
         dimensions: keep the first N dimensions (Matryoshka), re-normalized when normalizing.
         activations: ``q8`` (8-bit activations for ggml-quantized weights), ``f32``, or
-            ``auto`` (q8 for ggml-quantized weights on the CPU, else f32); default
+            ``auto`` (the faster on this build: f32 for now); default
             ``KIN_INFER_ACTIVATIONS``, else ``auto``.
 
     The vectors do not depend on ``batch_size`` or ``threads``: they equal
@@ -289,7 +289,7 @@ class Generator:
     (``{"role": ..., "content": ...}``) rendered through the model's chat template.
     Greedy decoding (``temperature=0``, the default) gives ``kin-infer generate``'s tokens.
     ``activations`` is ``q8`` (8-bit activations for ggml-quantized weights), ``f32``, or
-    ``auto`` (q8 for ggml-quantized weights on the CPU, else f32); default ``KIN_INFER_ACTIVATIONS``,
+    ``auto`` (the faster on this build: f32 for now); default ``KIN_INFER_ACTIVATIONS``,
     else ``auto``.
     """
 
